@@ -1,0 +1,48 @@
+// compiler/program.h — what codegen hands to the runtime: one CUDA source
+// (compiled to one module) and the ordered launches that run it.
+//
+// Kernel ABI: every kernel parameter is a device pointer (BufferRef). Graph
+// inputs are contiguous tensors of their declared dtype, in declaration order;
+// outputs likewise in Graph::outputs order; scratch buffers are intermediates
+// the plan could not keep in registers (allocated by the runtime, owned by the
+// loaded program). Kernels are `extern "C" __global__` so their names read the
+// same in Nsight as in the source.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusejit {
+
+enum class BufferKind : uint8_t { Input, Output, Scratch };
+
+struct BufferRef {
+  BufferKind kind;
+  int index;  // into the graph's inputs, outputs, or Program::scratch
+  bool operator==(const BufferRef&) const = default;
+};
+
+struct LaunchSpec {
+  std::string kernel;                     // __global__ name in Program::source
+  std::array<unsigned, 3> grid{1, 1, 1};
+  std::array<unsigned, 3> block{1, 1, 1};
+  unsigned shared_bytes = 0;              // dynamic shared memory per block
+  std::vector<BufferRef> args;            // parameters, in order
+};
+
+struct ScratchSpec {
+  int64_t bytes = 0;
+  std::string what;  // e.g. "conv2d output before max_pool2d (f32[...])"
+};
+
+struct Program {
+  std::string name;                  // descriptive, e.g. "fj_conv2d_k3_relu_add"
+  std::string source;                // CUDA C++; may #include "fusejit/<x>.cuh"
+  std::vector<LaunchSpec> launches;  // run in this order on one stream
+  std::vector<ScratchSpec> scratch;
+  std::string plan_text;             // the fusion plan: what fused, what did not, why
+};
+
+}  // namespace fusejit

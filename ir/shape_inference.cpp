@@ -1,0 +1,254 @@
+// Type and shape inference, one rule per op category.
+#include <algorithm>
+#include <set>
+
+#include "ir/passes.h"
+
+namespace fusejit {
+namespace {
+
+std::string hw(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+// PyTorch's pooling/conv output size; returns <= 0 when the window does not fit.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;  // last window must start inside input or left padding
+  return out;
+}
+
+class Inference {
+ public:
+  explicit Inference(Graph& g) : g_(g) {}
+
+  Status run() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Status s = infer(static_cast<ValueId>(i)); !s) return s;
+    }
+    return {};
+  }
+
+ private:
+  Graph& g_;
+
+  const TensorType& in(ValueId id, int k) { return g_.node(g_.node(id).operands.at(static_cast<size_t>(k))).type; }
+  Error err(ValueId id, const std::string& m) { return node_error(g_, id, m); }
+  std::string operand(ValueId id, int k) {
+    const auto& names = op_info(g_.node(id).op).operand_names;
+    return "'" + names.at(static_cast<size_t>(k)) + "'";
+  }
+
+  Status infer(ValueId id) {
+    Node& n = g_.node(id);
+    switch (op_category(n.op)) {
+      case OpCategory::Leaf: return leaf(id);
+      case OpCategory::Anchor: return anchor(id);
+      case OpCategory::Unary: n.type = in(id, 0); return {};
+      case OpCategory::Binary: return binary(id);
+      case OpCategory::Reduction: return reduction(id);
+      case OpCategory::Normalize: return normalize(id);
+      case OpCategory::Pool: return pool(id);
+    }
+    return {};
+  }
+
+  Status leaf(ValueId id) {
+    Node& n = g_.node(id);
+    if (n.op == OpKind::Constant) {
+      n.type = TensorType{DType::F32, {}};
+      return {};
+    }
+    for (int64_t d : n.type.shape)
+      if (d < 1) return err(id, "shape " + shape_str(n.type.shape) + " has a dim < 1");
+    return {};
+  }
+
+  Status check_anchor_dtypes(ValueId id) {
+    const Node& n = g_.node(id);
+    DType want = anchor_dtype(g_.precision);
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      DType got = in(id, static_cast<int>(k)).dtype;
+      if (got != want)
+        return err(id, "operand " + operand(id, static_cast<int>(k)) + " is " + std::string(dtype_name(got)) +
+                           " but precision " + std::string(precision_name(g_.precision)) + " needs " +
+                           std::string(dtype_name(want)) + " operands");
+    }
+    return {};
+  }
+
+  Status anchor(ValueId id) {
+    if (Status s = check_anchor_dtypes(id); !s) return s;
+    Node& n = g_.node(id);
+    if (n.op == OpKind::Linear) return linear(id);
+    if (n.op == OpKind::Matmul) return matmul(id);
+    return conv2d(id);
+  }
+
+  Status linear(ValueId id) {
+    Node& n = g_.node(id);
+    const Shape& x = in(id, 0).shape;
+    const Shape& w = in(id, 1).shape;
+    if (x.empty()) return err(id, "input 'x' must have at least 1 dim, got " + shape_str(x));
+    if (w.size() != 2) return err(id, "weight must be 2-D [N, K], got " + shape_str(w));
+    if (x.back() != w[1])
+      return err(id, "x " + shape_str(x) + " has K=" + std::to_string(x.back()) + " features but weight " +
+                         shape_str(w) + " expects K=" + std::to_string(w[1]));
+    if (n.operands.size() == 3 && in(id, 2).shape != Shape{w[0]})
+      return err(id, "bias must be [" + std::to_string(w[0]) + "], got " + shape_str(in(id, 2).shape));
+    Shape out(x.begin(), x.end() - 1);
+    out.push_back(w[0]);
+    n.type = {in(id, 0).dtype, out};
+    return {};
+  }
+
+  Status matmul(ValueId id) {
+    Node& n = g_.node(id);
+    const Shape& a = in(id, 0).shape;
+    const Shape& b = in(id, 1).shape;
+    if (a.size() < 2 || b.size() < 2)
+      return err(id, "operands must be at least 2-D, got " + shape_str(a) + " and " + shape_str(b));
+    if (a.back() != b[b.size() - 2])
+      return err(id, "inner dims differ: a " + shape_str(a) + " has K=" + std::to_string(a.back()) + ", b " +
+                         shape_str(b) + " has K=" + std::to_string(b[b.size() - 2]));
+    Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    auto batch = broadcast_shapes(ba, bb);
+    if (!batch) return err(id, "batch dims " + shape_str(ba) + " and " + shape_str(bb) + " do not broadcast");
+    Shape out = *batch;
+    out.push_back(a[a.size() - 2]);
+    out.push_back(b.back());
+    n.type = {in(id, 0).dtype, out};
+    return {};
+  }
+
+  Status conv2d(ValueId id) {
+    Node& n = g_.node(id);
+    const Shape& x = in(id, 0).shape;
+    const Shape& w = in(id, 1).shape;
+    if (x.size() != 4) return err(id, "input 'x' must be 4-D NCHW, got " + shape_str(x));
+    if (w.size() != 4) return err(id, "weight must be 4-D [Cout, Cin/groups, kh, kw], got " + shape_str(w));
+    int64_t groups = n.attr_int("groups");
+    auto st = n.attr_ints("stride"), pad = n.attr_ints("padding"), dil = n.attr_ints("dilation");
+    if (x[1] % groups || w[0] % groups)
+      return err(id, "groups=" + std::to_string(groups) + " must divide Cin=" + std::to_string(x[1]) +
+                         " and Cout=" + std::to_string(w[0]));
+    if (w[1] != x[1] / groups)
+      return err(id, "weight " + shape_str(w) + " expects " + std::to_string(w[1]) + " input channels per group but x " +
+                         shape_str(x) + " has " + std::to_string(x[1] / groups) + " (Cin=" + std::to_string(x[1]) +
+                         ", groups=" + std::to_string(groups) + ")");
+    if (n.operands.size() == 3 && in(id, 2).shape != Shape{w[0]})
+      return err(id, "bias must be [" + std::to_string(w[0]) + "], got " + shape_str(in(id, 2).shape));
+    int64_t oh = window_out(x[2], w[2], st[0], pad[0], dil[0], false);
+    int64_t ow = window_out(x[3], w[3], st[1], pad[1], dil[1], false);
+    if (oh < 1 || ow < 1)
+      return err(id, "the " + hw(w[2], w[3]) + " kernel (dilation " + hw(dil[0], dil[1]) + ") does not fit the " +
+                         hw(x[2], x[3]) + " input with padding " + hw(pad[0], pad[1]));
+    n.type = {in(id, 0).dtype, {x[0], w[0], oh, ow}};
+    return {};
+  }
+
+  Status binary(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& a = in(id, 0);
+    const TensorType& b = in(id, 1);
+    auto shape = broadcast_shapes(a.shape, b.shape);
+    if (!shape)
+      return err(id, "shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) +
+                         " do not broadcast (PyTorch rules: dims align from the right; each pair must be equal or 1)");
+    bool a_const = g_.node(n.operands[0]).op == OpKind::Constant;
+    bool b_const = g_.node(n.operands[1]).op == OpKind::Constant;
+    DType dt = a_const && !b_const ? b.dtype : (b_const && !a_const ? a.dtype : promote(a.dtype, b.dtype));
+    n.type = {dt, *shape};
+    return {};
+  }
+
+  // Normalizes a dim into [0, rank); false when out of range.
+  static bool norm_dim(int64_t& d, int rank) {
+    if (d < -rank || d >= rank) return false;
+    if (d < 0) d += rank;
+    return true;
+  }
+
+  Status reduction(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    auto dims = n.attr_ints("dims");
+    if (dims.empty()) return err(id, "'dims' must name at least one dim");
+    for (int64_t& d : dims)
+      if (!norm_dim(d, x.rank()))
+        return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
+                           "-D input " + shape_str(x.shape));
+    std::sort(dims.begin(), dims.end());
+    if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+      return err(id, "'dims' names a dim twice: " + attr_str(n.attrs.at("dims")));
+    n.attrs["dims"] = dims;
+    bool keep = n.attr_bool("keepdim");
+    Shape out;
+    for (int d = 0; d < x.rank(); ++d) {
+      bool reduced = std::binary_search(dims.begin(), dims.end(), d);
+      if (!reduced) out.push_back(x.shape[static_cast<size_t>(d)]);
+      else if (keep) out.push_back(1);
+    }
+    n.type = {x.dtype, out};
+    return {};
+  }
+
+  Status normalize(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    int64_t d = n.attr_int("dim");
+    if (!norm_dim(d, x.rank()))
+      return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
+                         "-D input " + shape_str(x.shape));
+    n.attrs["dim"] = d;
+    n.type = x;
+    return {};
+  }
+
+  Status pool(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    if (n.op == OpKind::MaxPool1d || n.op == OpKind::AvgPool1d) return pool1d(id, x);
+    if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
+    if (n.op == OpKind::GlobalAvgPool) {
+      n.type = {x.dtype, {x.shape[0], x.shape[1], 1, 1}};
+      return {};
+    }
+    auto k = n.attr_ints("kernel_size"), s = n.attr_ints("stride"), p = n.attr_ints("padding");
+    std::vector<int64_t> d = n.attrs.count("dilation") ? n.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+    bool ceil_mode = n.attr_bool("ceil_mode");
+    for (int i = 0; i < 2; ++i)
+      if (2 * p[static_cast<size_t>(i)] > k[static_cast<size_t>(i)])
+        return err(id, "padding " + hw(p[0], p[1]) + " must be at most half the kernel " + hw(k[0], k[1]));
+    int64_t oh = window_out(x.shape[2], k[0], s[0], p[0], d[0], ceil_mode);
+    int64_t ow = window_out(x.shape[3], k[1], s[1], p[1], d[1], ceil_mode);
+    if (oh < 1 || ow < 1) {
+      std::string kern = k[0] == k[1] ? std::to_string(k[0]) : hw(k[0], k[1]);
+      return err(id, "kernel " + kern + " is larger than the " + hw(x.shape[2], x.shape[3]) + " input" +
+                         (p[0] || p[1] ? " with padding " + hw(p[0], p[1]) : std::string()));
+    }
+    n.type = {x.dtype, {x.shape[0], x.shape[1], oh, ow}};
+    return {};
+  }
+
+  Status pool1d(ValueId id, const TensorType& x) {
+    Node& n = g_.node(id);
+    if (x.rank() < 1) return err(id, "input must have at least 1 dim");
+    int64_t k = n.attr_int("kernel_size"), s = n.attr_int("stride"), p = n.attr_int("padding");
+    if (2 * p > k) return err(id, "padding " + std::to_string(p) + " must be at most half the kernel " + std::to_string(k));
+    int64_t len = x.shape.back();
+    int64_t out = window_out(len, k, s, p, 1, n.attr_bool("ceil_mode"));
+    if (out < 1)
+      return err(id, "kernel " + std::to_string(k) + " is larger than the last dim (" + std::to_string(len) + ")");
+    Shape shape = x.shape;
+    shape.back() = out;
+    n.type = {x.dtype, shape};
+    return {};
+  }
+};
+
+}  // namespace
+
+Status infer_types(Graph& g) { return Inference(g).run(); }
+
+}  // namespace fusejit

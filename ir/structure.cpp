@@ -1,0 +1,89 @@
+// Structural rules of a fusejit graph (no shapes needed).
+#include <set>
+
+#include "ir/passes.h"
+
+namespace fusejit {
+namespace {
+
+// Marks every value reachable backwards from `roots`.
+std::vector<bool> reachable_from(const Graph& g, const std::vector<ValueId>& roots) {
+  std::vector<bool> seen(g.nodes.size(), false);
+  std::vector<ValueId> stack = roots;
+  while (!stack.empty()) {
+    ValueId v = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(v)]) continue;
+    seen[static_cast<size_t>(v)] = true;
+    for (ValueId o : g.node(v).operands) stack.push_back(o);
+  }
+  return seen;
+}
+
+}  // namespace
+
+Status check_structure(const Graph& g) {
+  std::set<std::string> names;
+  std::vector<ValueId> anchors;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ValueId id = static_cast<ValueId>(i);
+    const Node& n = g.nodes[i];
+    const OpInfo& info = op_info(n.op);
+    int count = static_cast<int>(n.operands.size());
+    if (count < info.min_operands || count > info.max_operands) {
+      std::string want = info.min_operands == info.max_operands
+                             ? std::to_string(info.min_operands)
+                             : std::to_string(info.min_operands) + " or " + std::to_string(info.max_operands);
+      std::string list;
+      for (const auto& o : info.operand_names) list += (list.empty() ? "" : ", ") + o;
+      return node_error(g, id, "takes " + want + " operand" + (want == "1" ? "" : "s") +
+                                   (list.empty() ? "" : " (" + list + ")") + ", got " + std::to_string(count));
+    }
+    for (ValueId o : n.operands)
+      if (o < 0 || o >= id) return node_error(g, id, "operand %" + std::to_string(o) + " is not defined before it");
+    if (n.op == OpKind::Input && n.name.empty()) return node_error(g, id, "inputs need a name");
+    if (!n.name.empty() && !names.insert(n.name).second)
+      return node_error(g, id, "the name '" + n.name + "' is used twice");
+    if (is_anchor(n.op)) anchors.push_back(id);
+  }
+  if (anchors.empty())
+    return Error("no anchor op: a graph needs exactly one linear, matmul or conv2d",
+                 g.nodes.empty() ? SourceLoc{} : g.nodes.back().loc);
+  if (anchors.size() > 1)
+    return node_error(g, anchors[1], "a second anchor op (the first is " + g.describe(anchors[0]) +
+                                         "); fusejit fuses one linear/matmul/conv2d per graph");
+  ValueId anchor = anchors[0];
+  const auto& anchor_operands = g.node(anchor).operands;
+  for (size_t k = 0; k < anchor_operands.size(); ++k) {
+    ValueId o = anchor_operands[k];
+    if (g.node(o).op != OpKind::Input)
+      return node_error(g, anchor, "operand '" + op_info(g.node(anchor).op).operand_names[k] +
+                                       "' must be a graph input, not " + g.describe(o) +
+                                       " (ops before the anchor are not supported)");
+  }
+
+  if (g.outputs.empty()) return Error("the graph has no outputs", g.nodes.empty() ? SourceLoc{} : g.nodes.back().loc);
+  std::set<ValueId> out_values;
+  std::set<std::string> out_names;
+  std::vector<ValueId> roots;
+  for (const Output& out : g.outputs) {
+    if (out.value < 0 || static_cast<size_t>(out.value) >= g.nodes.size())
+      return Error("output '" + out.name + "' refers to no value", out.loc);
+    if (!out_names.insert(out.name).second) return Error("output name '" + out.name + "' is used twice", out.loc);
+    if (!out_values.insert(out.value).second)
+      return Error("output '" + out.name + "': " + g.describe(out.value) + " is already an output", out.loc);
+    if (!reachable_from(g, {out.value})[static_cast<size_t>(anchor)])
+      return Error("output '" + out.name + "' does not depend on the anchor " + g.describe(anchor), out.loc);
+    roots.push_back(out.value);
+  }
+  std::vector<bool> used = reachable_from(g, roots);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (used[i]) continue;
+    ValueId id = static_cast<ValueId>(i);
+    if (g.nodes[i].op == OpKind::Input) return node_error(g, id, "is never used");
+    return node_error(g, id, "is never used (it is not an output and no op reads it)");
+  }
+  return {};
+}
+
+}  // namespace fusejit

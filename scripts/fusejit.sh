@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: installs what is missing, builds, then
+#   scripts/fusejit.sh demo   runs the main job on an example spec
+#   scripts/fusejit.sh test   runs the test suite (ctest)
+#   scripts/fusejit.sh build  only builds
+# The CLI ends up at build/fusejit. BUILD_DIR overrides the build folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+action=${1:-demo}
+build=${BUILD_DIR:-build}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+
+have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
+
+install_missing() {
+  local pkgs=()
+  command -v cmake >/dev/null || pkgs+=(cmake)
+  command -v g++ >/dev/null || pkgs+=(g++)
+  command -v ninja >/dev/null || pkgs+=(ninja-build)
+  have_header yaml-cpp/yaml.h || pkgs+=(libyaml-cpp-dev)
+  have_header gtest/gtest.h || [ -e /usr/src/googletest/CMakeLists.txt ] || pkgs+=(libgtest-dev)
+  if ((${#pkgs[@]})); then
+    echo "== installing: ${pkgs[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${pkgs[@]}"
+  fi
+  if [ ! -x "$cuda/bin/nvcc" ] && [ ! -e "$cuda/include/nvrtc.h" ]; then
+    echo "error: the CUDA 13 toolkit (NVRTC, cuda.h) is needed at $cuda (set CUDA_HOME)" >&2
+    exit 1
+  fi
+}
+
+configure_and_build() {
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAToolkit_ROOT="$cuda"
+  fi
+  cmake --build "$build" -j "$(nproc)"
+}
+
+gpu_present() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; }
+
+install_missing
+configure_and_build
+
+case "$action" in
+  build) ;;
+  demo)
+    spec=examples/seed3_conv_tanh_scale_bias_maxpool.yaml
+    echo "== fusejit validate examples/*.yaml"
+    "$build/fusejit" validate examples/*.yaml
+    echo "== fusejit print $spec"
+    "$build/fusejit" print "$spec"
+    ;;
+  test)
+    ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+    ;;
+  *)
+    echo "usage: scripts/fusejit.sh demo|test|build" >&2
+    exit 2
+    ;;
+esac
