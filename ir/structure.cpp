@@ -80,8 +80,9 @@ Status check_structure(const Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (used[i]) continue;
     ValueId id = static_cast<ValueId>(i);
-    if (g.nodes[i].op == OpKind::Input) return node_error(g, id, "is never used");
-    return node_error(g, id, "is never used (it is not an output and no op reads it)");
+    std::string what = g.describe(id) + " is never used";
+    if (g.nodes[i].op != OpKind::Input) what += " (it is not an output and no op reads it)";
+    return Error(what, g.nodes[i].loc);
   }
   return {};
 }

@@ -19,6 +19,8 @@ install_missing() {
   command -v ninja >/dev/null || pkgs+=(ninja-build)
   have_header yaml-cpp/yaml.h || pkgs+=(libyaml-cpp-dev)
   have_header gtest/gtest.h || [ -e /usr/src/googletest/CMakeLists.txt ] || pkgs+=(libgtest-dev)
+  command -v python3 >/dev/null || pkgs+=(python3)
+  python3 -c "import pytest" 2>/dev/null || pkgs+=(python3-pytest)   # the Python bridge's tests
   if ((${#pkgs[@]})); then
     echo "== installing: ${pkgs[*]}"
     local sudo=""

@@ -139,7 +139,7 @@ TEST(Verifier, ClearErrors) {
               auto a = g.linear(g.input("x", {2, 4}), g.input("w", {4, 4}));
               a.relu().named("dead");
               g.output("y", a);
-            }).message.find("relu 'dead': is never used"),
+            }).message.find("relu 'dead' is never used"),
             std::string::npos);
   EXPECT_NE(build_error([](GraphBuilder& g) {
               g.output("y", g.linear(g.input("x", {2, 4}), g.input("w", {4, 4})).sum({2}));

@@ -19,6 +19,8 @@ extern const Command kPrint;
 extern const Command kEmit;
 extern const Command kCompile;
 extern const Command kRun;
+extern const Command kTune;
+extern const Command kCache;
 
 // Prints "fusejit NAME: message" to stderr and returns 2 (usage error).
 int usage_error(const Command& cmd, const std::string& message);

@@ -7,7 +7,7 @@
 namespace fusejit::cli {
 namespace {
 
-const Command* const kCommands[] = {&kValidate, &kPrint};
+const Command* const kCommands[] = {&kValidate, &kPrint, &kEmit, &kCompile, &kRun, &kTune, &kCache};
 
 void print_help() {
   std::printf(

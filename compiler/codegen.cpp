@@ -1,0 +1,83 @@
+// generate_program: runs the planning passes (passes.h) and the emitters
+// (emitters.h), and assembles the Program.
+#include "compiler/codegen.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/cuda_source.h"
+#include "compiler/emitters.h"
+#include "compiler/passes.h"
+
+namespace fusejit {
+
+Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
+  using namespace cg;
+  if (Status s = verify_graph(g); !s) return Error("codegen needs a prepared graph: " + s.error().str());
+  Expected<Heuristics> heur = parse_heuristics(opts.config);
+  if (!heur) return heur.error();
+
+  PlanContext ctx(g, *heur);
+  Plan plan;
+  mark_leaf_exprs(ctx);
+  if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
+  fuse_pool(ctx, plan);
+  fuse_row_reductions(ctx, plan);
+  if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+  if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
+  assign_buffers(ctx, plan);
+  if (g.precision == Precision::TF32)
+    plan.notes.push_back("tf32 runs the fp32 SIMT mainloop for now (at least as accurate as TF32)");
+  plan.notes.push_back("target " + opts.arch + ": SIMT mainloop (FFMA, fp32 accumulation) on every arch for now");
+
+  std::set<std::string> names;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    std::string name = kernel_base_name(ctx, plan.kernels[k]);
+    if (names.count(name)) name += "_" + std::to_string(k);
+    names.insert(name);
+    plan.kernels[k].name = name;
+  }
+
+  Program program;
+  program.name = plan.kernels[0].name;
+  program.plan_text = plan_text(g, plan);
+  program.scratch = plan.scratch;
+  CudaModule module;
+  module.header.push_back("fusejit program " + program.name + " for graph '" + g.name + "' (" +
+                          std::string(precision_name(g.precision)) + ", " + opts.arch + "). Generated: do not edit.");
+  module.header.push_back("");
+  std::string line;
+  for (char c : program.plan_text) {
+    if (c == '\n') {
+      module.header.push_back(line);
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  module.includes = {"fusejit/fj_common.cuh", "fusejit/fj_ops.cuh"};
+  const bool half = std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op != OpKind::Constant && n.type.dtype != DType::F32;
+  });
+  if (half) module.includes.push_back("fusejit/fj_half.cuh");  // slow to parse: only when needed
+  std::set<KernelKind> kinds;
+  for (const KernelPlan& kp : plan.kernels) kinds.insert(kp.kind);
+  module.includes.push_back("fusejit/gemm_simt.cuh");
+  if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) module.includes.push_back("fusejit/conv_simt.cuh");
+  module.includes.push_back("fusejit/epilogue.cuh");
+  module.includes.push_back("fusejit/reduce.cuh");
+  if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
+
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const int index = static_cast<int>(k);
+    Expected<EmittedKernel> e = plan.kernels[k].kind == KernelKind::Anchor ? emit_anchor_kernel(ctx, plan, index)
+                                                                           : emit_fallback_kernel(ctx, plan, index);
+    if (!e) return e.error();
+    module.kernels.push_back(std::move(e->source));
+    program.launches.push_back(std::move(e->launch));
+  }
+  program.source = module.render();
+  return program;
+}
+
+}  // namespace fusejit

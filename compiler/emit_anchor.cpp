@@ -1,0 +1,294 @@
+// Emitter for the anchor kernel: constants for every extent, the SIMT
+// mainloop from templates/gemm_simt.cuh (+ conv_simt.cuh), and the epilogue
+// from templates/epilogue.cuh calling the generated node functions.
+#include <algorithm>
+#include <limits>
+
+#include "compiler/emit_common.h"
+#include "compiler/emitters.h"
+
+namespace fusejit::cg {
+namespace {
+
+std::string tile_alias(const TileConfig& t) {
+  return "using Tile = fj::SimtTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+         std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
+         (t.warp_along_m ? "true" : "false") + ">;";
+}
+
+std::string reduce_op_type(OpKind op) {
+  switch (op) {
+    case OpKind::Max: return "fj::MaxOp";
+    case OpKind::Min: return "fj::MinOp";
+    case OpKind::LogSumExp: return "fj::LogSumExpOp";
+    default: return "fj::SumOp";  // sum, mean
+  }
+}
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+// How one anchor kind maps GEMM coordinates (m, n) to output coordinates.
+struct AnchorShape {
+  std::string rows;   // GEMM M expression for the epilogue bound
+  std::string cols;   // GEMM N expression
+  // Statements declaring i0..i<R-1> from m and n (may `return` for rows that
+  // compute nothing).
+  std::vector<std::string> coords;
+  // Statements declaring the coordinates of a row reduction's output (dims
+  // without N; keepdim puts 0 there) from m.
+  std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
+};
+
+std::vector<std::string> AnchorShape::reduced_coords(const AnchorGeometry& geo, bool keepdim) const {
+  std::vector<std::string> out;
+  const int rank = static_cast<int>(geo.out.size());
+  if (geo.op == OpKind::Conv2d) {
+    out = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;"};
+    if (keepdim)
+      append(out, {"const int i0 = px.n;", "const int i1 = 0;", "const int i2 = px.oh;", "const int i3 = px.ow;"});
+    else
+      append(out, {"const int i0 = px.n;", "const int i1 = px.oh;", "const int i2 = px.ow;"});
+    return out;
+  }
+  if (geo.op == OpKind::Matmul) {
+    // rows of one batch entry; the batch coordinates j* are in scope.
+    for (int d = 0; d < rank - 2; ++d) out.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
+    out.push_back("const int i" + std::to_string(rank - 2) + " = m;");
+  } else {
+    append(out, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
+  }
+  if (keepdim) out.push_back("const int i" + std::to_string(rank - 1) + " = 0;");
+  return out;
+}
+
+}  // namespace
+
+Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& a = g.node(kp.root);
+  const AnchorGeometry geo = analyze_anchor(g, kp.root);
+  const TileConfig& t = kp.tile;
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  const std::string T = ctype(g.node(a.operands[0]).type.dtype);
+  const int rank = static_cast<int>(geo.out.size());
+  const int64_t int_max = std::numeric_limits<int>::max();
+
+  const FusedTail* pool = nullptr;
+  std::vector<const FusedTail*> reductions;
+  for (const FusedTail& tail : kp.tails) {
+    if (op_category(g.node(tail.op).op) == OpCategory::Pool)
+      pool = &tail;
+    else
+      reductions.push_back(&tail);
+  }
+
+  s.aliases.push_back(tile_alias(t));
+  std::vector<std::string> run;  // body of run(p, smem)
+  AnchorShape shape;
+  LaunchSpec launch;
+  int64_t m_tiles = 0;
+  const int64_t n_tiles = (geo.n + t.bn - 1) / t.bn;
+  if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
+
+  if (geo.op == OpKind::Conv2d) {
+    CudaStruct cs;
+    cs.name = "ConvShape";
+    cs.comment = "conv2d " + shape_str(g.node(a.operands[0]).type.shape) + " * " +
+                 shape_str(g.node(a.operands[1]).type.shape) + " -> " + shape_str(geo.out);
+    auto member = [&](const std::string& n, int64_t v) {
+      cs.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
+    };
+    member("kBatch", geo.batch_n);
+    member("kCin", geo.cin);
+    member("kH", geo.h);
+    member("kW", geo.w);
+    member("kCout", geo.cout);
+    member("kKH", geo.kh);
+    member("kKW", geo.kw);
+    member("kSH", geo.sh);
+    member("kSW", geo.sw);
+    member("kPH", geo.ph);
+    member("kPW", geo.pw);
+    member("kDH", geo.dh);
+    member("kDW", geo.dw);
+    member("kGroups", geo.groups);
+    member("kOH", geo.oh);
+    member("kOW", geo.ow);
+    s.structs.push_back(cs);
+    s.constants.push_back({"kCoutPerGroup", geo.n, "GEMM N"});
+    s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
+    if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
+      return Error("codegen: one conv image exceeds 2^31 elements");
+    if (pool) {
+      const auto& k = g.node(pool->op).attr_ints("kernel_size");
+      const int64_t pw_out = geo.ow / k[1];
+      const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), pw_out);
+      s.aliases.push_back("using Pixels = fj::PoolTiledPixels<ConvShape, Tile::BM, " + std::to_string(k[0]) + ", " +
+                          std::to_string(k[1]) + ", " + std::to_string(per_tile) + ">;  // pool-window-major rows");
+      const int64_t blocks_w = (pw_out + per_tile - 1) / per_tile;
+      m_tiles = geo.batch_n * (geo.oh / k[0]) * blocks_w;
+    } else {
+      s.aliases.push_back("using Pixels = fj::DensePixels<ConvShape>;  // row m = (n, oh, ow)");
+      m_tiles = (geo.m + t.bm - 1) / t.bm;
+    }
+    if (m_tiles * t.bm > int_max) return Error("codegen: conv GEMM M exceeds 2^31 rows");
+    append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
+                 "const int g = blockIdx.z;  // group",
+                 "const fj::ConvA<" + T + ", ConvShape, Pixels> a{" + em.load_param(a.operands[0]) +
+                     ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)};",
+                 "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + em.load_param(a.operands[1]) +
+                     " + (long long)g * kCoutPerGroup * kGemmK};",
+                 "fj::SimtFragment<Tile> frag(threadIdx.x);",
+                 "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+    shape.rows = "Pixels::kRows";
+    shape.cols = "kCoutPerGroup";
+    shape.coords = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;", "const int i0 = px.n;",
+                    "const int i1 = g * kCoutPerGroup + n;", "const int i2 = px.oh;", "const int i3 = px.ow;"};
+    launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
+  } else {
+    s.constants.push_back({"kM", geo.m, geo.op == OpKind::Linear ? "rows: x's leading dims flattened" : "rows"});
+    s.constants.push_back({"kN", geo.n, geo.op == OpKind::Linear ? "out features" : "columns"});
+    s.constants.push_back({"kK", geo.k, "reduction length"});
+    m_tiles = (geo.m + t.bm - 1) / t.bm;
+    if (geo.m > int_max || geo.n > int_max || geo.k > int_max) return Error("codegen: a GEMM extent exceeds 2^31");
+    const std::string x = em.load_param(a.operands[0]), w = em.load_param(a.operands[1]);
+    if (geo.op == OpKind::Linear) {
+      append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
+                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x + "};",
+                   "const fj::NKMajorB<" + T + ", kN, kK, kK> b{" + w + "};"});
+      append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
+      launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
+    } else {
+      const int nb = rank - 2;
+      const Shape batch(geo.out.begin(), geo.out.end() - 2);
+      const Shape& as = g.node(a.operands[0]).type.shape;
+      const Shape& bs = g.node(a.operands[1]).type.shape;
+      const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+      s.constants.push_back({"kMTiles", m_tiles, "row tiles per batch entry"});
+      if (m_tiles * geo.batch > int_max) return Error("codegen: matmul needs more than 2^31 thread blocks");
+      run.push_back("const int z = blockIdx.x / kMTiles;  // batch entry");
+      append(run, decompose_index("z", batch, "j", "int"));
+      append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
+                   "const long long a_off = (long long)(" + offset_expr(a_batch, nb, "j") + ") * ((long long)kM * kK);",
+                   "const long long b_off = (long long)(" + offset_expr(b_batch, nb, "j") + ") * ((long long)kK * kN);",
+                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x + " + a_off};",
+                   "const fj::KNMajorB<" + T + ", kN, kK, kN> b{" + w + " + b_off};"});
+      for (int d = 0; d < nb; ++d) shape.coords.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
+      shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
+      launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
+    }
+    append(run, {"fj::SimtFragment<Tile> frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
+    shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
+    shape.rows = "kM";
+    shape.cols = "kN";
+  }
+
+  // ---- epilogue --------------------------------------------------------------
+  int64_t smem_floats = 2LL * t.bk * (t.bm + t.bn);
+  const std::string coord_call = coord_args(rank);
+  auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
+    std::vector<std::string> out = {head};
+    const bool returns_float = head.find("-> float") != std::string::npos;
+    for (const std::string& c : coords)  // rows that compute nothing
+      out.push_back(returns_float && c == "if (!px.ok) return;" ? "if (!px.ok) return 0.f;" : c);
+    out.push_back(call);
+    out.push_back("});");
+    return out;
+  };
+  if (pool) {
+    const Node& pn = g.node(pool->op);
+    const auto& k = pn.attr_ints("kernel_size");
+    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
+                                         "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
+                                          "fj_post_pool", "after the pool, at pooled coordinates");
+    const int chunk = std::min(16, t.bn);
+    smem_floats = std::max<int64_t>(smem_floats, (t.bm + 1) * chunk);
+    const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), geo.ow / k[1]);
+    run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(per_tile) + ", " +
+                  (pn.op == OpKind::MaxPool2d ? "true" : "false") +
+                  ", Tile::BM, Tile::BN, Tile::kThreads, " + std::to_string(chunk) + ">(");
+    run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
+    append(run, lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
+                                                                    "if (!px.ok) return 0.f;"},
+                       "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
+    run.back() = "},";
+    append(run, lambda("[&](float v, int tile_m0, int w, int n) {",
+                       {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
+                       post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
+  } else {
+    if (!kp.region.stores.empty()) {
+      const std::string fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
+                                          "the elementwise epilogue and its stores, at output coordinates");
+      run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
+      append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + ");"));
+    }
+    for (size_t r = 0; r < reductions.size(); ++r) {
+      const FusedTail& tail = *reductions[r];
+      const Node& rn = g.node(tail.op);
+      const std::string suffix = std::to_string(r);
+      const std::string pre =
+          em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, rn.operands[0], false),
+                       "fj_pre_reduce_" + suffix, "the value " + g.describe(tail.op) + " reduces");
+      smem_floats = std::max<int64_t>(smem_floats, (t.bn / t.tn + 2) * t.bm);
+      const std::string value_head = "[&](float acc, int m, int n) -> float {";
+      const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
+      if (tail.partial) {
+        const PartialBuffers& pb = plan.partials.at(tail.op);
+        const std::string rows = "kPartialRows" + suffix;
+        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
+        const std::string tile_index = geo.op == OpKind::Conv2d ? "(g * gridDim.y + blockIdx.y)" : "blockIdx.y";
+        const std::string row_index = geo.op == OpKind::Matmul ? "(long long)z * kM + m" : "m";
+        run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Tile::kThreads>(frag, m0, n0, " +
+                      shape.rows + ", " + shape.cols + ", smem,");
+        append(run, lambda(value_head, shape.coords, value_call));
+        run.back() = "},";
+        std::vector<std::string> body = {"const long long at = (long long)" + tile_index + " * " + rows + " + " +
+                                         row_index + ";",
+                                         em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"};
+        if (pb.maxima >= 0)
+          body.push_back(em.buffer_param({BufferKind::Scratch, pb.maxima}, true) + "[at] = row_max;");
+        run.push_back("[&](float part, float row_max, int m) {");
+        append(run, body);
+        run.push_back("});");
+        continue;
+      }
+      const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
+                                            "fj_post_reduce_" + suffix, "after " + g.describe(tail.op));
+      const int post_rank = static_cast<int>(rn.type.shape.size());
+      run.push_back("fj::tile_row_reduce<" + reduce_op_type(rn.op) + ", Tile::BM, Tile::kThreads>(frag, m0, " +
+                    shape.rows + ", " + shape.cols + ", smem,");
+      append(run, lambda(value_head, shape.coords, value_call));
+      run.back() = "},";
+      const std::string value = rn.op == OpKind::Mean ? "v / (float)" + shape.cols : "v";
+      append(run, lambda("[&](float v, int m) {", shape.reduced_coords(geo, rn.attr_bool("keepdim")),
+                         post + "(p, " + value + (post_rank ? ", " + coord_args(post_rank) : "") + ");"));
+    }
+  }
+  s.constants.push_back({"kSmemFloats", smem_floats, "mainloop tiles, reused by the epilogue"});
+
+  CudaFunction fn;
+  fn.comment = "one " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + " output tile";
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p, float* smem";
+  fn.body = run;
+  s.functions.push_back(fn);
+
+  EmittedKernel out;
+  const std::string name = kp.name;
+  s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
+  launch.kernel = name;
+  launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
+  launch.args = em.finish(name, t.threads(),
+                          {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"});
+  out.source = std::move(em.src());
+  out.launch = std::move(launch);
+  return out;
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,307 @@
+// Shared emitter parts: parameters, node functions, index arithmetic.
+#include "compiler/emit_common.h"
+
+#include <limits>
+#include <map>
+
+namespace fusejit::cg {
+namespace {
+
+double attr_or(const Node& n, const std::string& key, double fallback) {
+  auto it = n.attrs.find(key);
+  if (it == n.attrs.end()) return fallback;
+  if (auto d = std::get_if<double>(&it->second)) return *d;
+  if (auto i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+  return fallback;
+}
+
+// The body expression of an elementwise op over operands named a[0], a[1].
+std::string op_expression(const Node& n, const std::vector<std::string>& a) {
+  auto lit = [&](const std::string& key, double fallback) { return float_literal(attr_or(n, key, fallback)); };
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (n.op) {
+    case OpKind::Relu: return "fj::op::relu(" + a[0] + ")";
+    case OpKind::LeakyRelu: return "fj::op::leaky_relu(" + a[0] + ", " + lit("negative_slope", 0.01) + ")";
+    case OpKind::Gelu: {
+      auto it = n.attrs.find("approximate");
+      const bool tanh_approx = it != n.attrs.end() && std::get_if<std::string>(&it->second) &&
+                               std::get<std::string>(it->second) == "tanh";
+      return std::string(tanh_approx ? "fj::op::gelu_tanh(" : "fj::op::gelu_erf(") + a[0] + ")";
+    }
+    case OpKind::Sigmoid: return "fj::op::sigmoid(" + a[0] + ")";
+    case OpKind::Tanh: return "fj::op::tanh_(" + a[0] + ")";
+    case OpKind::Silu: return "fj::op::silu(" + a[0] + ")";
+    case OpKind::Mish: return "fj::op::mish(" + a[0] + ")";
+    case OpKind::Softplus:
+      return "fj::op::softplus(" + a[0] + ", " + lit("beta", 1.0) + ", " + lit("threshold", 20.0) + ")";
+    case OpKind::Hardswish: return "fj::op::hardswish(" + a[0] + ")";
+    case OpKind::Hardsigmoid: return "fj::op::hardsigmoid(" + a[0] + ")";
+    case OpKind::Hardtanh:
+      return "fj::op::hardtanh(" + a[0] + ", " + lit("min_val", -1.0) + ", " + lit("max_val", 1.0) + ")";
+    case OpKind::Elu: return "fj::op::elu(" + a[0] + ", " + lit("alpha", 1.0) + ")";
+    case OpKind::Exp: return "fj::op::exp_(" + a[0] + ")";
+    case OpKind::Log: return "fj::op::log_(" + a[0] + ")";
+    case OpKind::Abs: return "fj::op::abs_(" + a[0] + ")";
+    case OpKind::Neg: return "fj::op::neg(" + a[0] + ")";
+    case OpKind::Sqrt: return "fj::op::sqrt_(" + a[0] + ")";
+    case OpKind::Rsqrt: return "fj::op::rsqrt_(" + a[0] + ")";
+    case OpKind::Square: return "fj::op::square(" + a[0] + ")";
+    case OpKind::Clamp: return "fj::op::clamp(" + a[0] + ", " + lit("min", -inf) + ", " + lit("max", inf) + ")";
+    case OpKind::Add: return "fj::op::add(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Sub: return "fj::op::sub(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Mul: return "fj::op::mul(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Div: return "fj::op::div(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Minimum: return "fj::op::minimum(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Maximum: return "fj::op::maximum(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Pow: return "fj::op::pow_(" + a[0] + ", " + a[1] + ")";
+    default: return "";
+  }
+}
+
+std::string value_label(const Graph& g, ValueId v) {
+  const std::string& name = g.node(v).name;
+  return identifier(name.empty() ? "v" : name);
+}
+
+}  // namespace
+
+KernelEmitter::KernelEmitter(const PlanContext& ctx, const Plan& plan, int index)
+    : ctx_(ctx), plan_(plan), index_(index) {
+  src_.ns = "k" + std::to_string(index);
+}
+
+DType KernelEmitter::buffer_dtype(BufferRef b) const {
+  const Graph& g = ctx_.g;
+  switch (b.kind) {
+    case BufferKind::Input: return g.node(g.inputs()[static_cast<size_t>(b.index)]).type.dtype;
+    case BufferKind::Output: return g.node(g.outputs[static_cast<size_t>(b.index)].value).type.dtype;
+    case BufferKind::Scratch: return DType::F32;
+  }
+  return DType::F32;
+}
+
+std::string KernelEmitter::buffer_param(BufferRef b, bool write) {
+  for (const Param& p : params_)
+    if (p.buffer == b) return "p." + p.name;
+  const Graph& g = ctx_.g;
+  std::string name;
+  switch (b.kind) {
+    case BufferKind::Input: name = "in_" + value_label(g, g.inputs()[static_cast<size_t>(b.index)]); break;
+    case BufferKind::Output:
+      name = "out_" + identifier(g.outputs[static_cast<size_t>(b.index)].name.empty()
+                                     ? std::to_string(b.index)
+                                     : g.outputs[static_cast<size_t>(b.index)].name);
+      break;
+    case BufferKind::Scratch: name = "scratch" + std::to_string(b.index); break;
+  }
+  for (const Param& p : params_)
+    if (p.name == name) name += "_" + std::to_string(params_.size());
+  params_.push_back({b, write, name});
+  return "p." + name;
+}
+
+std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode& n) {
+  const Graph& g = ctx_.g;
+  const Node& node = g.node(n.value);
+  const int rank = static_cast<int>(tree.domain.size());
+  CudaFunction f;
+  f.prefix = "__device__ __forceinline__ float";
+  switch (n.kind) {
+    case EpiNode::Kind::Load: {
+      const DType dt = buffer_dtype(n.buffer);
+      f.name = "fj_load_" + value_label(g, n.value) + "_" + std::to_string(n.value);
+      const std::vector<int> dims = n.dims.empty() ? broadcast_dims(node.type.shape, rank) : n.dims;
+      f.params = "const " + ctype(dt) + "* __restrict__ p";
+      for (int d : used_dims(node.type.shape, dims)) f.params += ", int i" + std::to_string(d);
+      f.comment = "load " + g.describe(n.value) + " " + node.type.str() + " at " + shape_str(tree.domain);
+      if (!n.dims.empty()) f.name += "_dim" + std::to_string(n.dims[0]);
+      f.body = {"return fj::load_as_float(p, " + offset_expr_mapped(node.type.shape, dims, "i") + ");"};
+      break;
+    }
+    case EpiNode::Kind::Store: {
+      const DType dt = buffer_dtype(n.buffer);
+      f.prefix = "__device__ __forceinline__ void";
+      f.name = "fj_store_" + value_label(g, n.value) + "_" + std::to_string(n.value);
+      f.params = ctype(dt) + "* __restrict__ p" + (rank ? ", " + coord_params(rank) : "") + ", float v";
+      f.comment = "store " + g.describe(n.value) + " as " + std::string(dtype_name(dt));
+      f.body = {"fj::store_from_float(p, " + offset_expr(tree.domain, rank, "i") + ", v);"};
+      break;
+    }
+    case EpiNode::Kind::Compute: {
+      f.name = "fj_" + std::string(op_name(node.op)) + "_" + std::to_string(n.value);
+      if (is_anchor(node.op)) {
+        const bool bias = n.args.size() == 2;
+        f.params = bias ? "float acc, float bias" : "float acc";
+        f.comment = g.describe(n.value) + (bias ? ": accumulator plus its bias" : ": the accumulator");
+        f.body = {bias ? "return acc + bias;" : "return acc;"};
+      } else {
+        const bool binary = node.operands.size() == 2;
+        f.params = binary ? "float a, float b" : "float x";
+        f.comment = g.describe(n.value);
+        f.body = {"return " + op_expression(node, binary ? std::vector<std::string>{"a", "b"}
+                                                         : std::vector<std::string>{"x"}) +
+                  ";"};
+      }
+      break;
+    }
+    default: return "";
+  }
+  return src_.add_function(std::move(f));
+}
+
+std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment) {
+  const int rank = static_cast<int>(tree.domain.size());
+  std::vector<std::string> vars(tree.nodes.size());
+  CudaFunction f;
+  f.comment = comment;
+  f.name = name;
+  f.prefix = std::string("__device__ __forceinline__ ") + (tree.result >= 0 ? "float" : "void");
+  f.params = "const Params& p";
+  if (tree.has_source) f.params += ", float src";
+  if (rank) f.params += ", " + coord_params(rank);
+  const Graph& g = ctx_.g;
+  for (size_t i = 0; i < tree.nodes.size(); ++i) {
+    const EpiNode& n = tree.nodes[i];
+    const std::string v = "v" + std::to_string(n.value);
+    std::string args;
+    for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
+    switch (n.kind) {
+      case EpiNode::Kind::Source: vars[i] = "src"; break;
+      case EpiNode::Kind::Constant:
+        vars[i] = v;
+        f.body.push_back("const float " + v + " = " + float_literal(g.node(n.value).constant_value()) + ";");
+        break;
+      case EpiNode::Kind::Load: {
+        vars[i] = v;
+        const Shape& shape = g.node(n.value).type.shape;
+        std::string call = node_function(tree, n) + "(" + buffer_param(n.buffer, false);
+        for (int d : used_dims(shape, n.dims.empty() ? broadcast_dims(shape, rank) : n.dims))
+          call += ", i" + std::to_string(d);
+        f.body.push_back("const float " + v + " = " + call + ");");
+        break;
+      }
+      case EpiNode::Kind::Compute:
+        vars[i] = v;
+        f.body.push_back("const float " + v + " = " + node_function(tree, n) + "(" + args + ");");
+        break;
+      case EpiNode::Kind::Store:
+        f.body.push_back(node_function(tree, n) + "(" + buffer_param(n.buffer, true) +
+                         (rank ? ", " + coord_args(rank) : "") + ", " + args + ");");
+        break;
+    }
+  }
+  if (tree.result >= 0) f.body.push_back("return " + vars[static_cast<size_t>(tree.result)] + ";");
+  return src_.add_function(std::move(f));
+}
+
+std::vector<BufferRef> KernelEmitter::finish(const std::string& kernel_name, int threads,
+                                             const std::vector<std::string>& body) {
+  CudaStruct params;
+  params.name = "Params";
+  params.comment = "the kernel's buffers";
+  std::vector<BufferRef> args;
+  std::string entry_params, init;
+  for (const Param& p : params_) {
+    const std::string type = (p.write ? "" : "const ") + ctype(buffer_dtype(p.buffer)) + "* __restrict__";
+    params.members.push_back(type + " " + p.name + ";");
+    entry_params += (entry_params.empty() ? "" : ", ") + type + " " + p.name;
+    init += (init.empty() ? "" : ", ") + p.name;
+    args.push_back(p.buffer);
+  }
+  src_.structs.insert(src_.structs.begin(), params);
+  src_.entry.prefix = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) + ")";
+  src_.entry.name = kernel_name;
+  src_.entry.params = entry_params;
+  src_.entry.body = {"const " + src_.ns + "::Params p{" + init + "};"};
+  for (const std::string& line : body) src_.entry.body.push_back(line);
+  return args;
+}
+
+std::vector<std::string> decompose_index(const std::string& linear, const Shape& shape, const std::string& prefix,
+                                         const std::string& index_type) {
+  std::vector<std::string> out;
+  const int rank = static_cast<int>(shape.size());
+  int last_real = -1;  // the outermost dim that is not 1
+  for (int d = 0; d < rank; ++d)
+    if (shape[static_cast<size_t>(d)] != 1) {
+      last_real = d;
+      break;
+    }
+  bool declared = false;
+  for (int d = rank - 1; d >= 0; --d) {
+    const std::string name = "const int " + prefix + std::to_string(d);
+    const int64_t extent = shape[static_cast<size_t>(d)];
+    if (extent == 1) {
+      out.push_back(name + " = 0;");
+      continue;
+    }
+    const std::string rest = declared ? "rest_" + prefix : linear;
+    if (d == last_real) {
+      out.push_back(name + " = (int)(" + rest + ");");
+      continue;
+    }
+    if (!declared) {
+      out.push_back(index_type + " rest_" + prefix + " = " + linear + ";");
+      declared = true;
+    }
+    out.push_back(name + " = (int)(rest_" + prefix + " % " + int_literal(extent) + ");");
+    out.push_back("rest_" + prefix + " /= " + int_literal(extent) + ";");
+  }
+  return out;
+}
+
+std::vector<int> broadcast_dims(const Shape& shape, int domain_rank) {
+  std::vector<int> dims;
+  const int rank = static_cast<int>(shape.size());
+  for (int d = 0; d < rank; ++d) dims.push_back(domain_rank - rank + d);
+  return dims;
+}
+
+std::vector<int> used_dims(const Shape& shape, const std::vector<int>& dims) {
+  std::vector<int> out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) out.push_back(dims[d]);
+  return out;
+}
+
+std::string offset_expr_mapped(const Shape& shape, const std::vector<int>& dims, const std::string& prefix) {
+  const int rank = static_cast<int>(shape.size());
+  const bool wide = numel(shape) > std::numeric_limits<int>::max();
+  std::string expr;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t extent = shape[static_cast<size_t>(d)];
+    if (extent != 1) {
+      std::string coord = prefix + std::to_string(dims[static_cast<size_t>(d)]);
+      if (wide) coord = "(long long)" + coord;
+      std::string term = stride == 1 ? coord : coord + " * " + int_literal(stride);
+      expr = expr.empty() ? term : term + " + " + expr;
+    }
+    stride *= extent;
+  }
+  return expr.empty() ? "0" : expr;
+}
+
+std::string offset_expr(const Shape& shape, int domain_rank, const std::string& prefix) {
+  return offset_expr_mapped(shape, broadcast_dims(shape, domain_rank), prefix);
+}
+
+std::string coord_params(int rank, const std::string& prefix) {
+  std::string s;
+  for (int d = 0; d < rank; ++d) s += (d ? ", int " : "int ") + prefix + std::to_string(d);
+  return s;
+}
+
+std::string coord_args(int rank, const std::string& prefix) {
+  std::string s;
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + prefix + std::to_string(d);
+  return s;
+}
+
+std::string op_list(const Graph& g, const std::vector<ValueId>& nodes) {
+  std::string s;
+  for (ValueId v : nodes) s += (s.empty() ? "" : "_") + std::string(op_name(g.node(v).op));
+  return s;
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,85 @@
+// compiler/emit_common.h — what every kernel emitter shares: kernel
+// parameters (buffers), generated node functions for epilogue trees,
+// coordinate and offset arithmetic with compile-time constants.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/cuda_source.h"
+#include "compiler/epilogue_tree.h"
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const PlanContext& ctx, const Plan& plan, int index);
+
+  KernelSource& src() { return src_; }
+  const KernelPlan& kernel() const { return plan_.kernels[static_cast<size_t>(index_)]; }
+  const PlanContext& ctx() const { return ctx_; }
+  const Plan& plan() const { return plan_; }
+
+  // Registers a buffer as a kernel parameter; returns its Params member
+  // expression, "p.<name>".
+  std::string buffer_param(BufferRef b, bool write);
+  std::string load_param(ValueId v) { return buffer_param(plan_.buffer.at(v), false); }
+  DType buffer_dtype(BufferRef b) const;
+
+  // Emits one device function per tree node and the composed function
+  // `name(const Params& p[, float src], int i0, ..., int i<R-1>)`; returns
+  // the name to call it by.
+  std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment);
+
+  // Builds Params, the extern "C" entry point named `kernel_name` (launch
+  // bounds `threads`) whose body is `body` (it sees `p`), and returns the
+  // launch's buffer arguments in parameter order.
+  std::vector<BufferRef> finish(const std::string& kernel_name, int threads, const std::vector<std::string>& body);
+
+ private:
+  const PlanContext& ctx_;
+  const Plan& plan_;
+  int index_;
+  KernelSource src_;
+  struct Param {
+    BufferRef buffer;
+    bool write;
+    std::string name;
+  };
+  std::vector<Param> params_;
+
+  std::string node_function(const EpilogueTree& tree, const EpiNode& n);
+};
+
+// Statements declaring `const int <prefix>0 .. <prefix><R-1>`: the row-major
+// coordinates of linear index `linear` (an expression of type `index_type`)
+// in `shape`. Size-1 dims are 0.
+std::vector<std::string> decompose_index(const std::string& linear, const Shape& shape, const std::string& prefix,
+                                         const std::string& index_type);
+
+// Offset into a contiguous tensor of `shape` at the coordinates named
+// <prefix>d of a domain of rank `domain_rank` (the shape aligned right,
+// broadcast dims skipped): e.g. "i1 * 16 + i3" or "0". 64-bit when the
+// tensor has more than 2^31 - 1 elements.
+std::string offset_expr(const Shape& shape, int domain_rank, const std::string& prefix);
+
+// Offset into a contiguous tensor of `shape` whose dim d sits at domain dim
+// dims[d]; size-1 dims are skipped.
+std::string offset_expr_mapped(const Shape& shape, const std::vector<int>& dims, const std::string& prefix);
+
+// The domain dim of each dim of `shape` under broadcasting (right-aligned).
+std::vector<int> broadcast_dims(const Shape& shape, int domain_rank);
+
+// Coordinates a tensor of `shape` depends on (its non-size-1 dims), as domain
+// dims under the mapping `dims`.
+std::vector<int> used_dims(const Shape& shape, const std::vector<int>& dims);
+
+// "int i0, int i1, ..." and "i0, i1, ..." for a rank.
+std::string coord_params(int rank, const std::string& prefix = "i");
+std::string coord_args(int rank, const std::string& prefix = "i");
+
+// Short op-name list for kernel names: "relu_add".
+std::string op_list(const Graph& g, const std::vector<ValueId>& nodes);
+
+}  // namespace fusejit::cg

@@ -1,0 +1,311 @@
+// Emitters for the kernels that run over materialized tensors: pointwise
+// groups, reductions (and global average pool), softmax / log_softmax, and
+// 2-D / 1-D pooling. Each fuses the elementwise consumers of its result into
+// its store (the kernel's region).
+#include <algorithm>
+#include <limits>
+
+#include "compiler/emit_common.h"
+#include "compiler/emitters.h"
+
+namespace fusejit::cg {
+namespace {
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+unsigned grid_for(int64_t work, int per_block, int64_t cap) {
+  return static_cast<unsigned>(std::clamp<int64_t>((work + per_block - 1) / per_block, 1, cap));
+}
+
+// Strides of a contiguous tensor.
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int d = static_cast<int>(s.size()) - 2; d >= 0; --d)
+    st[static_cast<size_t>(d)] = st[static_cast<size_t>(d) + 1] * s[static_cast<size_t>(d) + 1];
+  return st;
+}
+
+// "q0 * 64 + q1 * 8" for coordinates <prefix>j of `dims` (64-bit if `wide`).
+std::string strided_sum(const std::vector<int>& dims, const std::vector<int64_t>& strides, const std::string& prefix,
+                        bool wide) {
+  std::string e;
+  for (size_t j = 0; j < dims.size(); ++j) {
+    const int64_t st = strides[static_cast<size_t>(dims[j])];
+    std::string c = (wide ? "(long long)" : "") + prefix + std::to_string(j);
+    e += (e.empty() ? "" : " + ") + (st == 1 ? c : c + " * " + int_literal(st));
+  }
+  return e.empty() ? "0" : e;
+}
+
+// A grid-stride loop over the elements of `domain`, calling `inner` with
+// coordinates i0..i<R-1> in scope.
+std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
+                                      const std::vector<std::string>& inner) {
+  const int64_t n = numel(domain);
+  const bool wide = n + static_cast<int64_t>(grid) * threads > kIntMax;
+  const std::string I = wide ? "long long" : "int";
+  std::vector<std::string> out = {"for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < kNumel; e += (" +
+                                  I + ")gridDim.x * blockDim.x) {"};
+  append(out, decompose_index("e", domain, "i", I));
+  append(out, inner);
+  out.push_back("}");
+  return out;
+}
+
+std::string post_call(const std::string& fn, const std::string& value, int rank) {
+  return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
+}
+
+Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, std::vector<std::string> run,
+                                      std::array<unsigned, 3> grid, int threads) {
+  KernelSource& s = em.src();
+  CudaFunction fn;
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p";
+  fn.body = std::move(run);
+  s.functions.push_back(fn);
+  EmittedKernel out;
+  out.launch.kernel = kp.name;
+  out.launch.grid = grid;
+  out.launch.block = {static_cast<unsigned>(threads), 1, 1};
+  out.launch.args = em.finish(kp.name, threads, {s.ns + "::run(p);"});
+  out.source = std::move(em.src());
+  return out;
+}
+
+Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index) {
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  KernelEmitter em(ctx, plan, index);
+  const Shape& domain = kp.region.domain;
+  const int rank = static_cast<int>(domain.size());
+  const PointwiseConfig& cfg = ctx.heur.pointwise;
+  em.src().comment = kp.name + ": elementwise over " + shape_str(domain);
+  em.src().constants.push_back({"kNumel", numel(domain), "elements of " + shape_str(domain)});
+  const std::string fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, -1, -1, true), "fj_pointwise",
+                                      "every node of the kernel and its stores, at one coordinate");
+  const unsigned grid = grid_for(numel(domain), cfg.threads, cfg.max_blocks);
+  auto run = element_loop(domain, cfg.threads, grid, {fn + "(p" + (rank ? ", " + coord_args(rank) : "") + ");"});
+  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+}
+
+std::string reduce_op(OpKind op) {
+  switch (op) {
+    case OpKind::Max: return "fj::MaxOp";
+    case OpKind::Min: return "fj::MinOp";
+    case OpKind::LogSumExp: return "fj::LogSumExpOp";
+    default: return "fj::SumOp";
+  }
+}
+
+Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  std::vector<int64_t> dims = r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims");
+  const bool mean = r.op == OpKind::Mean || r.op == OpKind::GlobalAvgPool;
+  std::vector<int> kept, reduced;
+  Shape kept_shape, reduced_shape;
+  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
+    const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (red ? reduced : kept).push_back(d);
+    (red ? reduced_shape : kept_shape).push_back(xs[static_cast<size_t>(d)]);
+  }
+  const int64_t rows = numel(kept_shape), len = numel(reduced_shape);
+  if (len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
+  const RowConfig& cfg = ctx.heur.row;
+  int group = cfg.group_for(len);
+  if (group > 32) group = cfg.threads;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " over dims " +
+              attr_str(AttrValue(dims)) + ", " + std::to_string(group) + " threads per output";
+  s.constants.push_back({"kRows", rows, "outputs"});
+  s.constants.push_back({"kLen", len, "elements reduced into each"});
+  const std::string in = em.load_param(x);
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the result and its fused consumers, at output coordinates");
+  const auto strides = strides_of(xs);
+  const bool wide = numel(xs) > kIntMax;
+  const int out_rank = static_cast<int>(r.type.shape.size());
+  std::vector<std::string> run = {"fj::reduce_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) +
+                                      ", " + reduce_op(r.op) + ">(",
+                                  "    kRows, kLen,", "[&](long long o) -> long long {"};
+  append(run, decompose_index("o", kept_shape, "c", "long long"));
+  run.push_back("return " + strided_sum(kept, strides, "c", true) + ";");
+  run.push_back("},");
+  run.push_back("[&](long long b, int r) -> float {");
+  append(run, decompose_index("r", reduced_shape, "q", "int"));
+  run.push_back("return fj::load_as_float(" + in + ", b + " + strided_sum(reduced, strides, "q", wide) + ");");
+  run.push_back("},");
+  run.push_back("[&](long long o, float v) {");
+  append(run, decompose_index("o", r.type.shape, "i", "long long"));
+  run.push_back(post_call(post, mean ? "v / (float)kLen" : "v", out_rank));
+  run.push_back("});");
+  const unsigned grid = grid_for(rows, cfg.threads / group, kIntMax);
+  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+}
+
+Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const int64_t dim = r.attr_int("dim");
+  const int64_t len = xs[static_cast<size_t>(dim)];
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t rows = numel(xs) / len;
+  if (len > kIntMax) return Error("codegen: a softmax row longer than 2^31");
+  const RowConfig& cfg = ctx.heur.row;
+  int group = cfg.group_for(len);
+  if (group > 32) group = cfg.threads;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " along dim " +
+              std::to_string(dim) + ", " + std::to_string(group) + " threads per row";
+  s.constants.push_back({"kRows", rows, "rows"});
+  s.constants.push_back({"kLen", len, "row length (dim " + std::to_string(dim) + ")"});
+  s.constants.push_back({"kInner", inner, "stride of dim " + std::to_string(dim)});
+  const std::string in = em.load_param(x);
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the result and its fused consumers, at output coordinates");
+  const int rank = static_cast<int>(xs.size());
+  std::vector<std::string> run = {
+      "fj::softmax_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ", " +
+          (r.op == OpKind::LogSoftmax ? "true" : "false") + ">(",
+      "    kRows, kLen,",
+      "[&](long long o) -> long long { return (o / kInner) * ((long long)kLen * kInner) + o % kInner; },",
+      "[&](long long b, int r) -> float { return fj::load_as_float(" + in + ", b + (long long)r * kInner); },",
+      "[&](long long o, long long b, int r, float v) {",
+      "const long long off = b + (long long)r * kInner;"};
+  append(run, decompose_index("off", xs, "i", "long long"));
+  run.push_back(post_call(post, "v", rank));
+  run.push_back("});");
+  const unsigned grid = grid_for(rows, cfg.threads / group, kIntMax);
+  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+}
+
+Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const Shape& os = r.type.shape;
+  const bool two_d = kp.kind == KernelKind::Pool2d;
+  const bool is_max = r.op == OpKind::MaxPool2d || r.op == OpKind::MaxPool1d;
+  const bool cip = !is_max && r.attr_bool("count_include_pad");
+  const PointwiseConfig& cfg = ctx.heur.pointwise;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": " + g.describe(kp.root) + " " + g.node(x).type.str() + " -> " + shape_str(os);
+  CudaStruct ps;
+  ps.name = "PoolShape";
+  auto member = [&](const std::string& n, int64_t v) {
+    ps.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
+  };
+  const int rank = static_cast<int>(xs.size());
+  if (two_d) {
+    const auto& k = r.attr_ints("kernel_size");
+    const auto& st = r.attr_ints("stride");
+    const auto& pd = r.attr_ints("padding");
+    const std::vector<int64_t> dl = is_max ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+    member("kH", xs[2]);
+    member("kW", xs[3]);
+    member("kKH", k[0]);
+    member("kKW", k[1]);
+    member("kSH", st[0]);
+    member("kSW", st[1]);
+    member("kPH", pd[0]);
+    member("kPW", pd[1]);
+    member("kDH", dl[0]);
+    member("kDW", dl[1]);
+  } else {
+    member("kW", xs.back());
+    member("kKW", r.attr_int("kernel_size"));
+    member("kSW", r.attr_int("stride"));
+    member("kPW", r.attr_int("padding"));
+    member("kDW", 1);
+  }
+  s.structs.push_back(ps);
+  s.constants.push_back({"kNumel", numel(os), "pooled elements"});
+  const std::string in = em.load_param(x);
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the pooled value and its fused consumers, at output coordinates");
+  const std::string flags = std::string(is_max ? "true" : "false") + ", " + (cip ? "true" : "false");
+  std::vector<std::string> inner;
+  const std::string out_plane = two_d ? int_literal(os[2] * os[3]) : int_literal(os.back());
+  const std::string in_plane = two_d ? int_literal(xs[2] * xs[3]) : int_literal(xs.back());
+  inner.push_back("const long long base = (long long)(e / " + out_plane + ") * " + in_plane + ";");
+  if (two_d) {
+    inner.push_back("const float v = fj::pool2d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 2) + ", i" +
+                    std::to_string(rank - 1) + ", [&](int ih, int iw) { return fj::load_as_float(" + in +
+                    ", base + ih * PoolShape::kW + iw); });");
+  } else {
+    inner.push_back("const float v = fj::pool1d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 1) +
+                    ", [&](int iw) { return fj::load_as_float(" + in + ", base + iw); });");
+  }
+  inner.push_back(post_call(post, "v", rank));
+  const unsigned grid = grid_for(numel(os), cfg.threads, cfg.max_blocks);
+  return finish_kernel(em, kp, element_loop(os, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
+}
+
+// Combines the per-tile partials an anchor epilogue stored for a row
+// reduction over a wide N, then runs the reduction's consumers.
+Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const PartialBuffers& pb = plan.partials.at(kp.root);
+  const AnchorGeometry geo = analyze_anchor(g, plan.kernels[0].root);
+  const Shape& domain = r.type.shape;
+  const PointwiseConfig& cfg = ctx.heur.pointwise;
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": finishes " + g.describe(kp.root) + " from " + std::to_string(pb.tiles) +
+              " per-tile partials per row";
+  s.constants.push_back({"kNumel", pb.rows, "rows"});
+  s.constants.push_back({"kTiles", pb.tiles, "column tiles of the anchor"});
+  s.constants.push_back({"kReduced", geo.n * geo.groups, "elements reduced per row"});
+  const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, false);
+  const std::string maxima = pb.maxima >= 0 ? em.buffer_param({BufferKind::Scratch, pb.maxima}, false) : "";
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the result and its fused consumers, at output coordinates");
+  const std::string at = "(long long)t * kNumel + e";
+  const std::string op = r.op == OpKind::Max ? "fj::MaxOp" : r.op == OpKind::Min ? "fj::MinOp"
+                         : r.op == OpKind::LogSumExp ? "fj::LogSumExpOp" : "fj::SumOp";
+  const std::vector<std::string> inner = {
+      "const float v = fj::combine_partials<" + op + ", kTiles>([&](int t) { return " + sums + "[" + at + "]; },",
+      "    [&](int t) { return " + (maxima.empty() ? std::string("0.f") : maxima + "[" + at + "]") + "; });",
+      post_call(post, r.op == OpKind::Mean ? "v / (float)kReduced" : "v", static_cast<int>(domain.size()))};
+  const unsigned grid = grid_for(pb.rows, cfg.threads, cfg.max_blocks);
+  return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
+}
+
+}  // namespace
+
+Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index) {
+  switch (plan.kernels[static_cast<size_t>(index)].kind) {
+    case KernelKind::Pointwise: return emit_pointwise(ctx, plan, index);
+    case KernelKind::Reduce: return emit_reduce(ctx, plan, index);
+    case KernelKind::Softmax: return emit_softmax(ctx, plan, index);
+    case KernelKind::Pool2d:
+    case KernelKind::Pool1d: return emit_pool(ctx, plan, index);
+    case KernelKind::RowFinish: return emit_row_finish(ctx, plan, index);
+    case KernelKind::Anchor: break;
+  }
+  return Error("codegen: internal error: anchor kernel passed to the fallback emitter");
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,25 @@
+// compiler/emitters.h — one emitter per kernel kind; each turns a planned
+// kernel into its KernelSource and LaunchSpec.
+#pragma once
+
+#include "compiler/cuda_source.h"
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+struct EmittedKernel {
+  KernelSource source;
+  LaunchSpec launch;
+};
+
+// emit_anchor.cpp: linear / matmul / conv2d mainloop with its epilogue,
+// fused pool or fused row reductions.
+Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index);
+
+// emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
+Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);
+
+// A readable kernel name: fj_conv2d_k3_relu_add_maxpool4, fj_softmax_7, ...
+std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp);
+
+}  // namespace fusejit::cg

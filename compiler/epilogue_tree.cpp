@@ -1,0 +1,81 @@
+// Builds epilogue trees from regions (see epilogue_tree.h).
+#include "compiler/epilogue_tree.h"
+
+#include <algorithm>
+#include <map>
+
+namespace fusejit::cg {
+namespace {
+
+class TreeBuilder {
+ public:
+  TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source)
+      : ctx_(ctx), plan_(plan), region_(region), source_(source) {}
+
+  EpilogueTree tree;
+
+  int visit(ValueId v) {
+    if (auto it = memo_.find(v); it != memo_.end()) return it->second;
+    const Node& n = ctx_.node(v);
+    int id;
+    if (v == source_) {
+      tree.has_source = true;
+      id = add({EpiNode::Kind::Source, v, {}, {}});
+      if (is_anchor(n.op)) {  // the accumulator; the anchor adds its bias
+        std::vector<int> args = {id};
+        if (n.op != OpKind::Matmul && n.operands.size() == 3) {  // not memoized: its own dim mapping
+          const ValueId bias = n.operands[2];
+          EpiNode load{EpiNode::Kind::Load, bias, {}, plan_.buffer.at(bias)};
+          if (n.op == OpKind::Conv2d) load.dims = {1};
+          args.push_back(add(std::move(load)));
+        }
+        id = add({EpiNode::Kind::Compute, v, args, {}});
+      }
+    } else if (n.op == OpKind::Constant) {
+      id = add({EpiNode::Kind::Constant, v, {}, {}});
+    } else if (in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && is_elementwise(n.op))) {
+      std::vector<int> args;
+      for (ValueId o : n.operands) args.push_back(visit(o));
+      id = add({EpiNode::Kind::Compute, v, args, {}});
+    } else {
+      id = add({EpiNode::Kind::Load, v, {}, plan_.buffer.at(v)});
+    }
+    memo_[v] = id;
+    return id;
+  }
+
+  void store(ValueId v) {
+    const int at = visit(v);
+    for (const BufferRef& b : plan_.store_to.at(v)) add({EpiNode::Kind::Store, v, {at}, b});
+  }
+
+ private:
+  const PlanContext& ctx_;
+  const Plan& plan_;
+  const Region& region_;
+  ValueId source_;
+  std::map<ValueId, int> memo_;
+
+  bool in_region(ValueId v) const {
+    return std::find(region_.nodes.begin(), region_.nodes.end(), v) != region_.nodes.end();
+  }
+  int add(EpiNode n) {
+    tree.nodes.push_back(std::move(n));
+    return static_cast<int>(tree.nodes.size()) - 1;
+  }
+};
+
+}  // namespace
+
+EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
+                                 ValueId result, bool with_stores) {
+  TreeBuilder b(ctx, plan, region, source);
+  b.tree.domain = region.domain;
+  if (source >= 0) b.visit(source);  // the source is evaluated even if only stored
+  if (with_stores)
+    for (ValueId v : region.stores) b.store(v);
+  if (result >= 0) b.tree.result = b.visit(result);
+  return b.tree;
+}
+
+}  // namespace fusejit::cg

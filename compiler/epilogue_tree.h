@@ -1,0 +1,38 @@
+// compiler/epilogue_tree.h — a region as a tree of load / compute / store
+// nodes (like CUTLASS's epilogue visitor tree). The emitter turns every node
+// into one generated device function and the tree into a composed function
+// that calls them in order at one coordinate of the region's domain.
+#pragma once
+
+#include <vector>
+
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+struct EpiNode {
+  enum class Kind { Source, Constant, Load, Compute, Store };
+  Kind kind = Kind::Compute;
+  ValueId value = -1;     // the IR value produced (Store: the value stored)
+  std::vector<int> args;  // indices of the nodes it reads
+  BufferRef buffer{BufferKind::Input, -1};  // Load: read from; Store: written to
+  // Load: the domain dim of each tensor dim; empty = PyTorch broadcasting
+  // (right-aligned). A conv's bias [Cout] maps to dim 1 of [N, Cout, OH, OW].
+  std::vector<int> dims;
+};
+
+struct EpilogueTree {
+  Shape domain;
+  std::vector<EpiNode> nodes;  // in evaluation order
+  int result = -1;             // node whose value the composed function returns, or -1
+  bool has_source = false;     // the composed function takes the source value (`src`)
+};
+
+// The tree for `region`: `source` (or -1) arrives in a register — for the
+// anchor that is the raw accumulator, and the anchor node (adding its own bias)
+// becomes the first compute node; `result` (or -1) is returned; every store of
+// the region is included when `with_stores`.
+EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
+                                 ValueId result, bool with_stores);
+
+}  // namespace fusejit::cg

@@ -1,0 +1,87 @@
+// Pass: memory. A value computed in a kernel is stored when it is a graph
+// output or a node of another kernel reads it. Outputs are written to their
+// output buffers (every output that names the value); other values to a
+// scratch buffer, always f32 (intermediates keep full precision, as they do
+// in registers when fused).
+#include <set>
+
+#include "compiler/passes.h"
+
+namespace fusejit::cg {
+namespace {
+
+// The region of kernel `kp` that computes v.
+Region& region_of(KernelPlan& kp, ValueId v) {
+  for (FusedTail& t : kp.tails) {
+    if (t.op == v) return t.post;
+    for (ValueId n : t.post.nodes)
+      if (n == v) return t.post;
+  }
+  return kp.region;
+}
+
+}  // namespace
+
+void assign_buffers(PlanContext& ctx, Plan& plan) {
+  const Graph& g = ctx.g;
+  // Partial row reductions: one partial per (row, column tile).
+  if (!plan.partials.empty()) {
+    const KernelPlan& anchor = plan.kernels[0];
+    const AnchorGeometry geo = analyze_anchor(g, anchor.root);
+    for (auto& [v, pb] : plan.partials) {
+      pb.tiles = geo.groups * ((geo.n + anchor.tile.bn - 1) / anchor.tile.bn);
+      pb.rows = g.node(v).type.numel();
+      const int64_t bytes = pb.tiles * pb.rows * 4;
+      pb.sums = static_cast<int>(plan.scratch.size());
+      plan.scratch.push_back({bytes, "per-tile partials of " + g.describe(v) + " (f32[" + std::to_string(pb.tiles) +
+                                         "," + std::to_string(pb.rows) + "])"});
+      if (g.node(v).op == OpKind::LogSumExp) {
+        pb.maxima = static_cast<int>(plan.scratch.size());
+        plan.scratch.push_back({bytes, "per-tile row maxima of " + g.describe(v)});
+      }
+    }
+  }
+  auto add_buffer = [&](ValueId v) {
+    std::vector<BufferRef> outs;
+    for (size_t o = 0; o < g.outputs.size(); ++o)
+      if (g.outputs[o].value == v) outs.push_back({BufferKind::Output, static_cast<int>(o)});
+    if (g.node(v).op == OpKind::Input) {  // read where it is; written out by a copy
+      plan.store_to[v] = outs;
+      return;
+    }
+    if (outs.empty()) {
+      const Node& n = g.node(v);
+      ScratchSpec s;
+      s.bytes = n.type.numel() * 4;
+      s.what = g.describe(v) + " (f32" + shape_str(n.type.shape) + ")";
+      plan.buffer[v] = {BufferKind::Scratch, static_cast<int>(plan.scratch.size())};
+      plan.store_to[v] = {plan.buffer[v]};
+      plan.scratch.push_back(std::move(s));
+      return;
+    }
+    plan.buffer[v] = outs[0];
+    plan.store_to[v] = outs;
+  };
+
+  const auto inputs = g.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) plan.buffer[inputs[i]] = {BufferKind::Input, static_cast<int>(i)};
+  // Leaf expressions some kernel writes out (pass_fallback put them in stores).
+  for (KernelPlan& kp : plan.kernels)
+    for (ValueId v : kp.region.stores) add_buffer(v);
+
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int k = ctx.kernel_of[i];
+    if (k < 0) continue;
+    const auto v = static_cast<ValueId>(i);
+    bool store = ctx.is_output(v);
+    for (ValueId u : ctx.users[i]) {
+      const bool from_partials = plan.partials.count(u) && k == 0;  // the epilogue reduces v itself
+      store = store || (ctx.kernel_of[static_cast<size_t>(u)] != k && !from_partials);
+    }
+    if (!store) continue;
+    add_buffer(v);
+    region_of(plan.kernels[static_cast<size_t>(k)], v).stores.push_back(v);
+  }
+}
+
+}  // namespace fusejit::cg

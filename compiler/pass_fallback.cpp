@@ -1,0 +1,75 @@
+// Pass: kernels for everything the anchor kernel did not take, in graph
+// order. Elementwise nodes group into pointwise kernels by shape; a reduction,
+// softmax or pool gets a kernel of its own that reads its input from memory,
+// and the elementwise nodes that consume its result fuse into its store.
+// Leaf expressions get a kernel only when something needs them in memory
+// (a graph output, or the input of a reduction/softmax/pool).
+#include "compiler/passes.h"
+
+namespace fusejit::cg {
+namespace {
+
+KernelKind kind_for(OpKind op) {
+  switch (op_category(op)) {
+    case OpCategory::Reduction: return KernelKind::Reduce;
+    case OpCategory::Normalize: return KernelKind::Softmax;
+    default: break;
+  }
+  if (op == OpKind::GlobalAvgPool) return KernelKind::Reduce;
+  if (op == OpKind::MaxPool1d || op == OpKind::AvgPool1d) return KernelKind::Pool1d;
+  if (op == OpKind::MaxPool2d || op == OpKind::AvgPool2d) return KernelKind::Pool2d;
+  return KernelKind::Pointwise;
+}
+
+bool needs_memory(const PlanContext& ctx, ValueId v) {
+  if (ctx.node(v).op == OpKind::Input) return ctx.is_output(v);
+  if (ctx.is_output(v)) return true;
+  for (ValueId u : ctx.users[static_cast<size_t>(v)])
+    if (!is_elementwise(ctx.node(u).op)) return true;
+  return false;
+}
+
+}  // namespace
+
+Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
+  const auto count = static_cast<ValueId>(ctx.g.nodes.size());
+  for (ValueId v = 0; v < count; ++v) {
+    const Node& n = ctx.node(v);
+    const auto i = static_cast<size_t>(v);
+    if (ctx.placed(v)) continue;
+    const int index = static_cast<int>(plan.kernels.size());
+    KernelPlan k;
+    if (ctx.leaf_expr[i]) {
+      if (!needs_memory(ctx, v)) continue;
+      // Materializes a leaf expression (kept unplaced: users still recompute it).
+      k.kind = KernelKind::Pointwise;
+      k.region.domain = n.type.shape;
+      k.region.stores.push_back(v);
+      k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone; written out because " +
+                        (ctx.is_output(v) ? "it is a graph output" : "a reduction/softmax/pool reads it"));
+      plan.kernels.push_back(std::move(k));
+      continue;
+    }
+    if (is_anchor(n.op)) return Error("codegen: more than one anchor op");
+    k.kind = plan.partials.count(v) ? KernelKind::RowFinish : kind_for(n.op);
+    k.region.domain = n.type.shape;
+    if (k.kind == KernelKind::Pointwise) {
+      k.region.nodes.push_back(v);
+    } else {
+      k.root = v;
+      if (k.kind == KernelKind::Softmax && ctx.kernel_of[static_cast<size_t>(n.operands[0])] == 0)
+        k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) +
+                          " not fused into the anchor epilogue: it needs its whole row before writing any "
+                          "element; a row kernel normalizes the materialized input");
+    }
+    ctx.kernel_of[i] = index;
+    plan.kernels.push_back(std::move(k));
+    KernelPlan& placed = plan.kernels.back();
+    std::vector<ValueId> sources;
+    if (placed.root >= 0) sources.push_back(placed.root);
+    grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
+  }
+  return Status::success();
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,77 @@
+// Pass: pooling fused into the conv epilogue. The conv's GEMM rows are put in
+// pool-window-major order (templates/conv_simt.cuh PoolTiledPixels) so that a
+// tile holds whole windows; the epilogue reduces each window from shared
+// memory and stores only the pooled value. Pixels outside every window (floor
+// mode) are never computed. Overlapping windows, padding, dilation and
+// ceil_mode windows that do not tile the image stay unfused.
+#include <set>
+
+#include "compiler/passes.h"
+
+namespace fusejit::cg {
+namespace {
+
+// Why `pool` (reading `v`, the only value leaving the epilogue) cannot be
+// fused, or "" if it can.
+std::string pool_blocker(const PlanContext& ctx, const AnchorGeometry& geo, ValueId pool, int max_rows) {
+  const Node& p = ctx.node(pool);
+  const auto& k = p.attr_ints("kernel_size");
+  const auto& s = p.attr_ints("stride");
+  const auto& pad = p.attr_ints("padding");
+  if (s != k) return "its stride differs from its kernel (overlapping or gapped windows)";
+  if (pad[0] || pad[1]) return "it pads the input";
+  if (p.op == OpKind::MaxPool2d) {
+    const auto& d = p.attr_ints("dilation");
+    if (d[0] != 1 || d[1] != 1) return "it is dilated";
+  }
+  if (p.type.shape[2] != geo.oh / k[0] || p.type.shape[3] != geo.ow / k[1])
+    return "ceil_mode adds partial windows";
+  if (k[0] * k[1] > max_rows)
+    return "a " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " window exceeds a tile of " +
+           std::to_string(max_rows) + " rows";
+  return "";
+}
+
+}  // namespace
+
+void fuse_pool(PlanContext& ctx, Plan& plan) {
+  KernelPlan& kp = plan.kernels[0];
+  if (ctx.node(kp.root).op != OpKind::Conv2d) return;
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  std::set<ValueId> in(inside.begin(), inside.end());
+
+  std::set<ValueId> outside_users;
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)])
+      if (!in.count(u)) outside_users.insert(u);
+  ValueId pool = -1;
+  for (ValueId u : outside_users)
+    if (ctx.node(u).op == OpKind::MaxPool2d || ctx.node(u).op == OpKind::AvgPool2d) pool = u;
+  if (pool < 0) return;
+
+  const std::string label = std::string(op_name(ctx.node(pool).op)) + " %" + std::to_string(pool);
+  auto refuse = [&](const std::string& why) {
+    kp.notes.push_back(label + " not fused into the conv epilogue: " + why +
+                       "; the conv output goes to memory and a pool kernel reads it");
+  };
+  if (!ctx.heur.fuse_pool) return refuse("disabled by the codegen config (fuse_pool=0)");
+  const std::vector<ValueId> exits = exits_of(ctx, inside);
+  const ValueId pooled = ctx.node(pool).operands[0];
+  if (exits.size() != 1 || outside_users.size() != 1 || ctx.is_output(pooled))
+    return refuse("other consumers need the full conv-shaped result");
+  const int max_rows = ctx.heur.tile ? ctx.heur.tile->bm : 128;
+  if (std::string why = pool_blocker(ctx, analyze_anchor(ctx.g, kp.root), pool, max_rows); !why.empty())
+    return refuse(why);
+
+  FusedTail tail;
+  tail.op = pool;
+  tail.post.domain = ctx.node(pool).type.shape;
+  ctx.kernel_of[static_cast<size_t>(pool)] = 0;
+  grow_region(ctx, tail.post, {pool}, pool, 0, /*allow_placed=*/false);
+  kp.tails.push_back(std::move(tail));
+  kp.notes.push_back(label + " fused into the conv epilogue: tiles hold whole windows, the unpooled " +
+                     ctx.node(pooled).type.str() + " is never stored");
+}
+
+}  // namespace fusejit::cg

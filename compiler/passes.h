@@ -1,0 +1,52 @@
+// compiler/passes.h — the planning passes, one per file, run in this order by
+// generate_program (codegen.cpp). Each reads and extends the Plan.
+#pragma once
+
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+// pass_leaf_exprs.cpp: marks inputs, constants and elementwise nodes computed
+// from those alone. They are recomputed wherever needed (loads by broadcast
+// index), never given a kernel of their own unless something needs them in
+// memory.
+void mark_leaf_exprs(PlanContext& ctx);
+
+// pass_anchor_epilogue.cpp: the anchor kernel, with every elementwise node of
+// the anchor's output shape that can be computed in its epilogue.
+Status plan_anchor_kernel(PlanContext& ctx, Plan& plan);
+
+// pass_fuse_pool.cpp: moves a max/avg pool (kernel == stride, no padding,
+// floor mode) into the conv epilogue when the epilogue's only consumer is
+// that pool, with the pool's elementwise consumers.
+void fuse_pool(PlanContext& ctx, Plan& plan);
+
+// pass_fuse_reduction.cpp: moves reductions along the anchor's N (linear and
+// matmul: the last dim; conv: the channels) into the epilogue when one tile
+// spans N, with their elementwise consumers.
+void fuse_row_reductions(PlanContext& ctx, Plan& plan);
+
+// pass_schedule.cpp: picks the anchor's tile (heuristics or override) to
+// suit the fused tails.
+Status choose_anchor_tile(PlanContext& ctx, Plan& plan);
+
+// pass_fallback.cpp: every node not yet placed gets a kernel: pointwise groups
+// over materialized tensors, row kernels for reductions and softmax, window
+// kernels for pools; elementwise consumers fuse into their stores.
+Status plan_fallback_kernels(PlanContext& ctx, Plan& plan);
+
+// pass_buffers.cpp: what each kernel stores (outputs, and values another
+// kernel reads) and the scratch buffers for intermediates.
+void assign_buffers(PlanContext& ctx, Plan& plan);
+
+// Helpers shared by the passes (plan.cpp).
+// Grows `region` with the unplaced elementwise nodes after `after` (in order)
+// whose shape equals the domain and whose operands are `sources`, region
+// nodes, leaf expressions or values placed in earlier kernels
+// (`allow_placed`). Marks them placed in kernel `kernel`.
+void grow_region(PlanContext& ctx, Region& region, const std::vector<ValueId>& sources, ValueId after,
+                 int kernel, bool allow_placed);
+// Values in `inside` that have users outside it, or are outputs.
+std::vector<ValueId> exits_of(const PlanContext& ctx, const std::vector<ValueId>& inside);
+
+}  // namespace fusejit::cg

@@ -1,0 +1,196 @@
+// Plan helpers: heuristics parsing, the anchor's GEMM view, shared pass helpers.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "compiler/passes.h"
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+std::string TileConfig::str() const {
+  std::ostringstream s;
+  s << bm << "x" << bn << "x" << bk << " (" << tm << "x" << tn << " per thread, " << threads() << " threads)";
+  return s.str();
+}
+
+int RowConfig::group_for(int64_t row_len) const {
+  if (row_len >= 2048) return threads;
+  int g = 1;
+  while (g < 32 && g * 4 <= row_len) g *= 2;  // about 4+ elements per thread
+  return g;
+}
+
+std::string_view kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::Anchor: return "anchor";
+    case KernelKind::Pointwise: return "pointwise";
+    case KernelKind::Reduce: return "reduce";
+    case KernelKind::Softmax: return "softmax";
+    case KernelKind::Pool2d: return "pool2d";
+    case KernelKind::Pool1d: return "pool1d";
+    case KernelKind::RowFinish: return "row-finish";
+  }
+  return "?";
+}
+
+Status validate_tile(const TileConfig& t) {
+  auto bad = [&](const std::string& why) { return Error("invalid tile " + t.str() + ": " + why); };
+  if (t.bm < 1 || t.bn < 1 || t.tm < 1 || t.tn < 1 || t.bk < 1) return bad("sizes must be positive");
+  if (t.bm % t.tm || t.bn % t.tn) return bad("bm must be a multiple of tm and bn of tn");
+  if ((t.tm > 4 && t.tm % 4) || (t.tn > 4 && t.tn % 4)) return bad("tm and tn must be at most 4 or multiples of 4");
+  if (t.tm > 16 || t.tn > 16) return bad("tm and tn must be at most 16");
+  if (t.bm % 4 || t.bn % 4) return bad("bm and bn must be multiples of 4");
+  if (t.threads() % 32 || t.threads() > 1024) return bad("threads must be a multiple of 32, at most 1024");
+  if (2 * t.bk * (t.bm + t.bn) * 4 > 48 * 1024) return bad("shared memory over 48 KiB");
+  return Status::success();
+}
+
+namespace {
+bool parse_int(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  size_t pos = 0;
+  try {
+    out = std::stoll(s, &pos);
+  } catch (...) {
+    return false;
+  }
+  return pos == s.size();
+}
+}  // namespace
+
+Expected<Heuristics> parse_heuristics(const std::string& config) {
+  Heuristics h;
+  std::string text = config;
+  for (char& c : text)
+    if (c == ',' || c == ';') c = ' ';
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) return Error("codegen config: expected key=value, got '" + item + "'");
+    std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    int64_t num = 0;
+    if (key == "tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num)) return Error("codegen config: tile must be BMxBNxTMxTN, got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 4) return Error("codegen config: tile must be BMxBNxTMxTN, got '" + val + "'");
+      TileConfig t;
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.tm = static_cast<int>(parts[2]);
+      t.tn = static_cast<int>(parts[3]);
+      if (Status s = validate_tile(t); !s) return Error("codegen config: " + s.error().message);
+      h.tile = t;
+    } else if (key == "fuse_pool" || key == "fuse_reductions") {
+      if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
+      (key == "fuse_pool" ? h.fuse_pool : h.fuse_reductions) = val == "1";
+    } else if (key == "pointwise_threads" || key == "row_threads") {
+      if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
+        return Error("codegen config: " + key + " must be a multiple of 32 in [32, 1024]");
+      (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
+    } else {
+      return Error("codegen config: unknown key '" + key +
+                   "' (known: tile, fuse_pool, fuse_reductions, pointwise_threads, row_threads)");
+    }
+  }
+  return h;
+}
+
+AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
+  const Node& a = g.node(anchor);
+  AnchorGeometry geo;
+  geo.op = a.op;
+  geo.node = anchor;
+  geo.out = a.type.shape;
+  const Shape& x = g.node(a.operands[0]).type.shape;
+  const Shape& w = g.node(a.operands[1]).type.shape;
+  if (a.op == OpKind::Linear) {
+    geo.k = x.back();
+    geo.n = w[0];
+    geo.m = numel(x) / geo.k;
+  } else if (a.op == OpKind::Matmul) {
+    geo.m = x[x.size() - 2];
+    geo.k = x.back();
+    geo.n = w.back();
+    geo.batch = numel(geo.out) / (geo.m * geo.n);
+  } else {
+    geo.batch_n = x[0];
+    geo.cin = x[1];
+    geo.h = x[2];
+    geo.w = x[3];
+    geo.cout = w[0];
+    geo.kh = w[2];
+    geo.kw = w[3];
+    geo.oh = geo.out[2];
+    geo.ow = geo.out[3];
+    const auto& st = a.attr_ints("stride");
+    const auto& pd = a.attr_ints("padding");
+    const auto& dl = a.attr_ints("dilation");
+    geo.sh = st[0];
+    geo.sw = st[1];
+    geo.ph = pd[0];
+    geo.pw = pd[1];
+    geo.dh = dl[0];
+    geo.dw = dl[1];
+    geo.groups = a.attr_int("groups");
+    geo.m = geo.batch_n * geo.oh * geo.ow;
+    geo.n = geo.cout / geo.groups;
+    geo.k = (geo.cin / geo.groups) * geo.kh * geo.kw;
+  }
+  return geo;
+}
+
+PlanContext::PlanContext(const Graph& graph, Heuristics h)
+    : g(graph),
+      heur(std::move(h)),
+      users(graph.users()),
+      leaf_expr(graph.nodes.size(), false),
+      kernel_of(graph.nodes.size(), -1) {}
+
+bool PlanContext::is_output(ValueId v) const {
+  for (const Output& o : g.outputs)
+    if (o.value == v) return true;
+  return false;
+}
+
+void grow_region(PlanContext& ctx, Region& region, const std::vector<ValueId>& sources, ValueId after,
+                 int kernel, bool allow_placed) {
+  std::set<ValueId> inside(sources.begin(), sources.end());
+  inside.insert(region.nodes.begin(), region.nodes.end());
+  const auto count = static_cast<ValueId>(ctx.g.nodes.size());
+  for (ValueId v = after + 1; v < count; ++v) {
+    const Node& n = ctx.node(v);
+    const auto i = static_cast<size_t>(v);
+    if (!is_elementwise(n.op) || ctx.leaf_expr[i] || ctx.placed(v)) continue;
+    if (n.type.shape != region.domain) continue;
+    bool ok = true;
+    for (ValueId o : n.operands) {
+      const auto oi = static_cast<size_t>(o);
+      bool earlier = allow_placed && ctx.placed(o) && ctx.kernel_of[oi] < kernel;
+      ok = ok && (inside.count(o) || ctx.leaf_expr[oi] || earlier);
+    }
+    if (!ok) continue;
+    region.nodes.push_back(v);
+    inside.insert(v);
+    ctx.kernel_of[i] = kernel;
+  }
+}
+
+std::vector<ValueId> exits_of(const PlanContext& ctx, const std::vector<ValueId>& inside) {
+  std::set<ValueId> in(inside.begin(), inside.end());
+  std::vector<ValueId> out;
+  for (ValueId v : inside) {
+    bool exit = ctx.is_output(v);
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) exit = exit || !in.count(u);
+    if (exit) out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace fusejit::cg

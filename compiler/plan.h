@@ -1,0 +1,140 @@
+// compiler/plan.h — the fusion plan: which nodes run in which kernel, what each
+// kernel stores, and the heuristic parameters of each scheduler. Built by the
+// passes in passes.h (one per file), read by the emitters (emit_*.cpp).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/program.h"
+#include "fusejit/ir.h"
+
+namespace fusejit::cg {
+
+// ---- heuristic parameters, one plain struct per scheduler ----------------------
+
+// The SIMT mainloop's tile (templates/gemm_simt.cuh SimtTile).
+struct TileConfig {
+  int bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
+  bool warp_along_m = false;  // true for conv: NCHW stores are contiguous along m
+  int threads() const { return (bm / tm) * (bn / tn); }
+  std::string str() const;  // "128x128x8 (8x8 per thread)"
+};
+
+// Elementwise kernels over materialized tensors: one element per thread,
+// grid-stride loop.
+struct PointwiseConfig {
+  int threads = 256;
+  int64_t max_blocks = 1 << 20;
+};
+
+// Row kernels (reductions, softmax): G threads per row, G chosen by row length.
+struct RowConfig {
+  int threads = 256;
+  int group_for(int64_t row_len) const;  // 1, 2, ..., 32 or `threads`
+};
+
+struct Heuristics {
+  std::optional<TileConfig> tile;  // override for the anchor's tile
+  bool fuse_pool = true;           // pool in the conv epilogue when it fits
+  bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
+  PointwiseConfig pointwise;
+  RowConfig row;
+};
+
+// Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
+// spaces. Keys: tile=BMxBNxTMxTN, fuse_pool=0|1, fuse_reductions=0|1,
+// pointwise_threads=N, row_threads=N. Empty: all defaults.
+Expected<Heuristics> parse_heuristics(const std::string& config);
+
+// Checks that a tile is one the SIMT mainloop instantiates correctly.
+Status validate_tile(const TileConfig& t);
+
+// ---- the anchor's GEMM view --------------------------------------------------------
+
+struct AnchorGeometry {
+  OpKind op = OpKind::Linear;
+  ValueId node = -1;
+  int64_t m = 0, n = 0, k = 0;  // per batch (matmul) or per group (conv)
+  int64_t batch = 1;            // matmul: product of the broadcast batch dims
+  int64_t groups = 1;           // conv2d
+  Shape out;                    // the anchor's output shape
+  // conv2d only
+  int64_t batch_n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor);
+
+// ---- the plan ------------------------------------------------------------------------
+
+// Elementwise nodes evaluated together at every coordinate of `domain`.
+struct Region {
+  Shape domain;
+  std::vector<ValueId> nodes;   // computed here, each of shape == domain, topological
+  std::vector<ValueId> stores;  // values written to memory (set by assign_buffers)
+};
+
+enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish };
+std::string_view kernel_kind_name(KernelKind);
+
+// A pool or row reduction done inside the anchor's epilogue, with the
+// elementwise consumers of its result fused into its store. A `partial` row
+// reduction (N wider than a tile) stores one partial per (row, column tile)
+// instead; a RowFinish kernel combines them and runs the consumers.
+struct FusedTail {
+  ValueId op = -1;
+  Region post;  // domain: the tail op's output shape (empty for partial tails)
+  bool partial = false;
+};
+
+// Scratch of a partial row reduction: [tiles][rows] floats (and the row
+// maxima, same layout, for logsumexp).
+struct PartialBuffers {
+  int64_t tiles = 0, rows = 0;
+  int sums = -1;    // scratch index: per-tile partials (sums / max / min / exp-sums)
+  int maxima = -1;  // scratch index: per-tile maxima (logsumexp only)
+};
+
+struct KernelPlan {
+  KernelKind kind = KernelKind::Pointwise;
+  ValueId root = -1;  // anchor / reduction / softmax / pool node; -1 for pointwise
+  // Anchor: the epilogue on the anchor output. Pointwise: its nodes.
+  // Reduce/Softmax/Pool: consumers of the root, fused into its store.
+  Region region;
+  std::vector<FusedTail> tails;  // Anchor only: the fused pool or row reductions
+  TileConfig tile;               // Anchor only
+  std::vector<std::string> notes;
+  std::string name;  // kernel name, set by the emitter
+};
+
+struct Plan {
+  std::vector<KernelPlan> kernels;  // launch order
+  // Where kernels read a value from memory (inputs: their input buffer;
+  // others: their first output buffer, else a scratch buffer) ...
+  std::map<ValueId, BufferRef> buffer;
+  // ... and every buffer the kernel computing it writes (all outputs naming it).
+  std::map<ValueId, std::vector<BufferRef>> store_to;
+  std::vector<ScratchSpec> scratch;
+  std::map<ValueId, PartialBuffers> partials;  // partial row reductions (by reduction node)
+  std::vector<std::string> notes;  // graph-level notes
+};
+
+// Shared by the passes: the graph, its users, and where each node went.
+struct PlanContext {
+  const Graph& g;
+  Heuristics heur;
+  std::vector<std::vector<ValueId>> users;
+  std::vector<bool> leaf_expr;  // inputs, constants, elementwise of those only
+  std::vector<int> kernel_of;   // index into Plan::kernels, -1: not placed (or leaf_expr)
+
+  PlanContext(const Graph& graph, Heuristics h);
+  bool placed(ValueId v) const { return kernel_of[static_cast<size_t>(v)] >= 0; }
+  bool is_output(ValueId v) const;
+  const Node& node(ValueId v) const { return g.node(v); }
+};
+
+std::string plan_text(const Graph& g, const Plan& plan);
+
+}  // namespace fusejit::cg

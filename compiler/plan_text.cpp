@@ -1,0 +1,118 @@
+// The fusion plan as text (Program::plan_text): what runs in which kernel,
+// what is stored where, and why something did not fuse.
+#include <sstream>
+
+#include "compiler/emitters.h"
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+namespace {
+
+std::string values(const Graph& g, const std::vector<ValueId>& vs) {
+  std::string s;
+  for (ValueId v : vs) s += (s.empty() ? "" : ", ") + std::string(op_name(g.node(v).op)) + " %" + std::to_string(v);
+  return s.empty() ? "(none)" : s;
+}
+
+std::string buffer_str(const Graph& g, BufferRef b) {
+  switch (b.kind) {
+    case BufferKind::Input: return "input " + std::to_string(b.index);
+    case BufferKind::Output:
+      return "output " + std::to_string(b.index) + " '" + g.outputs[static_cast<size_t>(b.index)].name + "'";
+    case BufferKind::Scratch: return "scratch " + std::to_string(b.index);
+  }
+  return "?";
+}
+
+void region_lines(std::ostringstream& s, const Graph& g, const Plan& plan, const Region& r, const std::string& what) {
+  s << "  " << what << " at " << shape_str(r.domain) << ": " << values(g, r.nodes) << "\n";
+  for (ValueId v : r.stores) {
+    s << "    stores %" << v << " ->";
+    for (const BufferRef& b : plan.store_to.at(v)) s << " " << buffer_str(g, b);
+    s << "\n";
+  }
+}
+
+std::string label(const Graph& g, ValueId v) { return std::string(op_name(g.node(v).op)) + " %" + std::to_string(v); }
+
+}  // namespace
+
+std::string plan_text(const Graph& g, const Plan& plan) {
+  std::ostringstream s;
+  s << "fusion plan for '" << g.name << "' (precision " << precision_name(g.precision) << "): "
+    << plan.kernels.size() << " kernel(s), " << plan.scratch.size() << " scratch buffer(s)\n";
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const KernelPlan& kp = plan.kernels[k];
+    s << "kernel " << k << " " << kp.name << " [" << kernel_kind_name(kp.kind) << "]";
+    if (kp.root >= 0) s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
+    if (kp.kind == KernelKind::Anchor) s << ", tile " << kp.tile.str();
+    if (kp.kind == KernelKind::RowFinish) {
+      s << ", reads per-tile partials from scratch " << plan.partials.at(kp.root).sums;
+    } else if (kp.root >= 0 && kp.kind != KernelKind::Anchor) {
+      const ValueId in = g.node(kp.root).operands[0];
+      auto it = plan.buffer.find(in);
+      s << ", reads %" << in << " from " << (it == plan.buffer.end() ? "?" : buffer_str(g, it->second));
+    }
+    s << "\n";
+    region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
+    for (const FusedTail& t : kp.tails) {
+      if (t.partial)
+        s << "  partials of " << label(g, t.op) << " -> scratch " << plan.partials.at(t.op).sums << "\n";
+      else
+        region_lines(s, g, plan, t.post, "fused " + label(g, t.op) + ", then");
+    }
+    for (const std::string& n : kp.notes) s << "  note: " << n << "\n";
+  }
+  for (size_t i = 0; i < plan.scratch.size(); ++i)
+    s << "scratch " << i << ": " << plan.scratch[i].bytes << " bytes, " << plan.scratch[i].what << "\n";
+  for (const std::string& n : plan.notes) s << "note: " << n << "\n";
+  return s.str();
+}
+
+std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
+  const Graph& g = ctx.g;
+  auto ops = [&](const std::vector<ValueId>& vs) {
+    std::string s;
+    for (ValueId v : vs) s += "_" + std::string(op_name(g.node(v).op));
+    return s;
+  };
+  auto pool_label = [&](ValueId v) {
+    const Node& n = g.node(v);
+    std::string kind = (n.op == OpKind::MaxPool2d || n.op == OpKind::MaxPool1d) ? "maxpool" : "avgpool";
+    if (n.op == OpKind::GlobalAvgPool) return std::string("globalavgpool");
+    if (n.op == OpKind::MaxPool1d || n.op == OpKind::AvgPool1d)
+      return kind + "1d" + std::to_string(n.attr_int("kernel_size"));
+    const auto& k = n.attr_ints("kernel_size");
+    return kind + (k[0] == k[1] ? std::to_string(k[0]) : std::to_string(k[0]) + "x" + std::to_string(k[1]));
+  };
+  std::string name = "fj";
+  std::string tail;
+  if (kp.kind == KernelKind::Anchor) {
+    const Node& a = g.node(kp.root);
+    name += "_" + std::string(op_name(a.op));
+    if (a.op == OpKind::Conv2d) {
+      const Shape& w = g.node(a.operands[1]).type.shape;
+      name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));
+    }
+    tail = ops(kp.region.nodes);
+    for (const FusedTail& t : kp.tails) {
+      if (t.partial) continue;
+      const Node& tn = g.node(t.op);
+      tail += "_" + (op_category(tn.op) == OpCategory::Pool ? pool_label(t.op) : std::string(op_name(tn.op)));
+      tail += ops(t.post.nodes);
+    }
+  } else if (kp.kind == KernelKind::Pointwise) {
+    name += kp.region.nodes.empty() ? "_write" : "_pointwise";
+    tail = ops(kp.region.nodes);
+    if (kp.region.nodes.empty() && !kp.region.stores.empty()) tail = "_" + std::to_string(kp.region.stores[0]);
+  } else {
+    const Node& r = g.node(kp.root);
+    name += "_" + (op_category(r.op) == OpCategory::Pool ? pool_label(kp.root) : std::string(op_name(r.op)));
+    if (kp.kind == KernelKind::RowFinish) name += "_finish";
+    tail = ops(kp.region.nodes);
+  }
+  if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";
+  return name + tail;
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,124 @@
+// fusejit/engine.h — compile a Graph into a launchable CUDA kernel.
+//
+//   fusejit::Engine engine;
+//   auto kernel = engine.compile(graph);          // codegen -> NVRTC -> load
+//   if (!kernel) { report(kernel.error()); ... }
+//   Status s = (*kernel)->launch({x, w, b}, {y}, stream);
+//
+// compile() needs a CUDA device (it loads the module); compile_cubin() and
+// emit() do not. Compiled kernels are cached in memory per Engine: the key is
+// the graph's structural hash, the codegen config, the exact NVRTC options,
+// the arch and the device, so compiling an equivalent graph again returns the
+// same kernel without recompiling; concurrent compiles of one key run once.
+// Every Engine and CompiledKernel method is thread-safe.
+//
+// Launch arguments are device pointers to contiguous tensors: the graph's
+// inputs in declaration order, then its outputs in Graph::outputs order (see
+// CompiledKernel::args()). The types below equal cuda.h's CUdeviceptr and
+// CUstream, so callers holding those pass them directly. Program and
+// CubinResult are declared in compiler/program.h and runtime/nvrtc_compiler.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusejit/error.h"
+#include "fusejit/ir.h"
+
+struct CUstream_st;
+
+namespace fusejit {
+
+using DevicePtr = unsigned long long;  // CUdeviceptr
+using StreamHandle = CUstream_st*;     // CUstream; nullptr = the default stream
+
+struct Program;
+struct CubinResult;
+class LoadedProgram;
+
+// Runtime autotuning (include/fusejit/autotune.h): off; use the tuning
+// database's winner for this graph and device when there is one; or tune now
+// (and store the winner) before compiling.
+enum class AutotuneMode { Off, UseDb, Force };
+
+struct CompileOptions {
+  std::string arch = "auto";  // "auto": the device's arch (9.0 -> sm_90a), else e.g. "sm_80"
+  std::string config;         // scheduler config for codegen; empty = heuristics
+  bool line_info = true;      // -lineinfo, for profilers
+  int device = 0;             // CUDA device ordinal (compile() only)
+  AutotuneMode autotune = AutotuneMode::Off;  // compile() only; ignored when `config` is set
+  double tune_budget_s = 120;                 // Force: wall-clock budget of the tuning run
+};
+
+struct KernelArg {
+  std::string name;  // input or output name in the graph
+  TensorType type;
+  bool is_output = false;
+};
+
+struct CacheStats {
+  uint64_t hits = 0;      // requests served by an existing (or in-flight) entry
+  uint64_t misses = 0;    // requests that started a compile
+  uint64_t compiles = 0;  // compiles run (== misses)
+  uint64_t failures = 0;  // compiles that failed (not kept in the cache)
+  size_t entries = 0;     // kernels held now
+};
+
+// A kernel loaded on one device, ready to launch.
+class CompiledKernel {
+ public:
+  const std::string& name() const;  // the program's name, e.g. "fj_conv2d_relu"
+  const std::vector<KernelArg>& args() const { return args_; }  // inputs, then outputs
+  const Program& program() const;
+  const std::vector<char>& cubin() const { return cubin_; }
+  const std::string& arch() const { return arch_; }
+  int device() const { return device_; }
+
+  // Enqueues the program's launches on `stream`. Wrong pointer counts or null
+  // pointers are Errors. Does not synchronize.
+  Status launch(const std::vector<DevicePtr>& inputs, const std::vector<DevicePtr>& outputs,
+                StreamHandle stream = nullptr) const;
+
+ private:
+  friend class Engine;
+  CompiledKernel() = default;
+  std::shared_ptr<const Program> program_;
+  std::vector<char> cubin_;
+  std::string arch_;
+  int device_ = 0;
+  std::vector<KernelArg> args_;
+  std::shared_ptr<LoadedProgram> loaded_;
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Prepares a copy of the graph (prepare_graph), generates, compiles and
+  // loads it, or returns the cached kernel.
+  Expected<std::shared_ptr<CompiledKernel>> compile(const Graph& graph,
+                                                    const CompileOptions& opts = {});
+  // Generated source -> CUBIN for `arch` (overrides opts.arch); no GPU needed
+  // unless arch is "auto". Not cached.
+  Expected<CubinResult> compile_cubin(const Graph& graph, const std::string& arch,
+                                      const CompileOptions& opts = {}) const;
+  // Codegen only. "auto" means the device's arch, or sm_90a without a device.
+  Expected<Program> emit(const Graph& graph, const CompileOptions& opts = {}) const;
+
+  CacheStats cache_stats() const;
+  void clear_cache();  // kernels already handed out stay valid
+
+  // The arch "auto" stands for on `device`; an Error without a device.
+  static Expected<std::string> device_arch(int device = 0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusejit

@@ -1,0 +1,26 @@
+"""fusejit from Python: compile a fusion spec into one CUDA kernel and call it
+on torch tensors (ctypes over libfusejit_c.so; docs/python.md).
+
+    import fusejit
+    k = fusejit.compile("spec.yaml")        # or YAML text, or a fusejit.Spec
+    y = k(x, w, b, bias)                    # torch CUDA tensors, torch's current stream
+
+fusejit.models holds drop-in nn.Modules for the seed chains (needs torch).
+"""
+from . import specs
+from ._kernel import Arg, Kernel, Spec, compile, compile_cubin, device_count, emit, version
+from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, NoDeviceError,
+                   SpecError, SpecFileError, library_candidates)
+
+__all__ = [
+    "Arg", "Kernel", "Spec", "compile", "compile_cubin", "device_count", "emit", "version",
+    "specs", "models", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
+    "CompileError", "NoDeviceError", "CudaError", "library_candidates",
+]
+
+
+def __getattr__(name):
+    if name == "models":  # imports torch, so only on demand
+        import importlib
+        return importlib.import_module(".models", __name__)
+    raise AttributeError(f"module 'fusejit' has no attribute {name!r}")

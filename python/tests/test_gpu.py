@@ -1,0 +1,222 @@
+"""The Python bridge on a GPU: the seed models against PyTorch in float64 on
+the same weights, direct kernel calls, streams, argument errors. Skips
+cleanly without torch or a CUDA device."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device for torch", allow_module_level=True)
+
+from torch import nn  # noqa: E402
+
+import fusejit  # noqa: E402
+import fusejit.models as fm  # noqa: E402
+
+if fusejit.device_count() == 0:
+    pytest.skip("fusejit sees no CUDA device", allow_module_level=True)
+
+DEV = torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture(autouse=True)
+def exact_fp32():
+    """PyTorch's own fp32 math must not use TF32 where it is only the check."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+# ---- the PyTorch models the seeds come from (same parameter names) -----------------
+
+
+class RefConvReluBias(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)) + self.bias
+
+
+class RefGemmBiasRelu(nn.Module):
+    def __init__(self, in_features, out_features, bias_shape):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.relu(self.gemm(x) + self.bias)
+
+
+class RefConvTanhScaleBiasMaxPool(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, scaling_factor, bias_shape,
+                 pool_kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.scaling_factor = scaling_factor
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+        self.max_pool = nn.MaxPool2d(pool_kernel_size)
+
+    def forward(self, x):
+        return self.max_pool(torch.tanh(self.conv(x)) * self.scaling_factor + self.bias)
+
+
+SEEDS = {
+    "conv_relu_bias": (fm.ConvReluBias, RefConvReluBias, (4, 8, 3, (8, 1, 1)), (2, 4, 10, 12)),
+    "gemm_bias_relu": (fm.GemmBiasRelu, RefGemmBiasRelu, (32, 48, (48,)), (8, 32)),
+    "conv_tanh_scale_bias_maxpool": (fm.ConvTanhScaleBiasMaxPool, RefConvTanhScaleBiasMaxPool,
+                                     (3, 8, 3, 2.0, (8, 1, 1), 2), (2, 3, 17, 18)),
+}
+
+
+def make_pair(name):
+    fused_cls, ref_cls, ctor_args, x_shape = SEEDS[name]
+    torch.manual_seed(0)
+    fused = fused_cls(*ctor_args).to(DEV)
+    ref = ref_cls(*ctor_args).to(DEV)
+    ref.load_state_dict(fused.state_dict())  # same names, same weights
+    return fused, ref, x_shape
+
+
+def reference64(ref, x):
+    return ref.double()(x.double())
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_seed_model_matches_pytorch_float64(name):
+    fused, ref, x_shape = make_pair(name)
+    x = torch.rand(x_shape, device=DEV)
+    with torch.no_grad():
+        y = fused(x)
+        torch.cuda.synchronize()
+        expected = reference64(ref, x)
+    assert y.dtype == torch.float32 and y.device == x.device
+    assert y.shape == expected.shape
+    torch.testing.assert_close(y.double(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_seed_model_initializes_like_pytorch(name):
+    fused_cls, ref_cls, ctor_args, _ = SEEDS[name]
+    torch.manual_seed(123)
+    fused = fused_cls(*ctor_args)
+    torch.manual_seed(123)
+    ref = ref_cls(*ctor_args)
+    fused_state, ref_state = fused.state_dict(), ref.state_dict()
+    assert fused_state.keys() == ref_state.keys()
+    for key in ref_state:
+        assert torch.equal(fused_state[key], ref_state[key]), key
+
+
+def test_model_compiles_once_per_shape():
+    fused, ref, x_shape = make_pair("gemm_bias_relu")
+    with torch.no_grad():
+        for batch in (8, 3, 8):
+            x = torch.rand((batch,) + x_shape[1:], device=DEV)
+            torch.testing.assert_close(fused(x).double(), reference64(ref, x), rtol=1e-4, atol=1e-4)
+    assert len(fused._kernels) == 2
+
+
+def test_model_warns_without_autograd():
+    fused, _, x_shape = make_pair("conv_relu_bias")
+    with pytest.warns(UserWarning, match="no backward"):
+        y = fused(torch.rand(x_shape, device=DEV))
+    assert y.grad_fn is None
+
+
+def test_gemm_bias_relu_bf16():
+    fused, ref, x_shape = make_pair("gemm_bias_relu")
+    fused = fused.to(torch.bfloat16)
+    ref.load_state_dict(fused.state_dict())  # the bf16-rounded weights, held in fp32
+    x = torch.rand(x_shape, device=DEV, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = fused(x)
+        expected = reference64(ref, x)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.double(), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_gemm_bias_relu_tf32():
+    fused_cls, ref_cls, ctor_args, x_shape = SEEDS["gemm_bias_relu"]
+    torch.manual_seed(0)
+    fused = fused_cls(*ctor_args, precision="tf32").to(DEV)
+    ref = ref_cls(*ctor_args).to(DEV)
+    ref.load_state_dict(fused.state_dict())
+    x = torch.rand(x_shape, device=DEV)
+    with torch.no_grad():
+        y = fused(x)
+        expected = reference64(ref, x)
+    torch.testing.assert_close(y.double(), expected, rtol=5e-3, atol=5e-3)
+
+
+# ---- direct kernels -------------------------------------------------------------------
+
+SPEC = """\
+name: py_gpu_small
+inputs:
+  - {name: x, shape: [2, 3, 8, 9]}
+  - {name: w, shape: [4, 3, 3, 3]}
+  - {name: b, shape: [4]}
+  - {name: bias, shape: [4, 1, 1], init: normal}
+ops:
+  - {name: conv, op: conv2d, args: [x, w, b]}
+  - {name: act, op: relu, args: [conv]}
+  - {name: y, op: add, args: [act, bias]}
+outputs: [y]
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return fusejit.compile(SPEC)
+
+
+def small_inputs():
+    torch.manual_seed(1)
+    return (torch.rand(2, 3, 8, 9, device=DEV), torch.randn(4, 3, 3, 3, device=DEV),
+            torch.randn(4, device=DEV), torch.randn(4, 1, 1, device=DEV))
+
+
+def expected_small(x, w, b, bias):
+    return torch.relu(nn.functional.conv2d(x.double(), w.double(), b.double())) + bias.double()
+
+
+def test_kernel_call_and_out(kernel):
+    assert kernel.loaded and kernel.name and kernel.arch.startswith("sm_")
+    inputs = small_inputs()
+    y = kernel(*inputs)
+    torch.testing.assert_close(y.double(), expected_small(*inputs), rtol=1e-4, atol=1e-4)
+    out = torch.full_like(y, float("nan"))
+    assert kernel(*inputs, out=out) is out
+    torch.testing.assert_close(out, y)
+
+
+def test_kernel_runs_on_current_stream(kernel):
+    inputs = small_inputs()
+    side = torch.cuda.Stream(device=DEV)
+    side.wait_stream(torch.cuda.current_stream(DEV))
+    with torch.cuda.stream(side):
+        y = kernel(*inputs)
+    side.synchronize()
+    torch.testing.assert_close(y.double(), expected_small(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_argument_errors(kernel):
+    x, w, b, bias = small_inputs()
+    with pytest.raises(TypeError, match="takes 4 inputs"):
+        kernel(x, w, b)
+    with pytest.raises(TypeError, match="'w'.*torch.Tensor"):
+        kernel(x, [1.0], b, bias)
+    with pytest.raises(TypeError, match="'x'.*dtype"):
+        kernel(x.half(), w, b, bias)
+    with pytest.raises(ValueError, match="'b'.*cuda"):
+        kernel(x, w, b.cpu(), bias)
+    with pytest.raises(ValueError, match="'bias'.*shape"):
+        kernel(x, w, b, bias.reshape(4, 1))
+    x_nc = torch.rand(2, 3, 9, 8, device=DEV).transpose(2, 3)
+    with pytest.raises(ValueError, match="'x'.*contiguous"):
+        kernel(x_nc, w, b, bias)
+    with pytest.raises(ValueError, match="'y'.*shape"):
+        kernel(x, w, b, bias, out=torch.empty(3, device=DEV))

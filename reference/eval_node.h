@@ -1,0 +1,231 @@
+// One element of one node, in fp64. Shared by the dense and the sampled
+// evaluator, which differ only in their context `Ctx`:
+//   double ctx.value(ValueId, int64_t flat)      operand values
+//   RowStats ctx.row_stats(ValueId, int64_t row)  softmax row statistics
+//   const float* ctx.input_data(ValueId)          raw input tensors (anchors)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "reference/plan.h"
+#include "reference/scalar_ops.h"
+
+namespace fusejit::ref {
+
+// A softmax row: its max and sum(exp(x - max)).
+struct RowStats {
+  double max = 0;
+  double sum = 0;
+};
+
+inline int64_t broadcast_index(const BroadcastMap& m, const std::vector<int64_t>& out_shape, int64_t idx) {
+  if (m.identity) return idx;
+  if (m.scalar) return 0;
+  int64_t off = 0;
+  for (size_t d = out_shape.size(); d-- > 0;) {
+    int64_t e = out_shape[d];
+    off += (idx % e) * m.strides[d];
+    idx /= e;
+  }
+  return off;
+}
+
+// Calls fn(offset) for every input element reduced into output `idx`.
+template <class Fn>
+void for_each_reduced(const ReductionPlan& r, int64_t idx, Fn&& fn) {
+  int64_t base = 0;
+  for (size_t d = r.kept_extent.size(); d-- > 0;) {
+    base += (idx % r.kept_extent[d]) * r.kept_stride[d];
+    idx /= r.kept_extent[d];
+  }
+  size_t nd = r.red_extent.size();
+  if (nd == 0) return fn(base);
+  int64_t inner_e = r.red_extent[nd - 1], inner_s = r.red_stride[nd - 1];
+  int64_t outer = inner_e ? r.count / inner_e : 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off = base, rest = o;
+    for (size_t d = nd - 1; d-- > 0;) {
+      off += (rest % r.red_extent[d]) * r.red_stride[d];
+      rest /= r.red_extent[d];
+    }
+    for (int64_t i = 0; i < inner_e; ++i) fn(off + i * inner_s);
+  }
+}
+
+// Row number and the offset of its first element, for a normalize node.
+inline void normalize_row(const NormalizePlan& q, int64_t idx, int64_t& row, int64_t& first) {
+  int64_t outer = idx / (q.dim_size * q.inner), in = idx % q.inner;
+  row = outer * q.inner + in;
+  first = outer * q.dim_size * q.inner + in;
+}
+
+template <class Ctx>
+RowStats compute_row_stats(const NodePlan& p, int64_t row, Ctx& ctx) {
+  const NormalizePlan& q = p.normalize;
+  int64_t first = (row / q.inner) * q.dim_size * q.inner + row % q.inner;
+  ValueId x = p.operands[0];
+  RowStats s{-std::numeric_limits<double>::infinity(), 0.0};
+  for (int64_t j = 0; j < q.dim_size; ++j) {
+    double v = ctx.value(x, first + j * q.inner);
+    if (std::isnan(v) || v > s.max) s.max = v;
+    if (std::isnan(s.max)) break;
+  }
+  for (int64_t j = 0; j < q.dim_size; ++j) s.sum += std::exp(ctx.value(x, first + j * q.inner) - s.max);
+  return s;
+}
+
+// Dot product of a length-k float row with a strided float column, in double.
+inline double dot(const float* a, const float* b, int64_t k, int64_t b_stride) {
+  double acc[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= k; i += 4)
+    for (int j = 0; j < 4; ++j)
+      acc[j] += static_cast<double>(a[i + j]) * static_cast<double>(b[(i + j) * b_stride]);
+  for (; i < k; ++i) acc[0] += static_cast<double>(a[i]) * static_cast<double>(b[i * b_stride]);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+inline double conv2d_at(const AnchorPlan& a, int64_t idx, const float* x, const float* w) {
+  int64_t ox = idx % a.ow, oy = (idx / a.ow) % a.oh, o = (idx / (a.ow * a.oh)) % a.oc, b = idx / (a.ow * a.oh * a.oc);
+  int64_t cg = a.c / a.groups, group = o / (a.oc / a.groups);
+  double acc = 0;
+  for (int64_t c = 0; c < cg; ++c) {
+    const float* xp = x + ((b * a.c + group * cg + c) * a.h) * a.w_in;
+    const float* wp = w + ((o * cg + c) * a.kh) * a.kw;
+    for (int64_t i = 0; i < a.kh; ++i) {
+      int64_t iy = oy * a.sh - a.ph + i * a.dh;
+      if (iy < 0 || iy >= a.h) continue;
+      for (int64_t j = 0; j < a.kw; ++j) {
+        int64_t ix = ox * a.sw - a.pw + j * a.dw;
+        if (ix < 0 || ix >= a.w_in) continue;
+        acc += static_cast<double>(xp[iy * a.w_in + ix]) * static_cast<double>(wp[i * a.kw + j]);
+      }
+    }
+  }
+  return acc;
+}
+
+template <class Ctx>
+double anchor_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
+  const AnchorPlan& a = p.anchor;
+  const float* x = ctx.input_data(a.x);
+  const float* w = ctx.input_data(a.w);
+  double bias = 0;
+  if (p.op == OpKind::Linear) {
+    int64_t row = idx / a.n, col = idx % a.n;
+    if (a.bias >= 0) bias = ctx.value(a.bias, col);
+    return dot(x + row * a.k, w + col * a.k, a.k, 1) + bias;
+  }
+  if (p.op == OpKind::Matmul) {
+    int64_t col = idx % a.n, row = (idx / a.n) % a.m, rest = idx / (a.n * a.m);
+    int64_t xo = row * a.k, wo = col;
+    for (size_t d = a.batch_extent.size(); d-- > 0;) {
+      int64_t c = rest % a.batch_extent[d];
+      rest /= a.batch_extent[d];
+      xo += c * a.a_batch_stride[d];
+      wo += c * a.b_batch_stride[d];
+    }
+    return dot(x + xo, w + wo, a.k, a.n);
+  }
+  if (a.bias >= 0) bias = ctx.value(a.bias, (idx / (a.ow * a.oh)) % a.oc);
+  return conv2d_at(a, idx, x, w) + bias;
+}
+
+template <class Ctx>
+double pool_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
+  const PoolPlan& q = p.pool;
+  ValueId x = p.operands[0];
+  int64_t ox = idx % q.out_w, oy = (idx / q.out_w) % q.out_h, plane = idx / (q.out_w * q.out_h);
+  int64_t base = plane * q.in_h * q.in_w;
+  int64_t y0 = oy * q.sh - q.ph, x0 = ox * q.sw - q.pw;
+  if (p.op == OpKind::MaxPool2d || p.op == OpKind::MaxPool1d) {
+    double m = -std::numeric_limits<double>::infinity();  // the padding
+    for (int64_t i = 0; i < q.kh; ++i) {
+      int64_t iy = y0 + i * q.dh;
+      if (iy < 0 || iy >= q.in_h) continue;
+      for (int64_t j = 0; j < q.kw; ++j) {
+        int64_t ix = x0 + j * q.dw;
+        if (ix < 0 || ix >= q.in_w) continue;
+        double v = ctx.value(x, base + iy * q.in_w + ix);
+        if (v > m || std::isnan(v)) m = v;
+        if (std::isnan(m)) return m;
+      }
+    }
+    return m;
+  }
+  // Average (PyTorch's divisor rules); global_avg_pool is one window over the plane.
+  int64_t y1 = std::min(y0 + q.kh, q.in_h + q.ph), x1 = std::min(x0 + q.kw, q.in_w + q.pw);
+  int64_t padded = (y1 - y0) * (x1 - x0);
+  y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+  y1 = std::min(y1, q.in_h), x1 = std::min(x1, q.in_w);
+  double sum = 0;
+  for (int64_t iy = y0; iy < y1; ++iy)
+    for (int64_t ix = x0; ix < x1; ++ix) sum += ctx.value(x, base + iy * q.in_w + ix);
+  int64_t divisor = q.count_include_pad ? padded : (y1 - y0) * (x1 - x0);
+  return sum / static_cast<double>(divisor);
+}
+
+template <class Ctx>
+double reduction_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
+  const ReductionPlan& r = p.reduction;
+  ValueId x = p.operands[0];
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  switch (p.op) {
+    case OpKind::Sum:
+    case OpKind::Mean: {
+      double s = 0;
+      for_each_reduced(r, idx, [&](int64_t off) { s += ctx.value(x, off); });
+      return p.op == OpKind::Sum ? s : s / static_cast<double>(r.count);
+    }
+    case OpKind::Max:
+    case OpKind::Min: {
+      bool is_max = p.op == OpKind::Max;
+      double m = is_max ? -kInf : kInf;
+      for_each_reduced(r, idx, [&](int64_t off) {
+        double v = ctx.value(x, off);
+        if (std::isnan(v) || (is_max ? v > m : v < m)) m = std::isnan(m) ? m : v;
+      });
+      return m;
+    }
+    default: {  // logsumexp: PyTorch shifts by the max unless it is infinite
+      double m = -kInf;
+      for_each_reduced(r, idx, [&](int64_t off) {
+        double v = ctx.value(x, off);
+        if (std::isnan(v) || v > m) m = std::isnan(m) ? m : v;
+      });
+      if (std::isnan(m)) return m;
+      double shift = std::isinf(m) ? 0.0 : m, s = 0;
+      for_each_reduced(r, idx, [&](int64_t off) { s += std::exp(ctx.value(x, off) - shift); });
+      return std::log(s) + shift;
+    }
+  }
+}
+
+// Element `idx` of node `id` (never a leaf: contexts answer those themselves).
+template <class Ctx>
+double eval_at(const NodePlan& p, ValueId id, int64_t idx, Ctx& ctx) {
+  switch (p.category) {
+    case OpCategory::Anchor: return anchor_at(p, idx, ctx);
+    case OpCategory::Unary: return apply_unary(p, ctx.value(p.operands[0], idx));
+    case OpCategory::Binary: {
+      double a = ctx.value(p.operands[0], broadcast_index(p.bcast[0], p.out_shape, idx));
+      double b = ctx.value(p.operands[1], broadcast_index(p.bcast[1], p.out_shape, idx));
+      return apply_binary(p.op, a, b);
+    }
+    case OpCategory::Reduction: return reduction_at(p, idx, ctx);
+    case OpCategory::Normalize: {
+      int64_t row, first;
+      normalize_row(p.normalize, idx, row, first);
+      RowStats s = ctx.row_stats(id, row);
+      double v = ctx.value(p.operands[0], idx) - s.max;
+      return p.op == OpKind::Softmax ? std::exp(v) / s.sum : v - std::log(s.sum);
+    }
+    case OpCategory::Pool: return pool_at(p, idx, ctx);
+    case OpCategory::Leaf: break;
+  }
+  return nan_value();
+}
+
+}  // namespace fusejit::ref

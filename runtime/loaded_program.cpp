@@ -1,0 +1,119 @@
+// runtime/loaded_program.cpp — module + kernels + scratch of one Program.
+#include "runtime/loaded_program.h"
+
+#include <string>
+
+namespace fusejit {
+namespace {
+
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;  // above this, opt in per kernel
+
+const char* kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::Input: return "input";
+    case BufferKind::Output: return "output";
+    case BufferKind::Scratch: return "scratch";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& program,
+                                                             const std::vector<char>& cubin,
+                                                             int num_inputs, int num_outputs,
+                                                             int device) {
+  const std::string where = "program '" + program.name + "'";
+  if (program.launches.empty()) return Error(where + " has no launches");
+  if (num_inputs < 0 || num_outputs < 0) return Error(where + ": negative buffer count");
+
+  std::shared_ptr<LoadedProgram> lp(new LoadedProgram());
+  lp->num_inputs_ = num_inputs;
+  lp->num_outputs_ = num_outputs;
+  lp->device_ = device;
+  auto module = CudaModule::load(cubin, device);
+  if (!module) return Error(where + ": " + module.error().message);
+  lp->module_ = module.take();
+
+  const int num_scratch = static_cast<int>(program.scratch.size());
+  for (size_t i = 0; i < program.launches.size(); ++i) {
+    const LaunchSpec& spec = program.launches[i];
+    const std::string launch_where = where + " launch " + std::to_string(i) + " (" + spec.kernel + ")";
+    for (const BufferRef& ref : spec.args) {
+      int limit = ref.kind == BufferKind::Input    ? num_inputs
+                  : ref.kind == BufferKind::Output ? num_outputs
+                                                   : num_scratch;
+      if (ref.index < 0 || ref.index >= limit) {
+        return Error(launch_where + ": " + kind_name(ref.kind) + " " + std::to_string(ref.index) +
+                     " out of range (" + std::to_string(limit) + " available)");
+      }
+    }
+    auto fn = lp->module_.function(spec.kernel);
+    if (!fn) return Error(launch_where + ": " + fn.error().message);
+    if (spec.shared_bytes > kDefaultSharedLimit) {
+      if (auto s = set_max_dynamic_shared(*fn, spec.shared_bytes); !s)
+        return Error(launch_where + ": cannot allow " + std::to_string(spec.shared_bytes) +
+                     " bytes of shared memory: " + s.error().message);
+    }
+    lp->launches_.push_back(Launch{*fn, spec.grid, spec.block, spec.shared_bytes, spec.args});
+  }
+
+  for (const ScratchSpec& s : program.scratch) {
+    if (s.bytes < 0) return Error(where + ": negative scratch size for " + s.what);
+    auto buf = DeviceBuffer::allocate(static_cast<size_t>(s.bytes), device);
+    if (!buf) return Error(where + ": scratch '" + s.what + "': " + buf.error().message);
+    lp->scratch_.push_back(buf.take());
+  }
+  if (!lp->scratch_.empty()) {
+    auto ev = CudaEvent::create(/*timing=*/false, device);
+    if (!ev) return Error(where + ": " + ev.error().message);
+    lp->scratch_free_ = ev.take();
+  }
+  return lp;
+}
+
+Status LoadedProgram::run(const std::vector<CUdeviceptr>& inputs,
+                          const std::vector<CUdeviceptr>& outputs, CUstream stream) {
+  if (static_cast<int>(inputs.size()) != num_inputs_ ||
+      static_cast<int>(outputs.size()) != num_outputs_) {
+    return Error("kernel expects " + std::to_string(num_inputs_) + " inputs and " +
+                 std::to_string(num_outputs_) + " outputs, got " + std::to_string(inputs.size()) +
+                 " and " + std::to_string(outputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i]) return Error("input " + std::to_string(i) + " is a null device pointer");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!outputs[i]) return Error("output " + std::to_string(i) + " is a null device pointer");
+  if (auto s = use_device(device_); !s) return s;
+
+  if (scratch_.empty()) return enqueue(inputs, outputs, stream);
+  std::lock_guard<std::mutex> lock(scratch_mutex_);
+  if (auto s = stream_wait_event(stream, scratch_free_); !s) return s;
+  Status launched = enqueue(inputs, outputs, stream);
+  Status recorded = scratch_free_.record(stream);  // even after a partial enqueue
+  return launched ? recorded : launched;
+}
+
+Status LoadedProgram::enqueue(const std::vector<CUdeviceptr>& inputs,
+                              const std::vector<CUdeviceptr>& outputs, CUstream stream) {
+  std::vector<CUdeviceptr> values;
+  std::vector<void*> params;
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    const Launch& l = launches_[i];
+    values.clear();
+    for (const BufferRef& ref : l.args) {
+      auto idx = static_cast<size_t>(ref.index);
+      values.push_back(ref.kind == BufferKind::Input    ? inputs[idx]
+                       : ref.kind == BufferKind::Output ? outputs[idx]
+                                                        : scratch_[idx].ptr());
+    }
+    params.clear();
+    for (CUdeviceptr& v : values) params.push_back(&v);
+    Status s = launch_kernel(l.function, l.grid, l.block, l.shared_bytes, stream,
+                             params.empty() ? nullptr : params.data());
+    if (!s) return Error("launch " + std::to_string(i) + ": " + s.error().message);
+  }
+  return Status::success();
+}
+
+}  // namespace fusejit

@@ -1,0 +1,121 @@
+// fusejit/conv_simt.cuh — conv2d (NCHW) as an implicit GEMM on the SIMT
+// mainloop of gemm_simt.cuh. Per group g:
+//   M = output pixels (n, oh, ow)   N = Cout / groups   K = (Cin / groups) * KH * KW
+//   A[m][k] = x[n][g*CinG + ci][oh*SH - PH + kh*DH][ow*SW - PW + kw*DW]  (0 in the padding)
+//   B[k][n] = w[g*CoutG + n][ci][kh][kw]     with k = (ci*KH + kh)*KW + kw
+// Which output pixel a GEMM row m stands for is a PIXEL MAP, so the epilogue
+// can ask for a pool-window-major order (PoolTiledPixels) instead of the plain
+// row-major one (DensePixels).
+//
+// Shape concept (generated as a struct of named constants):
+//   kBatch kCin kH kW kCout kKH kKW kSH kSW kPH kPW kDH kDW kGroups kOH kOW
+#pragma once
+
+#include "fusejit/fj_common.cuh"
+
+namespace fj {
+
+struct Pixel {
+  int n, oh, ow;
+  bool ok;  // false: the row computes nothing (past the end, or outside any pool window)
+};
+
+// m -> (n, oh, ow) in NCHW order; rows past N*OH*OW are not ok.
+template <class S>
+struct DensePixels {
+  static constexpr int kRows = S::kBatch * S::kOH * S::kOW;  // GEMM M
+  __device__ __forceinline__ Pixel pixel(int m) const {
+    Pixel p;
+    p.ok = m < kRows;
+    if (!p.ok) m = 0;
+    p.n = m / (S::kOH * S::kOW);
+    const int r = m % (S::kOH * S::kOW);
+    p.oh = r / S::kOW;
+    p.ow = r % S::kOW;
+    return p;
+  }
+};
+
+// Pool-window-major pixels for a pool with kernel = stride = (QH, QW), no
+// padding, floor mode. A tile of BM rows covers QH output rows by P windows
+// side by side (P*QW output columns) of one pooled row of one image:
+//   tile = (n, ph, pw_block)      row r = wy * (P*QW) + (pw_in_block*QW + wx)
+// so each window's QH*QW pixels lie in one tile, consecutive rows are
+// consecutive ow (coalesced), and pixels outside every window are never
+// computed. Rows r >= QH*P*QW, and windows past PW, are not ok.
+template <class S, int BM, int QH, int QW, int P>
+struct PoolTiledPixels {
+  static constexpr int kPH = S::kOH / QH, kPW = S::kOW / QW;  // pooled extent
+  static constexpr int kBlocksW = (kPW + P - 1) / P;         // window blocks per pooled row
+  static constexpr int kTiles = S::kBatch * kPH * kBlocksW;
+  static constexpr int kRows = kTiles * BM;                  // GEMM M (padded per tile)
+  static constexpr int kSpan = P * QW;                       // output columns per tile
+  static_assert(QH * P * QW <= BM, "windows must fit in a tile");
+
+  struct Window {
+    int n, ph, pw;
+    bool ok;
+  };
+  // Window w (0 <= w < P) of the tile whose first row is m0.
+  __device__ __forceinline__ static Window window(int m0, int w) {
+    const int tile = m0 / BM;
+    Window win;
+    win.n = tile / (kPH * kBlocksW);
+    const int rem = tile % (kPH * kBlocksW);
+    win.ph = rem / kBlocksW;
+    win.pw = (rem % kBlocksW) * P + w;
+    win.ok = win.pw < kPW;
+    return win;
+  }
+  // Tile row of the q-th element (row-major in the window) of window w.
+  __device__ __forceinline__ static int row(int w, int q) {
+    return (q / QW) * kSpan + w * QW + q % QW;
+  }
+  __device__ __forceinline__ Pixel pixel(int m) const {
+    const int r = m % BM;
+    const int wy = r / kSpan, ox = r % kSpan;
+    Window win = window(m - r, ox / QW);
+    Pixel p;
+    p.ok = wy < QH && win.ok;
+    p.n = win.n;
+    p.oh = win.ph * QH + wy;
+    p.ow = win.pw * QW + ox % QW;
+    return p;
+  }
+};
+
+// A operand: the im2col gather of input x (NCHW) for group channel base c0.
+template <class T, class S, class Pixels>
+struct ConvA {
+  static constexpr bool kKContiguous = false;  // consecutive m: consecutive ow
+  static constexpr int kCinG = S::kCin / S::kGroups;
+  static constexpr int K = kCinG * S::kKH * S::kKW;
+  const T* __restrict__ x;
+  Pixels pixels;
+  int c0;  // first input channel of the group
+  struct Row {
+    const T* base;
+    int ih0, iw0;
+    bool ok;
+  };
+  __device__ __forceinline__ Row row(int m) const {
+    const Pixel p = pixels.pixel(m);
+    Row r;
+    r.ok = p.ok;
+    r.base = x + ((long long)p.n * S::kCin + c0) * (S::kH * S::kW);
+    r.ih0 = p.oh * S::kSH - S::kPH;
+    r.iw0 = p.ow * S::kSW - S::kPW;
+    return r;
+  }
+  __device__ __forceinline__ float load(const Row& r, int k) const {
+    if (!r.ok || k >= K) return 0.f;
+    const int ci = k / (S::kKH * S::kKW);
+    const int rs = k % (S::kKH * S::kKW);
+    const int ih = r.ih0 + (rs / S::kKW) * S::kDH;
+    const int iw = r.iw0 + (rs % S::kKW) * S::kDW;
+    if ((unsigned)ih >= (unsigned)S::kH || (unsigned)iw >= (unsigned)S::kW) return 0.f;
+    return load_as_float(r.base, (ci * S::kH + ih) * S::kW + iw);
+  }
+};
+
+}  // namespace fj

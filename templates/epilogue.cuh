@@ -1,0 +1,207 @@
+// fusejit/epilogue.cuh — tile epilogues: what a mainloop's accumulator
+// fragment (see gemm_simt.cuh for the fragment interface) turns into.
+// The generated code supplies small functors; the per-node math lives in
+// generated device functions that those functors call.
+//
+//   tile_pointwise   value(acc, m, n) per element  (elementwise DAG + stores)
+//   tile_pool        value(acc, m, n) -> window max/avg -> store(v, m0, w, n)
+//   tile_row_reduce  value(acc, m, n) -> reduce over all n -> store(v, m)
+//   tile_row_partials  the same over one column tile of a wider N: partials
+//                      that combine_partials() finishes in a second kernel
+//
+// Rows of the fragment run in a rolled loop and columns unrolled, so each
+// functor is inlined kCols times rather than kRows * kCols times.
+//
+// m and n are GEMM coordinates (tile offset applied). Functors must not touch
+// shared memory; all threads of the block must call the epilogue.
+#pragma once
+
+#include "fusejit/fj_common.cuh"
+#include "fusejit/reduce.cuh"
+
+namespace fj {
+
+// Elementwise epilogue: f(acc, m, n) for every element inside [0,M) x [0,N).
+template <class Frag, class F>
+__device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0, int M, int N, const F& f) {
+  // Rows in a rolled loop (the epilogue is inlined once per column, not once
+  // per element: much less code); the accumulator row is picked with selects
+  // so the fragment stays in registers.
+#pragma unroll 1
+  for (int i = 0; i < Frag::kRows; ++i) {
+    const int m = m0 + frag.row(i);
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < Frag::kCols; ++j) {
+      const int n = n0 + frag.col(j);
+      if (n < N) f(frag.pick(i, j), m, n);
+    }
+  }
+}
+
+// Pool fused into the epilogue. `Windows` describes where pool windows lie in
+// the tile (e.g. PoolTiledPixels): row(w, q) is the tile row of element q of
+// window w (0 <= w < P). The tile is staged through shared memory kChunk
+// columns at a time ((BM+1)*kChunk floats): value(acc, m, n) is called once per
+// element of the tile (it must return quietly, without loads, for rows its
+// pixel map marks as not ok); then each (window, column) is reduced by one
+// thread and store(v, m0, w, n) called for n < N (it must skip windows that
+// are not ok).
+template <class Windows, int kQArea, int P, bool kMax, int BM, int BN, int kThreads, int kChunk, class Frag,
+          class ValueF, class StoreF>
+__device__ __forceinline__ void tile_pool(const Frag& frag, int m0, int n0, int N, float* smem, const ValueF& value,
+                                          const StoreF& store) {
+  constexpr int kStride = BM + 1;
+  static_assert(BN % kChunk == 0, "chunks must split the tile");
+#pragma unroll 1
+  for (int c0 = 0; c0 < BN; c0 += kChunk) {
+#pragma unroll 1
+    for (int i = 0; i < Frag::kRows; ++i) {
+      const int r = frag.row(i);
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) {
+        const int c = frag.col(j) - c0;
+        if (c < 0 || c >= kChunk) continue;
+        const int n = n0 + frag.col(j);
+        smem[c * kStride + r] = n < N ? value(frag.pick(i, j), m0 + r, n) : 0.f;
+      }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < P * kChunk; o += kThreads) {
+      const int w = o % P, c = o / P;
+      const int n = n0 + c0 + c;
+      if (n >= N) continue;
+      float v = kMax ? neg_inf() : 0.f;
+      for (int q = 0; q < kQArea; ++q) {
+        const float x = smem[c * kStride + Windows::row(w, q)];
+        v = kMax ? max_nan(v, x) : v + x;
+      }
+      if (!kMax) v = v / (float)kQArea;
+      store(v, m0, w, n);
+    }
+    __syncthreads();
+  }
+}
+
+// Combines value(acc, m, n) over the tile's columns (n0 + col < N) for every
+// tile row r, into smem: total[r] = smem[S*BM + r] and, for logsumexp,
+// row_max[r] = smem[(S+1)*BM + r] with total[r] = sum(exp(v - row_max[r]))
+// (S = Frag::kRowSharers). Per-thread partials are combined per row in a
+// fixed order: deterministic. value must be pure (logsumexp calls it twice).
+// Needs (S + 2) * BM floats of smem; ends with a __syncthreads().
+template <class Op, int BM, int kThreads, class Frag, class ValueF>
+__device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                 const ValueF& value) {
+  constexpr int S = Frag::kRowSharers;
+  float* part = smem;             // [S][BM]: one partial per (sharer, row)
+  float* total = smem + S * BM;   // [BM]
+  float* row_max = total + BM;    // [BM] (logsumexp)
+  // partial(i, m): this thread's partial of its row i (global row m < M).
+  auto reduce_rows = [&](const auto& partial, const auto& combine, float identity) {
+#pragma unroll 1
+    for (int i = 0; i < Frag::kRows; ++i) {
+      const int m = m0 + frag.row(i);
+      part[frag.row_sharer() * BM + frag.row(i)] = m < M ? partial(i, m) : identity;
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < BM; r += kThreads) {
+      float a = identity;
+      for (int s = 0; s < S; ++s) a = combine(a, part[s * BM + r]);
+      total[r] = a;
+    }
+    __syncthreads();
+  };
+  if constexpr (Op::kLogSumExp) {
+    reduce_rows(
+        [&](int i, int m) {
+          float a = neg_inf();
+#pragma unroll
+          for (int j = 0; j < Frag::kCols; ++j)
+            if (n0 + frag.col(j) < N) a = max_nan(a, value(frag.pick(i, j), m, n0 + frag.col(j)));
+          return a;
+        },
+        [](float a, float b) { return max_nan(a, b); }, neg_inf());
+    for (int r = threadIdx.x; r < BM; r += kThreads) row_max[r] = total[r];
+    __syncthreads();
+    reduce_rows(
+        [&](int i, int m) {
+          const float mx = row_max[frag.row(i)];
+          float a = 0.f;
+          if (is_finite(mx)) {
+#pragma unroll
+            for (int j = 0; j < Frag::kCols; ++j)
+              if (n0 + frag.col(j) < N) a += expf(value(frag.pick(i, j), m, n0 + frag.col(j)) - mx);
+          }
+          return a;
+        },
+        [](float a, float b) { return a + b; }, 0.f);
+  } else {
+    reduce_rows(
+        [&](int i, int m) {
+          float a = Op::identity();
+#pragma unroll
+          for (int j = 0; j < Frag::kCols; ++j)
+            if (n0 + frag.col(j) < N) a = Op::combine(a, value(frag.pick(i, j), m, n0 + frag.col(j)));
+          return a;
+        },
+        [](float a, float b) { return Op::combine(a, b); }, Op::identity());
+  }
+}
+
+// Reduction of each tile row over all N columns, fused into the epilogue (the
+// tile must span N: one column tile, n0 == 0). Op is a reduce.cuh op (SumOp,
+// MaxOp, MinOp, LogSumExpOp); store(v, m) is called once per row m < M with
+// the combined value (the caller divides for a mean). See tile_row_combine.
+template <class Op, int BM, int kThreads, class Frag, class ValueF, class StoreF>
+__device__ __forceinline__ void tile_row_reduce(const Frag& frag, int m0, int M, int N, float* smem,
+                                                const ValueF& value, const StoreF& store) {
+  tile_row_combine<Op, BM, kThreads>(frag, m0, 0, M, N, smem, value);
+  const float* total = smem + Frag::kRowSharers * BM;
+  const float* row_max = total + BM;
+  for (int r = threadIdx.x; r < BM; r += kThreads) {
+    if (m0 + r >= M) continue;
+    if constexpr (Op::kLogSumExp)
+      store(is_finite(row_max[r]) ? row_max[r] + logf(total[r]) : row_max[r], m0 + r);
+    else
+      store(total[r], m0 + r);
+  }
+  __syncthreads();
+}
+
+// A row reduction over an N wider than the tile: this tile's partial of each
+// row, store(partial, row_max, m) for rows m < M (row_max only meaningful for
+// logsumexp: partial = sum(exp(v - row_max)) there). combine_partials() below
+// finishes the row.
+template <class Op, int BM, int kThreads, class Frag, class ValueF, class StoreF>
+__device__ __forceinline__ void tile_row_partials(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                  const ValueF& value, const StoreF& store) {
+  tile_row_combine<Op, BM, kThreads>(frag, m0, n0, M, N, smem, value);
+  const float* total = smem + Frag::kRowSharers * BM;
+  const float* row_max = total + BM;
+  for (int r = threadIdx.x; r < BM; r += kThreads)
+    if (m0 + r < M) store(total[r], Op::kLogSumExp ? row_max[r] : 0.f, m0 + r);
+  __syncthreads();
+}
+
+// Combines kTiles per-tile partials of one row, in tile order: partial(t)
+// and (logsumexp) row_max(t) read tile t's values.
+template <class Op, int kTiles, class PartialF, class MaxF>
+__device__ __forceinline__ float combine_partials(const PartialF& partial, const MaxF& row_max) {
+  if constexpr (Op::kLogSumExp) {
+    float mx = neg_inf();
+    for (int t = 0; t < kTiles; ++t) mx = max_nan(mx, row_max(t));
+    if (!is_finite(mx)) return mx;
+    float s = 0.f;
+    for (int t = 0; t < kTiles; ++t) {
+      const float m_t = row_max(t);
+      if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
+    }
+    return mx + logf(s);
+  } else {
+    float a = Op::identity();
+    for (int t = 0; t < kTiles; ++t) a = Op::combine(a, partial(t));
+    return a;
+  }
+}
+
+}  // namespace fj

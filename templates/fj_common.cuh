@@ -1,0 +1,51 @@
+// fusejit/fj_common.cuh — basic device helpers shared by every fusejit kernel:
+// element-type conversion for f32 (all arithmetic is fp32 in registers;
+// fj_half.cuh adds f16/bf16), infinities,
+// and NaN-propagating min/max (PyTorch semantics).
+//
+// Works under NVRTC (no host standard headers) and under nvcc.
+#pragma once
+
+namespace fj {
+
+// ---- element types -----------------------------------------------------------
+// Tensors are stored as float, or (with fusejit/fj_half.cuh) __half or
+// __nv_bfloat16; kernels load every element as float and store results in
+// the destination's type (rounded to nearest even). Convert<T> is
+// specialized per storage type.
+template <class T>
+struct Convert;
+template <>
+struct Convert<float> {
+  static __device__ __forceinline__ float to_float(float v) { return v; }
+  static __device__ __forceinline__ float from_float(float v) { return v; }
+};
+
+// Reads element `i` of a tensor through the read-only cache, as float.
+template <class T>
+__device__ __forceinline__ float load_as_float(const T* __restrict__ p, long long i) {
+  return Convert<T>::to_float(__ldg(p + i));
+}
+template <class T>
+__device__ __forceinline__ void store_from_float(T* __restrict__ p, long long i, float v) {
+  p[i] = Convert<T>::from_float(v);
+}
+
+// ---- special values ----------------------------------------------------------
+__device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+
+// torch.maximum / torch.minimum / max-pool / max-reduction: NaN wins.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  return (a > b || is_nan(a)) ? a : b;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  return (a < b || is_nan(a)) ? a : b;
+}
+
+// Ceiling division for tile counts.
+__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace fj

@@ -1,0 +1,24 @@
+// fusejit/fj_half.cuh — f16 and bf16 storage types for fusejit kernels
+// (cuda_fp16.h / cuda_bf16.h, which NVRTC ships). Generated programs include
+// it only when some tensor is 16-bit: the headers are large and slow to parse.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "fusejit/fj_common.cuh"
+
+namespace fj {
+
+template <>
+struct Convert<__half> {
+  static __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Convert<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+
+}  // namespace fj

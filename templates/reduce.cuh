@@ -1,0 +1,114 @@
+// fusejit/reduce.cuh — reductions and softmax for the fallback kernels (and
+// the ops the fused row reduction of epilogue.cuh shares).
+//
+// A "row" is the set of elements one output reduces: G consecutive threads
+// (G a power of two <= 32, or G == kBlock: the whole block) share a row and
+// combine their partials with shuffles (and shared memory for a block), in a
+// fixed order, so results are deterministic. The generated code supplies
+//   base(o)        -> per-row state (usually the row's first input offset)
+//   load(b, r)     -> element r of the row, as float
+//   store(o, v)    -> writes the result of row o (applies any fused consumers)
+#pragma once
+
+#include "fusejit/fj_common.cuh"
+
+namespace fj {
+
+struct SumOp {
+  static constexpr bool kLogSumExp = false;
+  static __device__ __forceinline__ float identity() { return 0.f; }
+  static __device__ __forceinline__ float combine(float a, float b) { return a + b; }
+};
+struct MaxOp {
+  static constexpr bool kLogSumExp = false;
+  static __device__ __forceinline__ float identity() { return neg_inf(); }
+  static __device__ __forceinline__ float combine(float a, float b) { return max_nan(a, b); }
+};
+struct MinOp {
+  static constexpr bool kLogSumExp = false;
+  static __device__ __forceinline__ float identity() { return inf(); }
+  static __device__ __forceinline__ float combine(float a, float b) { return min_nan(a, b); }
+};
+// log(sum(exp(x))) = m + log(sum(exp(x - m))), m = max (an infinite or NaN m is the result).
+struct LogSumExpOp {
+  static constexpr bool kLogSumExp = true;
+};
+
+__device__ __forceinline__ bool is_finite(float v) { return v - v == 0.f; }
+
+// Combines v over a group of G threads; every thread of the block must call
+// it. All threads of the group get the same result. smem: kBlock/32 floats.
+template <int G, int kBlock, class Combine>
+__device__ __forceinline__ float group_combine(float v, const Combine& combine, float* smem) {
+  static_assert(G <= 32 ? (32 % G == 0) : (G == kBlock && kBlock % 32 == 0), "bad group size");
+  constexpr int kLanes = G < 32 ? G : 32;
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if constexpr (G > 32) {
+    const int warp = threadIdx.x / 32;
+    __syncthreads();  // smem may still be read by a previous call
+    if (threadIdx.x % 32 == 0) smem[warp] = v;
+    __syncthreads();
+    v = smem[0];
+    for (int w = 1; w < kBlock / 32; ++w) v = combine(v, smem[w]);
+  }
+  return v;
+}
+
+// Row index of this thread's group, and its lane in the group.
+template <int G, int kBlock>
+__device__ __forceinline__ long long group_row() {
+  return (long long)blockIdx.x * (kBlock / G) + threadIdx.x / G;
+}
+
+template <int G, int kBlock, class Op, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void reduce_rows(long long rows, int len, const BaseF& base, const LoadF& load,
+                                            const StoreF& store) {
+  __shared__ float smem[kBlock / 32];
+  const long long o = group_row<G, kBlock>();
+  const int lane = threadIdx.x % G;
+  const bool active = o < rows;
+  const auto b = base(active ? o : 0);
+  float result;
+  if constexpr (Op::kLogSumExp) {
+    float m = neg_inf();
+    for (int r = lane; r < len; r += G) m = max_nan(m, load(b, r));
+    m = group_combine<G, kBlock>(m, [](float x, float y) { return max_nan(x, y); }, smem);
+    float s = 0.f;
+    if (is_finite(m))
+      for (int r = lane; r < len; r += G) s += expf(load(b, r) - m);
+    s = group_combine<G, kBlock>(s, [](float x, float y) { return x + y; }, smem);
+    result = is_finite(m) ? m + logf(s) : m;
+  } else {
+    float a = Op::identity();
+    for (int r = lane; r < len; r += G) a = Op::combine(a, load(b, r));
+    result = group_combine<G, kBlock>(a, [](float x, float y) { return Op::combine(x, y); }, smem);
+  }
+  if (active && lane == 0) store(o, result);
+}
+
+// softmax / log_softmax along a row: max, sum of exp(x - max), then write.
+// store(o, b, r, v) writes element r of row o.
+template <int G, int kBlock, bool kLog, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void softmax_rows(long long rows, int len, const BaseF& base, const LoadF& load,
+                                             const StoreF& store) {
+  __shared__ float smem[kBlock / 32];
+  const long long o = group_row<G, kBlock>();
+  const int lane = threadIdx.x % G;
+  const bool active = o < rows;
+  const auto b = base(active ? o : 0);
+  float m = neg_inf();
+  for (int r = lane; r < len; r += G) m = max_nan(m, load(b, r));
+  m = group_combine<G, kBlock>(m, [](float x, float y) { return max_nan(x, y); }, smem);
+  float s = 0.f;
+  for (int r = lane; r < len; r += G) s += expf(load(b, r) - m);
+  s = group_combine<G, kBlock>(s, [](float x, float y) { return x + y; }, smem);
+  if (!active) return;
+  const float log_s = logf(s);
+  for (int r = lane; r < len; r += G) {
+    const float x = load(b, r);
+    store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) / s);
+  }
+}
+
+}  // namespace fj

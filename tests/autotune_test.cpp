@@ -1,0 +1,184 @@
+// The tuner's logic with a fake runner and clock (CPU), the tuning database,
+// and the candidate space.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "compiler/plan.h"
+#include "compiler/tuning_space.h"
+#include "fusejit/builder.h"
+#include "runtime/tuner_core.h"
+#include "runtime/tuning_db.h"
+
+namespace fusejit {
+namespace {
+
+struct FakeRunner : CandidateRunner {
+  std::map<std::string, double> ms;          // config -> median
+  std::set<std::string> wrong, no_compile;   // configs that fail
+  std::atomic<int> compiles{0};
+  double* clock = nullptr;                   // advanced by each call
+  double compile_cost = 0, measure_cost = 0;
+  std::vector<std::string> measured;
+
+  Status compile(const std::string& c) override {
+    ++compiles;
+    if (clock) *clock += compile_cost;  // single-threaded in the budget tests
+    if (no_compile.count(c)) return Error("nvrtc: broken");
+    return Status::success();
+  }
+  Expected<Measurement> measure(const std::string& c) override {
+    measured.push_back(c);
+    if (clock) *clock += measure_cost;
+    Measurement m;
+    m.correct = !wrong.count(c);
+    m.median_ms = ms.at(c);
+    m.min_ms = m.median_ms * 0.99;
+    m.max_ms = m.median_ms * 1.02;
+    m.rel_l2 = m.correct ? 1e-7 : 0.5;
+    return m;
+  }
+};
+
+TEST(Tuner, PicksTheFastestCorrectCandidate) {
+  FakeRunner r;
+  r.ms = {{"", 2.0}, {"a", 1.5}, {"b", 0.9}, {"c", 1.1}, {"d", 3.0}};
+  r.wrong = {"b"};  // fastest, but wrong: must not win
+  r.no_compile = {"d"};
+  TuneOptions o;
+  o.compile_threads = 3;
+  TuneReport rep = run_tuner({"", "a", "b", "c", "d"}, r, o);
+  ASSERT_NE(rep.best(), nullptr);
+  EXPECT_EQ(rep.best()->config, "c");
+  EXPECT_EQ(rep.candidates[2].state, CandidateResult::State::Wrong);
+  EXPECT_EQ(rep.candidates[4].state, CandidateResult::State::CompileFailed);
+  EXPECT_EQ(r.compiles.load(), 5);
+  EXPECT_EQ(r.measured, (std::vector<std::string>{"", "a", "b", "c"}));  // in order, failed compile not run
+  EXPECT_NE(rep.table().find("WRONG RESULT"), std::string::npos);
+  EXPECT_LE(rep.best()->median_ms, rep.candidates[0].median_ms);
+}
+
+TEST(Tuner, DefaultWinsWhenNothingIsFaster) {
+  FakeRunner r;
+  r.ms = {{"", 1.0}, {"a", 1.2}, {"b", 1.0001}};
+  TuneReport rep = run_tuner({"", "a", "b"}, r, {});
+  ASSERT_NE(rep.best(), nullptr);
+  EXPECT_EQ(rep.best()->config, "");
+}
+
+TEST(Tuner, BudgetSkipsLateCandidatesButAlwaysMeasuresTheDefault) {
+  double now = 0;
+  FakeRunner r;
+  r.clock = &now;
+  r.compile_cost = 1.0;
+  r.measure_cost = 1.0;
+  r.ms = {{"", 1.0}, {"a", 0.5}, {"b", 0.4}, {"c", 0.3}};
+  TuneOptions o;
+  o.budget_s = 2.5;
+  o.compile_threads = 1;
+  TuneReport rep = run_tuner({"", "a", "b", "c"}, r, o, [&] { return now; });
+  // compiles: "" (t=1), "a" (t=2), "b" (t=3) ; "c" skipped (3 > 2.5)
+  EXPECT_EQ(rep.candidates[3].state, CandidateResult::State::Skipped);
+  // measuring: the default always, then the rest are over budget
+  EXPECT_EQ(rep.candidates[0].state, CandidateResult::State::Ok);
+  EXPECT_EQ(rep.candidates[1].state, CandidateResult::State::Skipped);
+  ASSERT_NE(rep.best(), nullptr);
+  EXPECT_EQ(rep.best()->config, "");
+}
+
+TEST(Tuner, ReportsProgress) {
+  FakeRunner r;
+  r.ms = {{"", 1.0}, {"a", 0.5}};
+  std::vector<size_t> seen;
+  TuneOptions o;
+  o.progress = [&](size_t done, size_t total, const std::string&) {
+    EXPECT_EQ(total, 4u);
+    seen.push_back(done);
+  };
+  run_tuner({"", "a"}, r, o);
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen.back(), 4u);
+}
+
+Graph small_linear(int64_t n) {
+  GraphBuilder g;
+  auto x = g.input("x", {64, 128});
+  g.output("y", g.linear(x, g.input("w", {n, 128})).relu());
+  return g.build().take();
+}
+
+TEST(TuningSpace, EveryCandidateIsALegalConfig) {
+  for (int64_t n : {8, 100, 4096}) {
+    auto cands = tuning_candidates(small_linear(n));
+    ASSERT_GE(cands.size(), 2u) << n;
+    EXPECT_EQ(cands[0], "");
+    std::set<std::string> unique(cands.begin(), cands.end());
+    EXPECT_EQ(unique.size(), cands.size());
+    for (const auto& c : cands) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
+  }
+  // Small N: no 256-wide tiles.
+  for (const auto& c : tuning_candidates(small_linear(8))) EXPECT_EQ(c.find("x256x"), std::string::npos) << c;
+}
+
+class TuningDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/fj-tune-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = std::string(tmpl) + "/tuning";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_.substr(0, dir_.rfind('/'))).c_str()); }
+  std::string dir_;
+};
+
+DeviceInfo fake_device(int sms = 132) {
+  DeviceInfo d;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.sm_count = sms;
+  d.driver_version = 13000;
+  return d;
+}
+
+TEST_F(TuningDbTest, RoundTripAndKeySensitivity) {
+  TuningDb db(dir_);
+  Graph g = small_linear(256);
+  CacheKey key = tuning_key(g, fake_device(), "sm_90a");
+  EXPECT_FALSE(db.lookup(key));
+  TuningRecord rec{"tile=64x128x8x8", 1.25, 0.01, 1.5, 1700000000, "table\n"};
+  ASSERT_TRUE(db.save(key, rec));
+  auto back = db.lookup(key);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->config, rec.config);
+  EXPECT_DOUBLE_EQ(back->median_ms, 1.25);
+  EXPECT_DOUBLE_EQ(back->default_ms, 1.5);
+  EXPECT_EQ(back->table, "table\n");
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // Another SM count, arch or graph: a different record.
+  EXPECT_FALSE(db.lookup(tuning_key(g, fake_device(114), "sm_90a")));
+  EXPECT_FALSE(db.lookup(tuning_key(g, fake_device(), "sm_80")));
+  EXPECT_FALSE(db.lookup(tuning_key(small_linear(128), fake_device(), "sm_90a")));
+}
+
+TEST_F(TuningDbTest, TornOrForeignRecordsAreMisses) {
+  TuningDb db(dir_);
+  CacheKey key = tuning_key(small_linear(256), fake_device(), "sm_90a");
+  ASSERT_TRUE(db.save(key, {"tile=32x32x4x4", 1, 0, 1, 0, ""}));
+  std::string path = db.path(key);
+  ASSERT_EQ(truncate(path.c_str(), 20), 0);  // cut inside the key lines: no winner line
+  EXPECT_FALSE(db.lookup(key));
+  ASSERT_TRUE(db.save(key, {"tile=32x32x4x4", 1, 0, 1, 0, ""}));
+  EXPECT_TRUE(db.lookup(key));
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(path.c_str(), 4242, 4242), 0);
+    EXPECT_FALSE(db.lookup(key));  // not ours: never used
+  }
+}
+
+}  // namespace
+}  // namespace fusejit

@@ -1,0 +1,248 @@
+// Checks on the emitted CUDA source and the fusion plan (no compiler needed).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "compiler/codegen.h"
+#include "fusejit/spec.h"
+#include "tests/random_chains.h"
+
+namespace fusejit {
+namespace {
+
+Graph spec(const std::string& yaml) {
+  Expected<Graph> g = parse_spec(yaml, "<test>");
+  EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().str());
+  return g.ok() ? g.take() : Graph{};
+}
+
+Graph example(const std::string& name) {
+  Expected<Graph> g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/examples/" + name);
+  EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().str());
+  return g.ok() ? g.take() : Graph{};
+}
+
+Program emit(const Graph& g, const std::string& config = "") {
+  Expected<Program> p = generate_program(g, {"sm_90a", config});
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().str());
+  return p.ok() ? p.take() : Program{};
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Exactly one definition of a device function named like `prefix<id>(`.
+void expect_one_function(const std::string& src, const std::string& name) {
+  EXPECT_EQ(occurrences(src, "__device__ __forceinline__ float " + name + "(") +
+                occurrences(src, "__device__ __forceinline__ void " + name + "("),
+            1u)
+      << "function " << name << " in\n"
+      << src;
+}
+
+TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
+  Graph g = example("seed1_conv_relu_bias.yaml");
+  Program p = emit(g);
+  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+  EXPECT_TRUE(p.scratch.empty());
+  EXPECT_EQ(p.name, "fj_conv2d_k3_relu_add");
+  EXPECT_EQ(p.launches[0].kernel, "fj_conv2d_k3_relu_add");
+  EXPECT_NE(p.source.find("extern \"C\" __global__ void __launch_bounds__(256) fj_conv2d_k3_relu_add("),
+            std::string::npos);
+  for (const char* c : {"kBatch = 128;", "kCin = 64;", "kH = 128;", "kW = 128;", "kCout = 128;", "kKH = 3;",
+                        "kOH = 126;", "kOW = 126;", "kGemmK = 576;"})
+    EXPECT_NE(p.source.find(c), std::string::npos) << c;
+  // One device function per epilogue node: the conv (adding its own bias,
+  // loaded per channel), relu, the (C,1,1) bias load, add, the store.
+  const std::string& s = p.source;
+  for (ValueId v = 0; v < static_cast<ValueId>(g.nodes.size()); ++v) {
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Relu || n.op == OpKind::Add || n.op == OpKind::Conv2d)
+      expect_one_function(s, "fj_" + std::string(op_name(n.op)) + "_" + std::to_string(v));
+  }
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(float fj_load_bias_\d+\(const float\* __restrict__ p, int i1\))")))
+      << "the (C,1,1) bias is loaded by channel";
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(float fj_load_conv_b_\d+_dim1\(const float\* __restrict__ p, int i1\))")))
+      << "the conv's own [Cout] bias is loaded along dim 1, not broadcast from the right";
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(void fj_store_y_\d+\(float\* __restrict__ p, int i0, int i1, int i2, int i3, float v\))")));
+  EXPECT_NE(s.find("fj_epilogue(const Params& p, float src, int i0, int i1, int i2, int i3)"), std::string::npos);
+  EXPECT_EQ(p.launches[0].grid[0], (128u * 126 * 126 + 127) / 128);
+}
+
+TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {
+  Program p = emit(example("seed2_linear_bias_relu.yaml"));
+  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+  EXPECT_EQ(p.name, "fj_linear_add_relu");
+  for (const char* c : {"kM = 1024;", "kN = 8192;", "kK = 8192;"}) EXPECT_NE(p.source.find(c), std::string::npos) << c;
+  EXPECT_TRUE(std::regex_search(p.source, std::regex(R"(float fj_load_bias_\d+\(const float\* __restrict__ p, int i1\))")));
+  EXPECT_EQ(p.launches[0].grid[0], 8u);   // 1024 / 128 row tiles
+  EXPECT_EQ(p.launches[0].grid[1], 64u);  // 8192 / 128 column tiles
+}
+
+TEST(CodegenSource, Seed3FusesTheMaxPoolIntoTheConvEpilogue) {
+  Program p = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"));
+  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+  EXPECT_TRUE(p.scratch.empty()) << "the unpooled conv output must not be materialized\n" << p.plan_text;
+  EXPECT_EQ(p.name, "fj_conv2d_k3_tanh_mul_add_maxpool4");
+  EXPECT_NE(p.plan_text.find("max_pool2d %"), std::string::npos);
+  EXPECT_NE(p.plan_text.find("fused into the conv epilogue"), std::string::npos) << p.plan_text;
+  EXPECT_NE(p.source.find("fj::PoolTiledPixels<ConvShape, Tile::BM, 4, 4,"), std::string::npos);
+  EXPECT_NE(p.source.find("fj::tile_pool<"), std::string::npos);
+  // Only the pooled tensor is stored: (128, 64, 63, 63).
+  EXPECT_TRUE(std::regex_search(p.source, std::regex(R"(fj_store_y_\d+\(p\.out_y, i0, i1, i2, i3, )")));
+  EXPECT_NE(p.source.find("i0 * 254016 + i1 * 3969 + i2 * 63 + i3"), std::string::npos) << "pooled-shape offsets";
+}
+
+TEST(CodegenSource, PoolNotFusedWhenDisabledOrOverlapping) {
+  Program unfused = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"), "fuse_pool=0");
+  ASSERT_EQ(unfused.launches.size(), 2u);
+  ASSERT_EQ(unfused.scratch.size(), 1u);
+  EXPECT_EQ(unfused.scratch[0].bytes, int64_t{128} * 64 * 254 * 254 * 4);
+  EXPECT_NE(unfused.plan_text.find("fuse_pool=0"), std::string::npos);
+
+  Program overlapping = emit(example("conv_grouped_dilated_maxpool.yaml"));
+  ASSERT_EQ(overlapping.launches.size(), 2u);
+  EXPECT_NE(overlapping.plan_text.find("stride differs from its kernel"), std::string::npos) << overlapping.plan_text;
+}
+
+const char* kLinearHead = R"(
+name: t
+precision: fp32
+inputs:
+  - {name: x, shape: [64, 32]}
+  - {name: w, shape: [N_, 32]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+)";
+
+Graph linear_with(int n, const std::string& ops, const std::string& outputs) {
+  std::string head = kLinearHead;
+  head.replace(head.find("N_"), 2, std::to_string(n));
+  return spec(head + ops + "outputs: " + outputs + "\n");
+}
+
+TEST(CodegenSource, SoftmaxOverLinearNFallsBackWithANote) {
+  Program p = emit(linear_with(100, "  - {name: s, op: softmax, args: [h], dim: -1}\n", "[s]"));
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_EQ(p.scratch.size(), 1u);
+  EXPECT_NE(p.plan_text.find("softmax %"), std::string::npos);
+  EXPECT_NE(p.plan_text.find("not fused into the anchor epilogue"), std::string::npos) << p.plan_text;
+  EXPECT_NE(p.source.find("fj::softmax_rows<"), std::string::npos);
+}
+
+TEST(CodegenSource, RowReductionAlongNarrowNFusesWideNFallsBack) {
+  const std::string ops =
+      "  - {name: r, op: logsumexp, args: [h], dims: [1]}\n"
+      "  - {name: y, op: tanh, args: [r]}\n";
+  Program narrow = emit(linear_with(100, ops, "[y]"));
+  ASSERT_EQ(narrow.launches.size(), 1u) << narrow.plan_text;
+  EXPECT_TRUE(narrow.scratch.empty());
+  EXPECT_NE(narrow.source.find("fj::tile_row_reduce<fj::LogSumExpOp"), std::string::npos);
+  EXPECT_NE(narrow.plan_text.find("fused into the epilogue"), std::string::npos);
+  EXPECT_EQ(narrow.launches[0].grid[1], 1u) << "one column tile spans N";
+
+  // Wider N: each column tile stores per-row partials (and row maxima for
+  // logsumexp); a second kernel combines them and runs the tanh.
+  Program wide = emit(linear_with(300, ops, "[y]"));
+  ASSERT_EQ(wide.launches.size(), 2u) << wide.plan_text;
+  EXPECT_NE(wide.plan_text.find("N=300 is wider than one tile"), std::string::npos) << wide.plan_text;
+  EXPECT_NE(wide.source.find("fj::tile_row_partials<fj::LogSumExpOp"), std::string::npos);
+  EXPECT_NE(wide.source.find("fj::combine_partials<fj::LogSumExpOp, kTiles>"), std::string::npos);
+  EXPECT_EQ(wide.launches[1].kernel, "fj_logsumexp_finish_tanh");
+  ASSERT_EQ(wide.scratch.size(), 2u);
+  EXPECT_EQ(wide.scratch[0].bytes, 3 * 64 * 4) << "3 column tiles x 64 rows, not the [64, 300] input";
+
+  // Disabled: the linear output goes to scratch and a row kernel reduces it.
+  Program unfused = emit(linear_with(300, ops, "[y]"), "fuse_reductions=0");
+  ASSERT_EQ(unfused.launches.size(), 2u);
+  EXPECT_NE(unfused.source.find("fj::reduce_rows<"), std::string::npos);
+  EXPECT_EQ(unfused.scratch[0].bytes, 64 * 300 * 4);
+}
+
+TEST(CodegenSource, ValuesReadByLaterKernelsGoToScratchOrOutputs) {
+  // h is an output and also reduced by a row kernel: stored once, to the output.
+  Program p = emit(linear_with(300, "  - {name: r, op: sum, args: [h], dims: [0]}\n", "[h, r]"));
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  ASSERT_EQ(p.launches[1].args.size(), 2u);
+  EXPECT_EQ(p.launches[1].args[0], (BufferRef{BufferKind::Output, 0}));
+  EXPECT_EQ(p.launches[1].args[1], (BufferRef{BufferKind::Output, 1}));
+}
+
+TEST(CodegenSource, LeafExpressionsAreRecomputedOrWrittenWhenARowKernelReadsThem) {
+  // b * 2 feeds the epilogue directly (recomputed per element) and a softmax
+  // (which reads memory: a small kernel writes b * 2 out first).
+  Graph g = spec(R"(
+name: t
+precision: fp32
+inputs:
+  - {name: x, shape: [8, 4]}
+  - {name: w, shape: [16, 4]}
+  - {name: b, shape: [16]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: b2, op: mul, args: [b, 2.0]}
+  - {name: y, op: add, args: [h, b2]}
+  - {name: s, op: softmax, args: [b2], dim: 0}
+  - {name: z, op: mul, args: [y, s]}
+outputs: [y, z]
+)");
+  Program p = emit(g);
+  ASSERT_EQ(p.launches.size(), 4u) << p.plan_text;
+  EXPECT_EQ(p.launches[0].kernel, "fj_linear_add") << p.plan_text;
+  const std::string k0 = p.source.substr(0, p.source.find("namespace k1"));
+  EXPECT_TRUE(std::regex_search(k0, std::regex(R"(float fj_mul_\d+\(float a, float b\))"))) << k0;
+  EXPECT_NE(p.plan_text.find("computed from inputs alone"), std::string::npos) << p.plan_text;
+  EXPECT_EQ(p.launches[1].kernel.rfind("fj_write_", 0), 0u) << p.launches[1].kernel;
+  EXPECT_EQ(p.launches[2].kernel, "fj_softmax");
+  EXPECT_EQ(p.launches[3].kernel, "fj_pointwise_mul");
+}
+
+TEST(CodegenSource, GenerationIsDeterministic) {
+  for (uint64_t seed : {3, 17, 42}) {
+    Expected<Graph> g = testing::random_chain(seed);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(emit(*g).source, emit(*g).source);
+  }
+}
+
+TEST(CodegenSource, ConfigOverridesTheTileAndRejectsBadValues) {
+  Program p = emit(example("seed2_linear_bias_relu.yaml"), "tile=64x32x4x4");
+  EXPECT_NE(p.source.find("fj::SimtTile<64, 32, 8, 4, 4, false>"), std::string::npos);
+  EXPECT_EQ(p.launches[0].block[0], 128u);
+  for (const char* bad : {"tile=64x32", "tile=100x32x8x8", "bogus=1", "fuse_pool=2", "row_threads=33"}) {
+    Expected<Program> r = generate_program(example("seed2_linear_bias_relu.yaml"), {"sm_90a", bad});
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
+TEST(CodegenSource, UnpreparedGraphIsAnErrorNotACrash) {
+  Graph g;
+  g.nodes.push_back(Node{});
+  Expected<Program> p = generate_program(g, {});
+  EXPECT_FALSE(p.ok());
+}
+
+TEST(CodegenSource, ScalarOutputsAndLowPrecisionStores) {
+  Graph g = spec(R"(
+name: t
+precision: bf16
+inputs:
+  - {name: a, shape: [2, 3, 8]}
+  - {name: b, shape: [8, 5]}
+ops:
+  - {name: m, op: matmul, args: [a, b]}
+  - {name: s, op: sum, args: [m], dims: [0, 1, 2]}
+outputs: [m, s]
+)");
+  Program p = emit(g);
+  EXPECT_NE(p.source.find("__nv_bfloat16* __restrict__ out_m"), std::string::npos) << p.source;
+  EXPECT_NE(p.source.find("fj::reduce_rows<"), std::string::npos);
+  EXPECT_NE(p.source.find("constexpr int kRows = 1;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusejit

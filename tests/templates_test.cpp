@@ -1,0 +1,171 @@
+// Each templates/*.cuh compiles on its own with nvcc (included first in a tiny
+// .cu that instantiates what it declares), for sm_80. Skipped without nvcc.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace {
+
+namespace fs = std::filesystem;
+const char* kNvcc = "/usr/local/cuda/bin/nvcc";
+
+// One instantiation per template: the template is included first, so it must
+// be self-contained; the rest of the file uses what it declares.
+const std::map<std::string, std::string>& instantiations() {
+  static const std::map<std::string, std::string> m = {
+      {"fj_common.cuh", R"(
+extern "C" __global__ void k(const float* x, float* y) {
+  float v = fj::load_as_float(x, threadIdx.x);
+  v = fj::max_nan(v, fj::min_nan(v, fj::inf())) + fj::neg_inf() * 0.f + (fj::is_nan(v) ? fj::quiet_nan() : 0.f);
+  fj::store_from_float(y, threadIdx.x, v + fj::ceil_div(7, 2));
+})"},
+      {"fj_half.cuh", R"(
+extern "C" __global__ void k(const __half* a, const __nv_bfloat16* b, __half* c, __nv_bfloat16* d) {
+  const float v = fj::load_as_float(a, threadIdx.x) + fj::load_as_float(b, threadIdx.x);
+  fj::store_from_float(c, threadIdx.x, v);
+  fj::store_from_float(d, threadIdx.x, v);
+})"},
+      {"fj_ops.cuh", R"(
+extern "C" __global__ void k(const float* x, float* y) {
+  using namespace fj::op;
+  const float a = x[threadIdx.x], b = x[threadIdx.x + 1];
+  y[threadIdx.x] = relu(a) + leaky_relu(a, 0.1f) + gelu_erf(a) + gelu_tanh(a) + sigmoid(a) + tanh_(a) + silu(a) +
+                   mish(a) + softplus(a, 1.f, 20.f) + hardswish(a) + hardsigmoid(a) + hardtanh(a, -1.f, 1.f) +
+                   elu(a, 1.f) + exp_(a) + log_(a) + abs_(a) + neg(a) + sqrt_(a) + rsqrt_(a) + square(a) +
+                   clamp(a, -fj::inf(), 1.f) + add(a, b) + sub(a, b) + mul(a, b) + div(a, b) + minimum(a, b) +
+                   maximum(a, b) + pow_(a, b);
+})"},
+      {"gemm_simt.cuh", R"(
+using Tile = fj::SimtTile<64, 32, 8, 4, 4, false>;
+extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, const float* w, const float* b, float* c) {
+  __shared__ __align__(16) float smem[Tile::kSmemFloats];
+  fj::SimtFragment<Tile> f1(threadIdx.x), f2(threadIdx.x);
+  fj::simt_mainloop<Tile>(fj::RowMajorA<float, 100, 37, 37>{a}, fj::NKMajorB<float, 45, 37, 37>{w}, 64, 32, 37, f1, smem);
+  fj::simt_mainloop<Tile>(fj::RowMajorA<float, 100, 37, 37>{a}, fj::KNMajorB<float, 45, 37, 45>{b}, 64, 32, 37, f2, smem);
+  for (int i = 0; i < f1.kRows; ++i)
+    for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 32 + f1.col(j)] = f1.acc[i][j] + f2.pick(i, j) * f1.row_sharer();
+})"},
+      {"conv_simt.cuh", R"(
+#include "fusejit/gemm_simt.cuh"
+struct S {
+  static constexpr int kBatch = 2, kCin = 4, kH = 13, kW = 11, kCout = 6, kKH = 3, kKW = 3, kSH = 1, kSW = 2,
+                       kPH = 1, kPW = 0, kDH = 2, kDW = 1, kGroups = 2, kOH = 11, kOW = 5;
+};
+using Tile = fj::SimtTile<32, 8, 8, 2, 1, true>;
+template <class Pixels>
+__device__ void run(const float* x, const float* w, float* y, float* smem) {
+  fj::SimtFragment<Tile> f(threadIdx.x);
+  const fj::ConvA<float, S, Pixels> a{x, Pixels{}, 2};
+  fj::simt_mainloop<Tile>(a, fj::NKMajorB<float, 3, a.K, a.K>{w}, 0, 0, a.K, f, smem);
+  const fj::Pixel p = Pixels{}.pixel(f.row(0));
+  if (p.ok) y[(p.n * 6 + f.col(0)) * 55 + p.oh * 5 + p.ow] = f.acc[0][0];
+}
+extern "C" __global__ void k(const float* x, const float* w, float* y) {
+  __shared__ __align__(16) float smem[Tile::kSmemFloats];
+  run<fj::DensePixels<S>>(x, w, y, smem);
+  run<fj::PoolTiledPixels<S, 32, 2, 2, 2>>(x, w, y, smem);
+  const auto win = fj::PoolTiledPixels<S, 32, 2, 2, 2>::window(32, 1);
+  y[0] += win.ok ? win.n + win.ph + win.pw + fj::PoolTiledPixels<S, 32, 2, 2, 2>::row(1, 3) : 0;
+})"},
+      {"epilogue.cuh", R"(
+#include "fusejit/conv_simt.cuh"
+#include "fusejit/gemm_simt.cuh"
+using Tile = fj::SimtTile<64, 64, 8, 4, 4, true>;
+struct S {
+  static constexpr int kBatch = 2, kCin = 3, kH = 17, kW = 17, kCout = 64, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 0, kPW = 0, kDH = 1, kDW = 1, kGroups = 1, kOH = 15, kOW = 15;
+};
+using Pixels = fj::PoolTiledPixels<S, 64, 3, 3, 5>;
+extern "C" __global__ void k(const float* a, const float* w, float* c, float* r) {
+  __shared__ __align__(16) float smem[(Tile::kThreadsN + 2) * 64 + Tile::kSmemFloats];
+  fj::SimtFragment<Tile> f(threadIdx.x);
+  fj::simt_mainloop<Tile>(fj::RowMajorA<float, 70, 9, 9>{a}, fj::NKMajorB<float, 40, 9, 9>{w}, 0, 0, 9, f, smem);
+  fj::tile_pointwise(f, 0, 0, 70, 40, [&](float v, int m, int n) { c[m * 40 + n] = v; });
+  fj::tile_row_reduce<fj::SumOp, 64, Tile::kThreads>(f, 0, 70, 40, smem, [](float v, int, int) { return v; },
+                                                     [&](float v, int m) { r[m] = v; });
+  fj::tile_row_reduce<fj::LogSumExpOp, 64, Tile::kThreads>(f, 0, 70, 40, smem, [](float v, int, int) { return v; },
+                                                           [&](float v, int m) { r[m] += v; });
+  fj::tile_pool<Pixels, 9, 5, true, 64, 64, Tile::kThreads, 16>(
+      f, 0, 0, 40, smem, [](float v, int m, int) { return Pixels{}.pixel(m).ok ? v : 0.f; },
+      [&](float v, int m0, int w, int n) { if (Pixels::window(m0, w).ok) c[n + w] = v; });
+})"},
+      {"reduce.cuh", R"(
+template <int G, class Op>
+__device__ void red(const float* x, float* y) {
+  fj::reduce_rows<G, 256, Op>(
+      100, 37, [](long long o) { return o * 37; }, [&](long long b, int r) { return x[b + r]; },
+      [&](long long o, float v) { y[o] = v; });
+}
+extern "C" __global__ void k(const float* x, float* y) {
+  red<1, fj::SumOp>(x, y);
+  red<8, fj::MaxOp>(x, y);
+  red<32, fj::MinOp>(x, y);
+  red<256, fj::LogSumExpOp>(x, y);
+  fj::softmax_rows<16, 256, true>(
+      100, 37, [](long long o) { return o * 37; }, [&](long long b, int r) { return x[b + r]; },
+      [&](long long, long long b, int r, float v) { y[b + r] = v; });
+})"},
+      {"pool.cuh", R"(
+struct P2 {
+  static constexpr int kH = 9, kW = 10, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 1, kDH = 2, kDW = 1;
+};
+struct P1 {
+  static constexpr int kW = 10, kKW = 3, kSW = 2, kPW = 1, kDW = 1;
+};
+extern "C" __global__ void k(const float* x, float* y) {
+  auto at = [&](int h, int w) { return x[h * 10 + w]; };
+  y[0] = fj::pool2d_window<P2, true, false>(1, 2, at) + fj::pool2d_window<P2, false, true>(1, 2, at) +
+         fj::pool2d_window<P2, false, false>(0, 0, at) +
+         fj::pool1d_window<P1, true, false>(3, [&](int w) { return x[w]; }) +
+         fj::pool1d_window<P1, false, false>(3, [&](int w) { return x[w]; });
+})"},
+  };
+  return m;
+}
+
+TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
+  if (!fs::exists(kNvcc)) GTEST_SKIP() << kNvcc << " not found";
+  const fs::path templates = fs::path(FUSEJIT_SOURCE_DIR) / "templates";
+  const fs::path dir = fs::path(FUSEJIT_BINARY_DIR) / "templates_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "include");
+  fs::create_directory_symlink(templates, dir / "include" / "fusejit");
+
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(templates))
+    if (e.path().extension() == ".cuh") files.push_back(e.path().filename().string());
+  for (const std::string& f : files) EXPECT_TRUE(instantiations().count(f)) << f << " has no instantiation test";
+
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      auto it = instantiations().find(files[i]);
+      if (it == instantiations().end()) continue;
+      const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
+      std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
+      const std::string cmd = std::string(kNvcc) + " -arch=sm_80 -std=c++17 -Werror all-warnings -I" +
+                              (dir / "include").string() + " -c " + cu.string() + " -o " +
+                              (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";
+      if (std::system(cmd.c_str()) != 0) {
+        std::ifstream in(log);
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(files[i] + ":\n" + text);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+}  // namespace
