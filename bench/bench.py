@@ -198,12 +198,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--small", action="store_true", help="reduced shapes (smoke test)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--commit", default="", help="git commit to record (when the tree has no .git)")
     a = ap.parse_args()
     torch.manual_seed(0)
     variants = a.variants.split(",")
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version(), "date": datetime.datetime.utcnow().isoformat() + "Z",
-            "commit": git_commit(), "small": a.small, "trials": a.trials}
+            "commit": a.commit or git_commit(), "small": a.small, "trials": a.trials}
     try:
         meta["driver"] = subprocess.check_output(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], text=True).strip()
@@ -243,10 +244,12 @@ def main():
                     sides.append(("anchor-only", lambda: anchor(m)(x)))
                 if "compile" in variants:
                     torch._dynamo.reset()
-                    sides.append(("compile", torch.compile(m)))
+                    cm = torch.compile(m)
+                    sides.append(("compile", lambda cm=cm: cm(x)))
                 if "max-autotune" in variants:
                     torch._dynamo.reset()
-                    sides.append(("max-autotune", torch.compile(m, mode="max-autotune-no-cudagraphs")))
+                    cm = torch.compile(m, mode="max-autotune-no-cudagraphs")
+                    sides.append(("max-autotune", lambda cm=cm: cm(x)))
                 if fj is not None:
                     try:
                         t0 = time.time()

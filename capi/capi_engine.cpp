@@ -63,7 +63,11 @@ fj_status load_locked(fj_kernel& k) {
   if (k.failure != FJ_OK) return fail(k.failure, k.failure_message);
   fj_status s = check_device(k.options.compile.device);
   if (s == FJ_OK) {
-    auto compiled = k.engine->compile(k.graph, k.options.compile);
+    fusejit::CompileOptions opts = k.options.compile;
+    opts.autotune = k.options.autotune == FJ_AUTOTUNE_FORCE    ? fusejit::AutotuneMode::Force
+                    : k.options.autotune == FJ_AUTOTUNE_USE_DB ? fusejit::AutotuneMode::UseDb
+                                                               : fusejit::AutotuneMode::Off;
+    auto compiled = k.engine->compile(k.graph, opts);
     if (!compiled) {
       s = compile_failure(compiled.error());
     } else if (!same_args((*compiled)->args(), k.args)) {

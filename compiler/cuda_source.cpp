@@ -62,6 +62,8 @@ std::string CudaModule::render() const {
       out << "\n";
     }
     if (!k.constants.empty()) out << "\n";
+    for (const std::string& d : k.declarations) out << d << "\n";
+    if (!k.declarations.empty()) out << "\n";
     for (const CudaStruct& s : k.structs) {
       if (!s.comment.empty()) out << "// " << s.comment << "\n";
       out << "struct " << s.name << " {\n";

@@ -37,6 +37,7 @@ struct KernelSource {
   std::string ns;       // namespace holding everything but the entry point
   std::string comment;  // what the kernel computes
   std::vector<NamedConstant> constants;
+  std::vector<std::string> declarations;  // lines after the constants, e.g. __constant__ tables
   std::vector<std::string> aliases;  // "using Tile = ...;"
   std::vector<CudaStruct> structs;
   std::vector<CudaFunction> functions;

@@ -136,9 +136,39 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       m_tiles = (geo.m + t.bm - 1) / t.bm;
     }
     if (m_tiles * t.bm > int_max) return Error("codegen: conv GEMM M exceeds 2^31 rows");
+    // The kernel taps as a constant-memory table (each warp reads one entry
+    // per load: a broadcast) instead of divisions per load.
+    std::string taps = "fj::NoTaps<ConvShape>";
+    if (geo.k <= 4096) {
+      taps = "Taps";
+      s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
+      s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
+      std::string line;
+      for (int64_t k = 0; k < geo.k; ++k) {
+        const int64_t ci = k / (geo.kh * geo.kw), rs = k % (geo.kh * geo.kw);
+        const int64_t dh = (rs / geo.kw) * geo.dh, dw = (rs % geo.kw) * geo.dw;
+        line += "{" + std::to_string(ci * geo.h * geo.w + dh * geo.w + dw) + ", " + std::to_string((dh << 16) | dw) +
+                "}, ";
+        if (k % 8 == 7 || k + 1 == geo.k) {
+          s.declarations.push_back("    " + line.substr(0, line.size() - 1));
+          line.clear();
+        }
+      }
+      s.declarations.push_back("};");
+      CudaStruct ts;
+      ts.name = "Taps";
+      ts.comment = "kernel taps for fj::ConvA";
+      CudaFunction at;
+      at.prefix = "static __device__ __forceinline__ int2";
+      at.name = "at";
+      at.params = "int k";
+      at.body = {"return kConvTaps[k];"};
+      ts.methods.push_back(at);
+      s.structs.push_back(ts);
+    }
     append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                  "const int g = blockIdx.z;  // group",
-                 "const fj::ConvA<" + T + ", ConvShape, Pixels> a{" + em.load_param(a.operands[0]) +
+                 "const fj::ConvA<" + T + ", ConvShape, Pixels, " + taps + "> a{" + em.load_param(a.operands[0]) +
                      ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)};",
                  "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + em.load_param(a.operands[1]) +
                      " + (long long)g * kCoutPerGroup * kGemmK};",
@@ -188,7 +218,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   // ---- epilogue --------------------------------------------------------------
-  int64_t smem_floats = 2LL * t.bk * (t.bm + t.bn);
+  int64_t smem_floats = 2LL * t.bk * (t.bm + t.bn + 8);  // SimtTile::kSmemFloats (rows padded by 4)
   const std::string coord_call = coord_args(rank);
   auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
     std::vector<std::string> out = {head};
@@ -206,7 +236,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                                          "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
                                           "fj_post_pool", "after the pool, at pooled coordinates");
-    const int chunk = std::min(16, t.bn);
+    // Columns staged at a time: the largest split of the tile within 32 KiB.
+    int chunk = t.bn;
+    while (chunk > 1 && (t.bn % chunk || (t.bm + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
     smem_floats = std::max<int64_t>(smem_floats, (t.bm + 1) * chunk);
     const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), geo.ow / k[1]);
     run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(per_tile) + ", " +
@@ -269,6 +301,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                          post + "(p, " + value + (post_rank ? ", " + coord_args(post_rank) : "") + ");"));
     }
   }
+  if (smem_floats * 4 > 48 * 1024)
+    return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
+                 " bytes of shared memory for its epilogue (at most 48 KiB)");
   s.constants.push_back({"kSmemFloats", smem_floats, "mainloop tiles, reused by the epilogue"});
 
   CudaFunction fn;
@@ -276,7 +311,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   fn.prefix = "__device__ __forceinline__ void";
   fn.name = "run";
   fn.params = "const Params& p, float* smem";
-  fn.body = run;
+  fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
+  append(fn.body, run);
   s.functions.push_back(fn);
 
   EmittedKernel out;

@@ -42,7 +42,7 @@ Status validate_tile(const TileConfig& t) {
   if (t.tm > 16 || t.tn > 16) return bad("tm and tn must be at most 16");
   if (t.bm % 4 || t.bn % 4) return bad("bm and bn must be multiples of 4");
   if (t.threads() % 32 || t.threads() > 1024) return bad("threads must be a multiple of 32, at most 1024");
-  if (2 * t.bk * (t.bm + t.bn) * 4 > 48 * 1024) return bad("shared memory over 48 KiB");
+  if (2 * t.bk * (t.bm + t.bn + 8) * 4 > 48 * 1024) return bad("shared memory over 48 KiB");
   return Status::success();
 }
 
@@ -76,11 +76,14 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       std::string part;
       std::istringstream ps(val);
       while (std::getline(ps, part, 'x')) {
-        if (!parse_int(part, num)) return Error("codegen config: tile must be BMxBNxTMxTN, got '" + val + "'");
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: tile must be BMxBNxTMxTN[xBK], got '" + val + "'");
         parts.push_back(num);
       }
-      if (parts.size() != 4) return Error("codegen config: tile must be BMxBNxTMxTN, got '" + val + "'");
+      if (parts.size() != 4 && parts.size() != 5)
+        return Error("codegen config: tile must be BMxBNxTMxTN or BMxBNxTMxTNxBK, got '" + val + "'");
       TileConfig t;
+      if (parts.size() == 5) t.bk = static_cast<int>(parts[4]);
       t.bm = static_cast<int>(parts[0]);
       t.bn = static_cast<int>(parts[1]);
       t.tm = static_cast<int>(parts[2]);

@@ -45,7 +45,7 @@ struct Heuristics {
 };
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
-// spaces. Keys: tile=BMxBNxTMxTN, fuse_pool=0|1, fuse_reductions=0|1,
+// spaces. Keys: tile=BMxBNxTMxTN[xBK], fuse_pool=0|1, fuse_reductions=0|1,
 // pointwise_threads=N, row_threads=N. Empty: all defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 

@@ -318,7 +318,7 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
       out.push_back(std::move(info));
       continue;
     }
-    auto m = verify ? verify_entry(file.bytes) : decode_manifest(file.bytes);
+    auto m = decode_manifest(file.bytes);
     if (!m) {
       info.problem = m.error().message;
     } else {
@@ -326,6 +326,7 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
       info.created_unix = m->created_unix;
       info.payload_bytes = m->payload_bytes;
       if (m->digest != info.digest) info.problem = "file name does not match the digest in its manifest";
+      else if (auto checked = verify ? verify_entry(file.bytes) : m; !checked) info.problem = checked.error().message;
     }
     out.push_back(std::move(info));
   }

@@ -73,7 +73,7 @@ class DiskCache {
   // Creates `dir` (and missing parents) with mode 0700; disabled, with one
   // warning, when that fails or the directory is not the current user's.
   explicit DiskCache(std::string dir, uint64_t max_bytes = kDefaultMaxBytes);
-  DiskCache(DiskCache&&) noexcept;
+  DiskCache(DiskCache&&) noexcept;  // a moved-from cache may only be destroyed or assigned
   DiskCache& operator=(DiskCache&&) noexcept;
   ~DiskCache();
 

@@ -40,16 +40,15 @@ std::vector<std::string> DiskCache::explain(const CacheKey& key) const {
     std::vector<std::string> differences;
   };
   std::vector<Candidate> candidates;
-  for (const CacheEntryInfo& e : entries)
-    if (e.problem.empty()) candidates.push_back({&e, key_differences(e.key, key)});
+  for (auto e = entries.rbegin(); e != entries.rend(); ++e)  // most recently used first
+    if (e->problem.empty()) candidates.push_back({&*e, key_differences(e->key, key)});
   if (candidates.empty()) {
     lines.push_back(entries.empty() ? "the cache is empty" : "no readable entries to compare with");
     return lines;
   }
   // Fewest differing parts first; among equals, the most recently used.
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.differences.size() != b.differences.size()) return a.differences.size() < b.differences.size();
-    return a.entry->last_used_unix > b.entry->last_used_unix;
+    return a.differences.size() < b.differences.size();
   });
   if (candidates.size() > kNearest) candidates.resize(kNearest);
   for (const Candidate& c : candidates) {

@@ -7,6 +7,7 @@
 #include "fusejit/autotune.h"
 #include "compiler/program.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/disk_cache.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/loaded_program.h"
 #include "runtime/nvrtc_compiler.h"
@@ -76,8 +77,25 @@ Status CompiledKernel::launch(const std::vector<DevicePtr>& inputs,
 // ---- Engine ------------------------------------------------------------------
 
 struct Engine::Impl {
-  OnceCache<std::shared_ptr<CompiledKernel>> cache;
+  OnceCache<std::shared_ptr<CompiledKernel>> cache;  // this process, loaded kernels
+  DiskCache disk = DiskCache::open_default();       // every process of this user, CUBINs
 };
+
+namespace {
+// A CUBIN from the disk cache, or NVRTC's (then stored; a failed store only warns).
+Expected<std::vector<char>> cubin_for(DiskCache& disk, const CacheKey& key, const Program& program,
+                                      const NvrtcOptions& nv, bool& from_disk) {
+  from_disk = false;
+  if (auto hit = disk.load(key)) {
+    from_disk = true;
+    return std::move(*hit);
+  }
+  auto c = compile_to_cubin(program.source, program.name, nv);
+  if (!c) return c.error();
+  (void)disk.store(key, c->cubin);
+  return std::move(c->cubin);
+}
+}  // namespace
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
@@ -119,17 +137,25 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
   return impl_->cache.get_or_build(key, [&]() -> Expected<std::shared_ptr<CompiledKernel>> {
     auto program = generate(prepared, *arch, opts);
     if (!program) return program.error();
-    auto cubin = compile_to_cubin(program->source, program->name, nv);
+    CacheKey disk_key = cubin_cache_key(prepared, *arch, opts.config, nvrtc_option_list(nv), program->source);
+    bool from_disk = false;
+    auto cubin = cubin_for(impl_->disk, disk_key, *program, nv, from_disk);
     if (!cubin) return cubin.error();
     std::vector<KernelArg> args = kernel_args(prepared);
     int num_outputs = static_cast<int>(prepared.outputs.size());
     int num_inputs = static_cast<int>(args.size()) - num_outputs;
-    auto loaded = LoadedProgram::load(*program, cubin->cubin, num_inputs, num_outputs, opts.device);
+    auto loaded = LoadedProgram::load(*program, *cubin, num_inputs, num_outputs, opts.device);
+    if (!loaded && from_disk) {  // a cached CUBIN the driver refuses: drop it, compile afresh
+      (void)impl_->disk.remove(disk_key);
+      cubin = cubin_for(impl_->disk, disk_key, *program, nv, from_disk);
+      if (!cubin) return cubin.error();
+      loaded = LoadedProgram::load(*program, *cubin, num_inputs, num_outputs, opts.device);
+    }
     if (!loaded) return loaded.error();
 
     std::shared_ptr<CompiledKernel> kernel(new CompiledKernel());
     kernel->program_ = std::make_shared<const Program>(program.take());
-    kernel->cubin_ = std::move(cubin->cubin);
+    kernel->cubin_ = cubin.take();
     kernel->arch_ = *arch;
     kernel->device_ = opts.device;
     kernel->args_ = std::move(args);
@@ -146,7 +172,18 @@ Expected<CubinResult> Engine::compile_cubin(const Graph& graph, const std::strin
   if (!resolved) return resolved.error();
   auto program = generate(*g, *resolved, opts);
   if (!program) return program.error();
-  return compile_to_cubin(program->source, program->name, nvrtc_options_for(*resolved, opts));
+  NvrtcOptions nv = nvrtc_options_for(*resolved, opts);
+  CacheKey key = cubin_cache_key(*g, *resolved, opts.config, nvrtc_option_list(nv), program->source);
+  if (auto hit = impl_->disk.load(key)) {
+    CubinResult r;
+    r.cubin = std::move(*hit);
+    r.options = nvrtc_option_list(nv);
+    r.log = "(from the disk cache: " + impl_->disk.entry_path(key) + ")";
+    return r;
+  }
+  auto c = compile_to_cubin(program->source, program->name, nv);
+  if (c) (void)impl_->disk.store(key, c->cubin);
+  return c;
 }
 
 Expected<Program> Engine::emit(const Graph& graph, const CompileOptions& opts) const {
@@ -162,7 +199,13 @@ Expected<Program> Engine::emit(const Graph& graph, const CompileOptions& opts) c
   return generate(*g, arch, opts);
 }
 
-CacheStats Engine::cache_stats() const { return impl_->cache.stats(); }
+CacheStats Engine::cache_stats() const {
+  CacheStats st = impl_->cache.stats();
+  DiskCacheStats d = impl_->disk.stats();
+  st.disk_hits = d.hits;
+  st.disk_stores = d.stores;
+  return st;
+}
 void Engine::clear_cache() { impl_->cache.clear(); }
 
 }  // namespace fusejit

@@ -1,59 +1,95 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: native build with ninja, the GPU tests, the seed
-# specs at full size, every example, compute-sanitizer on the seeds at reduced
-# size. Full logs go to $OUT (or ./gpu-out; at most 8 files: device, build,
-# ctest, runs, memcheck, summary); a short table is printed last.
-#   scripts/gpu_check.sh [quick]     quick: skip the sanitizer
+# The GPU machine's check, in stages (each device call runs some of them and
+# must stay under 10 minutes; a warm machine keeps the build between calls):
+#   build     native build with ninja (incremental)
+#   test      ctest: every test, GPU tests included (autotune excluded)
+#   runs      `fusejit run` on every example, the seeds at full size
+#   memcheck  compute-sanitizer memcheck on the seeds at reduced size
+#   tune      `fusejit tune` on the three seeds + the GPU autotune test
+#   python    the C API test and the Python bridge's pytest suite
+#   bench     bench/bench.py against PyTorch (BENCH_ARGS passes options)
+#   scripts/gpu_check.sh build test runs memcheck
+# Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-build=${BUILD_DIR:-build-gpu}
-mode=${1:-full}
+build=${BUILD_DIR:-build}
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(build test runs memcheck)
 summary=()
-note() { summary+=("$1"); }
+note() { summary+=("$1"); echo "-- $1"; }
 
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
-  git log -1 --oneline 2>/dev/null || true
-} | tee "$out/device.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+echo "commit: $(git log -1 --oneline 2>/dev/null || echo '?')"
 
-t0=$(date +%s)
-if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAToolkit_ROOT=/usr/local/cuda \
-     > "$out/build.log" 2>&1 && cmake --build "$build" -j 16 >> "$out/build.log" 2>&1; then
-  note "build: ok ($(( $(date +%s) - t0 )) s)"
-else
-  note "build: FAILED (see build.log)"; tail -40 "$out/build.log"; printf '%s\n' "${summary[@]}"; exit 1
-fi
+stage_build() {
+  local t0=$(date +%s)
+  if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT=/usr/local/cuda \
+       > "$out/build.log" 2>&1 && cmake --build "$build" -j 16 >> "$out/build.log" 2>&1; then
+    note "build: ok ($(( $(date +%s) - t0 )) s)"
+  else
+    note "build: FAILED"; tail -40 "$out/build.log"; return 1
+  fi
+}
 
-ctest --test-dir "$build" -j 4 --output-on-failure --timeout 900 > "$out/ctest.log" 2>&1
-note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
-grep -E "^\s*[0-9]+ - |Failed|\*\*\*" "$out/ctest.log" | head -30
+stage_test() {
+  ctest --test-dir "$build" -j 4 --output-on-failure --timeout 600 -E 'GpuAutotune' > "$out/ctest.log" 2>&1
+  note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+  grep -E "^\s+[0-9]+ - .*(Failed|SEGFAULT|Timeout|Exception)" "$out/ctest.log" | head -20 || true
+}
 
-for spec in examples/*.yaml; do
-  name=$(basename "$spec" .yaml)
-  iters=20; case "$name" in seed*) iters=30;; esac
-  log=$(mktemp)
-  if timeout 300 "$build/fusejit" run "$spec" --iters $iters > "$log" 2>&1; then r=PASS; else r="FAIL(rc=$?)"; fi
-  { echo "== fusejit run $spec"; cat "$log"; } >> "$out/runs.log"
-  case "$name" in seed*) cat "$log";; esac
-  ms=$(grep -o 'median [0-9.]* ms' "$log" | head -1)
-  err=$(grep -o 'rel_l2 [0-9.e+-]*' "$log" | head -1)
-  note "run $name: $r $ms $err"
-  rm -f "$log"
-done
-
-if [ "$mode" != quick ] && command -v compute-sanitizer >/dev/null; then
-  for spec in tests/specs/seed*_small.yaml; do
-    name=$(basename "$spec" .yaml)
+stage_runs() {
+  : > "$out/runs.log"
+  for spec in examples/*.yaml; do
+    local name=$(basename "$spec" .yaml) iters=20 log
+    case "$name" in seed*) iters=50;; esac
     log=$(mktemp)
+    if timeout 300 "$build/fusejit" run "$spec" --iters $iters > "$log" 2>&1; then r=PASS; else r="FAIL(rc=$?)"; fi
+    { echo "== fusejit run $spec"; cat "$log"; } >> "$out/runs.log"
+    note "run $name: $r $(grep -o 'median [0-9.]* ms' "$log" | head -1) $(grep -o 'rel_l2 [0-9.e+-]*' "$log" | head -1)"
+    rm -f "$log"
+  done
+  grep -A8 "== fusejit run examples/seed" "$out/runs.log" || true
+}
+
+stage_memcheck() {
+  : > "$out/memcheck.log"
+  for spec in tests/specs/seed*_small.yaml; do
+    local log=$(mktemp) rc
     timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/fusejit" run "$spec" --no-time \
       > "$log" 2>&1
     rc=$?
-    { echo "== memcheck $spec"; cat "$log"; } >> "$out/memcheck.log"
-    note "memcheck $name: $( [ $rc -eq 0 ] && echo clean || echo "rc=$rc" ) $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | tail -1)"
+    { echo "== memcheck $spec (rc=$rc)"; cat "$log"; } >> "$out/memcheck.log"
+    note "memcheck $(basename "$spec" .yaml): rc=$rc $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | tail -1)"
     rm -f "$log"
   done
-fi
+}
 
+stage_tune() {
+  export FUSEJIT_CACHE_DIR=${FUSEJIT_CACHE_DIR:-/tmp/fj-cache}
+  : > "$out/tune.log"
+  for spec in examples/seed*.yaml; do
+    timeout 240 "$build/fusejit" tune "$spec" --budget 90 --quiet >> "$out/tune.log" 2>&1
+    note "tune $(basename "$spec" .yaml): rc=$? $(grep '^winner' "$out/tune.log" | tail -1)"
+  done
+  timeout 400 "$build/tests/fusejit_tests" --gtest_filter='Seeds/GpuAutotune*' >> "$out/tune.log" 2>&1
+  note "GpuAutotune test: $(grep -E '^\[  (PASSED|FAILED)' "$out/tune.log" | tr '\n' ' ')"
+}
+
+stage_python() {
+  ( "$build/capi/c_api_test" && PYTHONPATH=python FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so" \
+      python3 -m pytest -q python/tests ) > "$out/python.log" 2>&1
+  note "c api + python: rc=$? $(tail -1 "$out/python.log")"
+}
+
+stage_bench() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench.py --out "$out" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | tail -40
+  note "bench: rc=${PIPESTATUS[0]}"
+}
+
+for s in "${stages[@]}"; do
+  "stage_$s" || { echo "stage $s failed"; break; }
+done
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

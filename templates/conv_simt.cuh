@@ -84,17 +84,34 @@ struct PoolTiledPixels {
   }
 };
 
+// Kernel taps by GEMM k = (ci*KH + kh)*KW + kw. The generated code can
+// supply a table in constant memory (Taps::at(k) -> {ci*H*W + kh*DH*W +
+// kw*DW, (kh*DH << 16) | kw*DW}), read as a warp-uniform broadcast because a
+// warp's 32 A loads share k; NoTaps computes the same with divisions.
+template <class S>
+struct NoTaps {
+  static __device__ __forceinline__ int2 at(int k) {
+    const int ci = k / (S::kKH * S::kKW);
+    const int rs = k % (S::kKH * S::kKW);
+    const int dh = (rs / S::kKW) * S::kDH, dw = (rs % S::kKW) * S::kDW;
+    return make_int2(ci * (S::kH * S::kW) + dh * S::kW + dw, (dh << 16) | dw);
+  }
+};
+
 // A operand: the im2col gather of input x (NCHW) for group channel base c0.
-template <class T, class S, class Pixels>
+// Without padding every tap of a valid pixel lies inside the image, so the
+// bounds checks compile away.
+template <class T, class S, class Pixels, class Taps = NoTaps<S>>
 struct ConvA {
   static constexpr bool kKContiguous = false;  // consecutive m: consecutive ow
   static constexpr int kCinG = S::kCin / S::kGroups;
   static constexpr int K = kCinG * S::kKH * S::kKW;
+  static constexpr bool kPadded = S::kPH > 0 || S::kPW > 0;
   const T* __restrict__ x;
   Pixels pixels;
   int c0;  // first input channel of the group
   struct Row {
-    const T* base;
+    long long base;  // offset of (n, c0, ih0, iw0); may lie before the image when padded
     int ih0, iw0;
     bool ok;
   };
@@ -102,19 +119,19 @@ struct ConvA {
     const Pixel p = pixels.pixel(m);
     Row r;
     r.ok = p.ok;
-    r.base = x + ((long long)p.n * S::kCin + c0) * (S::kH * S::kW);
     r.ih0 = p.oh * S::kSH - S::kPH;
     r.iw0 = p.ow * S::kSW - S::kPW;
+    r.base = ((long long)p.n * S::kCin + c0) * (S::kH * S::kW) + r.ih0 * S::kW + r.iw0;
     return r;
   }
   __device__ __forceinline__ float load(const Row& r, int k) const {
     if (!r.ok || k >= K) return 0.f;
-    const int ci = k / (S::kKH * S::kKW);
-    const int rs = k % (S::kKH * S::kKW);
-    const int ih = r.ih0 + (rs / S::kKW) * S::kDH;
-    const int iw = r.iw0 + (rs % S::kKW) * S::kDW;
-    if ((unsigned)ih >= (unsigned)S::kH || (unsigned)iw >= (unsigned)S::kW) return 0.f;
-    return load_as_float(r.base, (ci * S::kH + ih) * S::kW + iw);
+    const int2 tap = Taps::at(k);
+    if constexpr (kPadded) {
+      const int ih = r.ih0 + (tap.y >> 16), iw = r.iw0 + (tap.y & 0xffff);
+      if ((unsigned)ih >= (unsigned)S::kH || (unsigned)iw >= (unsigned)S::kW) return 0.f;
+    }
+    return load_as_float(x, r.base + tap.x);
   }
 };
 

@@ -9,8 +9,9 @@
 //   tile_row_partials  the same over one column tile of a wider N: partials
 //                      that combine_partials() finishes in a second kernel
 //
-// Rows of the fragment run in a rolled loop and columns unrolled, so each
-// functor is inlined kCols times rather than kRows * kCols times.
+// Row groups of the fragment run in a rolled loop (rows within a group and
+// columns unrolled), so each functor is inlined kRowUnroll * kCols times
+// rather than kRows * kCols times.
 //
 // m and n are GEMM coordinates (tile offset applied). Functors must not touch
 // shared memory; all threads of the block must call the epilogue.
@@ -24,46 +25,59 @@ namespace fj {
 // Elementwise epilogue: f(acc, m, n) for every element inside [0,M) x [0,N).
 template <class Frag, class F>
 __device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0, int M, int N, const F& f) {
-  // Rows in a rolled loop (the epilogue is inlined once per column, not once
-  // per element: much less code); the accumulator row is picked with selects
-  // so the fragment stays in registers.
+  // Row groups in a rolled loop: the functor is inlined kRowUnroll * kCols
+  // times, not kRows * kCols (much less code to compile).
+  constexpr int U = Frag::kRowUnroll;
 #pragma unroll 1
-  for (int i = 0; i < Frag::kRows; ++i) {
-    const int m = m0 + frag.row(i);
-    if (m >= M) continue;
+  for (int g = 0; g < Frag::kRows / U; ++g) {
 #pragma unroll
-    for (int j = 0; j < Frag::kCols; ++j) {
-      const int n = n0 + frag.col(j);
-      if (n < N) f(frag.pick(i, j), m, n);
+    for (int q = 0; q < U; ++q) {
+      const int m = m0 + frag.row(g * U + q);
+      if (m >= M) continue;
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) {
+        const int n = n0 + frag.col(j);
+        if (n < N) f(frag.pick(g, q, j), m, n);
+      }
     }
   }
 }
 
 // Pool fused into the epilogue. `Windows` describes where pool windows lie in
 // the tile (e.g. PoolTiledPixels): row(w, q) is the tile row of element q of
-// window w (0 <= w < P). The tile is staged through shared memory kChunk
-// columns at a time ((BM+1)*kChunk floats): value(acc, m, n) is called once per
-// element of the tile (it must return quietly, without loads, for rows its
-// pixel map marks as not ok); then each (window, column) is reduced by one
-// thread and store(v, m0, w, n) called for n < N (it must skip windows that
-// are not ok).
+// window w (0 <= w < P). value(acc, m, n) is applied to every element in
+// registers first (all threads busy; it must return quietly, without loads,
+// for rows its pixel map marks as not ok); the values are then staged through
+// shared memory kChunk columns at a time ((BM+1)*kChunk floats) and each
+// (window, column) is reduced by one thread, calling store(v, m0, w, n) for
+// n < N (it must skip windows that are not ok).
 template <class Windows, int kQArea, int P, bool kMax, int BM, int BN, int kThreads, int kChunk, class Frag,
           class ValueF, class StoreF>
-__device__ __forceinline__ void tile_pool(const Frag& frag, int m0, int n0, int N, float* smem, const ValueF& value,
+__device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, float* smem, const ValueF& value,
                                           const StoreF& store) {
   constexpr int kStride = BM + 1;
   static_assert(BN % kChunk == 0, "chunks must split the tile");
+  constexpr int U = Frag::kRowUnroll;
+#pragma unroll 1
+  for (int g = 0; g < Frag::kRows / U; ++g) {
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      const int r = frag.row(g * U + q);
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) {
+        const int n = n0 + frag.col(j);
+        frag.set(g, q, j, n < N ? value(frag.pick(g, q, j), m0 + r, n) : 0.f);
+      }
+    }
+  }
 #pragma unroll 1
   for (int c0 = 0; c0 < BN; c0 += kChunk) {
-#pragma unroll 1
+#pragma unroll
     for (int i = 0; i < Frag::kRows; ++i) {
-      const int r = frag.row(i);
 #pragma unroll
       for (int j = 0; j < Frag::kCols; ++j) {
         const int c = frag.col(j) - c0;
-        if (c < 0 || c >= kChunk) continue;
-        const int n = n0 + frag.col(j);
-        smem[c * kStride + r] = n < N ? value(frag.pick(i, j), m0 + r, n) : 0.f;
+        if (c >= 0 && c < kChunk) smem[c * kStride + frag.row(i)] = frag.acc[i][j];
       }
     }
     __syncthreads();
@@ -96,12 +110,16 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
   float* part = smem;             // [S][BM]: one partial per (sharer, row)
   float* total = smem + S * BM;   // [BM]
   float* row_max = total + BM;    // [BM] (logsumexp)
-  // partial(i, m): this thread's partial of its row i (global row m < M).
+  constexpr int U = Frag::kRowUnroll;
+  // partial(g, q, m): this thread's partial of its row g*U + q (global row m < M).
   auto reduce_rows = [&](const auto& partial, const auto& combine, float identity) {
 #pragma unroll 1
-    for (int i = 0; i < Frag::kRows; ++i) {
-      const int m = m0 + frag.row(i);
-      part[frag.row_sharer() * BM + frag.row(i)] = m < M ? partial(i, m) : identity;
+    for (int g = 0; g < Frag::kRows / U; ++g) {
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        const int r = frag.row(g * U + q);
+        part[frag.row_sharer() * BM + r] = m0 + r < M ? partial(g, q, m0 + r) : identity;
+      }
     }
     __syncthreads();
     for (int r = threadIdx.x; r < BM; r += kThreads) {
@@ -113,35 +131,35 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
   };
   if constexpr (Op::kLogSumExp) {
     reduce_rows(
-        [&](int i, int m) {
+        [&](int g, int q, int m) {
           float a = neg_inf();
 #pragma unroll
           for (int j = 0; j < Frag::kCols; ++j)
-            if (n0 + frag.col(j) < N) a = max_nan(a, value(frag.pick(i, j), m, n0 + frag.col(j)));
+            if (n0 + frag.col(j) < N) a = max_nan(a, value(frag.pick(g, q, j), m, n0 + frag.col(j)));
           return a;
         },
         [](float a, float b) { return max_nan(a, b); }, neg_inf());
     for (int r = threadIdx.x; r < BM; r += kThreads) row_max[r] = total[r];
     __syncthreads();
     reduce_rows(
-        [&](int i, int m) {
-          const float mx = row_max[frag.row(i)];
+        [&](int g, int q, int m) {
+          const float mx = row_max[m - m0];
           float a = 0.f;
           if (is_finite(mx)) {
 #pragma unroll
             for (int j = 0; j < Frag::kCols; ++j)
-              if (n0 + frag.col(j) < N) a += expf(value(frag.pick(i, j), m, n0 + frag.col(j)) - mx);
+              if (n0 + frag.col(j) < N) a += expf(value(frag.pick(g, q, j), m, n0 + frag.col(j)) - mx);
           }
           return a;
         },
         [](float a, float b) { return a + b; }, 0.f);
   } else {
     reduce_rows(
-        [&](int i, int m) {
+        [&](int g, int q, int m) {
           float a = Op::identity();
 #pragma unroll
           for (int j = 0; j < Frag::kCols; ++j)
-            if (n0 + frag.col(j) < N) a = Op::combine(a, value(frag.pick(i, j), m, n0 + frag.col(j)));
+            if (n0 + frag.col(j) < N) a = Op::combine(a, value(frag.pick(g, q, j), m, n0 + frag.col(j)));
           return a;
         },
         [](float a, float b) { return Op::combine(a, b); }, Op::identity());

@@ -21,10 +21,13 @@ struct Convert<float> {
   static __device__ __forceinline__ float from_float(float v) { return v; }
 };
 
-// Reads element `i` of a tensor through the read-only cache, as float.
+// Reads element `i` of a tensor, as float. A plain load, not __ldg: the
+// compiler may hoist an __ldg above the bounds check that guards it (seen with
+// NVRTC 13), reading past the end of a tensor; a plain load it may not. Loads
+// of const __restrict__ data still go through the read-only path.
 template <class T>
 __device__ __forceinline__ float load_as_float(const T* __restrict__ p, long long i) {
-  return Convert<T>::to_float(__ldg(p + i));
+  return Convert<T>::to_float(p[i]);
 }
 template <class T>
 __device__ __forceinline__ void store_from_float(T* __restrict__ p, long long i, float v) {

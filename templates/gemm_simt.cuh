@@ -19,7 +19,9 @@
 //   static constexpr int kRows, kCols;      // elements per thread: kRows x kCols
 //   float acc[kRows][kCols];                // fp32 accumulators
 //   int row(int i) const, col(int j) const; // tile-local row/col of acc[i][j]
-//   float pick(int i, int j) const;         // acc[i][j] for a run-time i
+//   static constexpr int kRowUnroll;        // rows per unrolled step (divides kRows)
+//   float pick(int g, int q, int j) const;  // acc[g*kRowUnroll + q][j], g run-time
+//   void set(int g, int q, int j, float v); //   (q, j compile-time once unrolled)
 //   static constexpr int kRowSharers;       // threads holding parts of one row
 //   int row_sharer() const;                 // this thread's index among them
 // Rows x cols is a cartesian product per thread (true for SIMT tiles and for
@@ -41,8 +43,12 @@ struct SimtTile {
   static constexpr int VM = TM < 4 ? TM : 4;  // rows a thread owns contiguously
   static constexpr int VN = TN < 4 ? TN : 4;
   static constexpr bool kWarpAlongM = kWarpAlongM_;
-  // Double-buffered A (BK x BM) and B (BK x BN) tiles, in floats.
-  static constexpr int kSmemFloats = 2 * BK * (BM + BN);
+  // Double-buffered A (BK x BM) and B (BK x BN) tiles, in floats. Rows are
+  // padded by 4 floats: a warp storing 8 consecutive k of 4 rows (k-contiguous
+  // operands) then hits 32 different banks; 16-byte reads stay aligned.
+  static constexpr int kPad = 4;
+  static constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
+  static constexpr int kSmemFloats = 2 * BK * (kLdA + kLdB);
   static_assert(BM % TM == 0 && BN % TN == 0, "tile must split evenly into threads");
   static_assert(TM % VM == 0 && TN % VN == 0, "TM/TN must be multiples of 4 (or below 4)");
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
@@ -55,6 +61,7 @@ template <class Tile>
 struct SimtFragment {
   static constexpr int kRows = Tile::TM, kCols = Tile::TN;
   static constexpr int kRowSharers = Tile::kThreadsN;
+  static constexpr int kRowUnroll = Tile::VM;
   float acc[kRows][kCols];
   int tm, tn;
 
@@ -73,12 +80,19 @@ struct SimtFragment {
     return tn * Tile::VN + j % Tile::VN + (j / Tile::VN) * (Tile::kThreadsN * Tile::VN);
   }
   __device__ __forceinline__ int row_sharer() const { return tn; }
-  // acc[i][j] for a run-time i (selects, no local memory).
-  __device__ __forceinline__ float pick(int i, int j) const {
-    float v = acc[0][j];
+  // acc[g*kRowUnroll + q][j] for a run-time g: epilogues roll their loop over
+  // row groups (less code) and the fragment stays in registers (selects
+  // between kRows/kRowUnroll candidates, no local memory).
+  __device__ __forceinline__ float pick(int g, int q, int j) const {
+    float v = acc[q][j];
 #pragma unroll
-    for (int q = 1; q < kRows; ++q) v = i == q ? acc[q][j] : v;
+    for (int h = 1; h < kRows / kRowUnroll; ++h) v = g == h ? acc[h * kRowUnroll + q][j] : v;
     return v;
+  }
+  __device__ __forceinline__ void set(int g, int q, int j, float v) {
+#pragma unroll
+    for (int h = 0; h < kRows / kRowUnroll; ++h)
+      acc[h * kRowUnroll + q][j] = g == h ? v : acc[h * kRowUnroll + q][j];
   }
 };
 
@@ -119,8 +133,9 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, T = Tile::kThreads;
   constexpr int kLoadsA = (BM * BK + T - 1) / T;
   constexpr int kLoadsB = (BN * BK + T - 1) / T;
-  float* As = smem;                 // [2][BK][BM]
-  float* Bs = smem + 2 * BK * BM;   // [2][BK][BN]
+  constexpr int LA = Tile::kLdA, LB = Tile::kLdB;
+  float* As = smem;                 // [2][BK][LA]
+  float* Bs = smem + 2 * BK * LA;   // [2][BK][LB]
   const int t = threadIdx.x;
 
   typename ALoader::Row arow[kLoadsA];
@@ -150,10 +165,10 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
   auto stash = [&](int stage) {
 #pragma unroll
     for (int l = 0; l < kLoadsA; ++l)
-      if ((BM * BK) % T == 0 || t + l * T < BM * BK) As[(stage * BK + ak[l]) * BM + am[l]] = ra[l];
+      if ((BM * BK) % T == 0 || t + l * T < BM * BK) As[(stage * BK + ak[l]) * LA + am[l]] = ra[l];
 #pragma unroll
     for (int l = 0; l < kLoadsB; ++l)
-      if ((BN * BK) % T == 0 || t + l * T < BN * BK) Bs[(stage * BK + bk[l]) * BN + bn[l]] = rb[l];
+      if ((BN * BK) % T == 0 || t + l * T < BN * BK) Bs[(stage * BK + bk[l]) * LB + bn[l]] = rb[l];
   };
 
   const int k_tiles = (K + BK - 1) / BK;
@@ -164,17 +179,17 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int stage = kt & 1;
     if (kt + 1 < k_tiles) fetch((kt + 1) * BK);  // global loads overlap the math below
-    const float* as = As + stage * BK * BM;
-    const float* bs = Bs + stage * BK * BN;
+    const float* as = As + stage * BK * LA;
+    const float* bs = Bs + stage * BK * LB;
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       float av[Tile::TM], bv[Tile::TN];
 #pragma unroll
       for (int g = 0; g < Tile::TM / Tile::VM; ++g)
-        detail::read_run<Tile::VM>(as + kk * BM + frag.row(g * Tile::VM), av + g * Tile::VM);
+        detail::read_run<Tile::VM>(as + kk * LA + frag.row(g * Tile::VM), av + g * Tile::VM);
 #pragma unroll
       for (int g = 0; g < Tile::TN / Tile::VN; ++g)
-        detail::read_run<Tile::VN>(bs + kk * BN + frag.col(g * Tile::VN), bv + g * Tile::VN);
+        detail::read_run<Tile::VN>(bs + kk * LB + frag.col(g * Tile::VN), bv + g * Tile::VN);
 #pragma unroll
       for (int i = 0; i < Tile::TM; ++i)
 #pragma unroll

@@ -133,7 +133,7 @@ TEST(CodegenSource, SoftmaxOverLinearNFallsBackWithANote) {
   EXPECT_NE(p.source.find("fj::softmax_rows<"), std::string::npos);
 }
 
-TEST(CodegenSource, RowReductionAlongNarrowNFusesWideNFallsBack) {
+TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
   const std::string ops =
       "  - {name: r, op: logsumexp, args: [h], dims: [1]}\n"
       "  - {name: y, op: tanh, args: [r]}\n";

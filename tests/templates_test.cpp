@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, c
   fj::simt_mainloop<Tile>(fj::RowMajorA<float, 100, 37, 37>{a}, fj::NKMajorB<float, 45, 37, 37>{w}, 64, 32, 37, f1, smem);
   fj::simt_mainloop<Tile>(fj::RowMajorA<float, 100, 37, 37>{a}, fj::KNMajorB<float, 45, 37, 45>{b}, 64, 32, 37, f2, smem);
   for (int i = 0; i < f1.kRows; ++i)
-    for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 32 + f1.col(j)] = f1.acc[i][j] + f2.pick(i, j) * f1.row_sharer();
+    for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 32 + f1.col(j)] = f1.acc[i][j] + f2.pick(i / f2.kRowUnroll, i % f2.kRowUnroll, j) * f1.row_sharer();
 })"},
       {"conv_simt.cuh", R"(
 #include "fusejit/gemm_simt.cuh"

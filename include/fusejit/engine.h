@@ -6,7 +6,9 @@
 //   Status s = (*kernel)->launch({x, w, b}, {y}, stream);
 //
 // compile() needs a CUDA device (it loads the module); compile_cubin() and
-// emit() do not. Compiled kernels are cached in memory per Engine: the key is
+// emit() do not. CUBINs are cached on disk across processes (docs/cache.md:
+// $FUSEJIT_CACHE_DIR, ...; FUSEJIT_CACHE_MAX_BYTES=0 turns it off). Compiled
+// kernels are also cached in memory per Engine: the key is
 // the graph's structural hash, the codegen config, the exact NVRTC options,
 // the arch and the device, so compiling an equivalent graph again returns the
 // same kernel without recompiling; concurrent compiles of one key run once.
@@ -64,6 +66,8 @@ struct CacheStats {
   uint64_t compiles = 0;  // compiles run (== misses)
   uint64_t failures = 0;  // compiles that failed (not kept in the cache)
   size_t entries = 0;     // kernels held now
+  uint64_t disk_hits = 0;    // CUBINs read from the disk cache (docs/cache.md)
+  uint64_t disk_stores = 0;  // CUBINs written to it
 };
 
 // A kernel loaded on one device, ready to launch.
@@ -104,7 +108,7 @@ class Engine {
   Expected<std::shared_ptr<CompiledKernel>> compile(const Graph& graph,
                                                     const CompileOptions& opts = {});
   // Generated source -> CUBIN for `arch` (overrides opts.arch); no GPU needed
-  // unless arch is "auto". Not cached.
+  // unless arch is "auto". Not cached in memory; uses the disk cache.
   Expected<CubinResult> compile_cubin(const Graph& graph, const std::string& arch,
                                       const CompileOptions& opts = {}) const;
   // Codegen only. "auto" means the device's arch, or sm_90a without a device.

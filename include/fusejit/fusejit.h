@@ -146,8 +146,9 @@ FJ_API void fj_options_destroy(fj_options* options);
 FJ_API fj_status fj_options_set_arch(fj_options* options, const char* arch);
 /* A scheduler config string for codegen; NULL or "" means heuristics. */
 FJ_API fj_status fj_options_set_config(fj_options* options, const char* config);
-/* Autotune mode. NOTE: there is no autotuner yet; the mode is validated and
- * stored (fj_options_get_autotune) but does not change the generated code. */
+/* Autotune mode (docs/autotune.md): USE_DB compiles with the tuning database's
+ * winner for this graph and device when there is one; FORCE tunes at compile
+ * time (seconds to minutes) and stores the winner. An explicit config wins. */
 FJ_API fj_status fj_options_set_autotune(fj_options* options, fj_autotune mode);
 FJ_API fj_status fj_options_get_autotune(const fj_options* options, fj_autotune* mode);
 /* CUDA device ordinal (>= 0) for fj_engine_compile and "auto" arch. */

@@ -166,8 +166,8 @@ def compile(spec, *, arch="auto", config=None, autotune="off", device=None, line
     """Compiles a spec (path, YAML text or Spec) into a Kernel for one CUDA device.
 
     arch: "auto" (the device's) or e.g. "sm_90a"; config: a scheduler config
-    string (None: heuristics); autotune: "off", "use_db" or "force" (accepted
-    and recorded; there is no autotuner yet); device: index, "cuda:N" or
+    string (None: heuristics); autotune: "off", "use_db" (the tuning database's
+    winner, when present) or "force" (tune now, store the winner); device: index, "cuda:N" or
     torch.device (None: torch's current device, or 0); lazy: defer codegen and
     loading to the first call (no GPU needed until then).
     """

@@ -12,9 +12,6 @@
 #include "tools/fusejit/commands.h"
 
 namespace fusejit::cli {
-
-extern const Command kCache;  // also declared in commands.h once registered
-
 namespace {
 
 std::string human_bytes(uint64_t bytes) {
