@@ -139,7 +139,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     // The kernel taps as a constant-memory table (each warp reads one entry
     // per load: a broadcast) instead of divisions per load.
     std::string taps = "fj::NoTaps<ConvShape>";
-    if (geo.k <= 4096) {
+    if (geo.k <= 4096 && ctx.heur.conv_tap_table) {
       taps = "Taps";
       s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
       s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
@@ -320,8 +320,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
   launch.kernel = name;
   launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
+  // Two blocks per SM (at most 128 registers a thread for 256 threads): one
+  // register over that halves the occupancy of the 8x8-per-thread tiles.
   launch.args = em.finish(name, t.threads(),
-                          {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"});
+                          {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"},
+                          t.threads() <= 256 ? 2 : 1);
   out.source = std::move(em.src());
   out.launch = std::move(launch);
   return out;

@@ -40,13 +40,14 @@ struct Heuristics {
   std::optional<TileConfig> tile;  // override for the anchor's tile
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
+  bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   PointwiseConfig pointwise;
   RowConfig row;
 };
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: tile=BMxBNxTMxTN[xBK], fuse_pool=0|1, fuse_reductions=0|1,
-// pointwise_threads=N, row_threads=N. Empty: all defaults.
+// conv_tap_table=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.

@@ -9,13 +9,19 @@ namespace {
 
 std::string hw(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
 
+// Largest element count of any value (as for spec inputs): sizes in bytes and
+// index arithmetic downstream stay far from int64 overflow.
+constexpr int64_t kMaxNumel = int64_t{1} << 48;
+
 // PyTorch's pooling/conv output size; returns <= 0 when the window does not fit.
+// In 128 bits: attributes may be near INT64_MAX. Clamped to INT64_MAX.
 int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t span = in + 2 * p - d * (k - 1) - 1;
+  using Wide = __int128;
+  Wide span = Wide{in} + 2 * Wide{p} - Wide{d} * (k - 1) - 1;
   if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;  // last window must start inside input or left padding
-  return out;
+  Wide out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= Wide{in} + p) --out;  // last window must start inside input or left padding
+  return out > INT64_MAX ? INT64_MAX : static_cast<int64_t>(out);
 }
 
 class Inference {
@@ -25,6 +31,7 @@ class Inference {
   Status run() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Status s = infer(static_cast<ValueId>(i)); !s) return s;
+      if (Status s = check_size(static_cast<ValueId>(i)); !s) return s;
     }
     return {};
   }
@@ -37,6 +44,25 @@ class Inference {
   std::string operand(ValueId id, int k) {
     const auto& names = op_info(g_.node(id).op).operand_names;
     return "'" + names.at(static_cast<size_t>(k)) + "'";
+  }
+
+  // Rejects values of more than kMaxNumel elements (without overflowing).
+  Status check_size(ValueId id) {
+    int64_t count = 1;
+    for (int64_t d : g_.node(id).type.shape) {
+      if (d > kMaxNumel / count)
+        return err(id, "the result " + shape_str(g_.node(id).type.shape) + " has more than 2^48 elements");
+      count *= std::max<int64_t>(d, 1);  // dims < 1 are leaf()'s error
+    }
+    return {};
+  }
+
+  // The padded extent in + 2p must stay within kMaxNumel: with the window
+  // fitting into it, this bounds every window offset (dilation * tap too).
+  Status check_padding(ValueId id, int64_t in, int64_t p) {
+    if (p <= (kMaxNumel - in) / 2) return {};
+    return err(id, "padding " + std::to_string(p) + " is too large for an extent of " + std::to_string(in) +
+                       " (the padded extent must be at most 2^48)");
   }
 
   Status infer(ValueId id) {
@@ -138,6 +164,8 @@ class Inference {
                          ", groups=" + std::to_string(groups) + ")");
     if (n.operands.size() == 3 && in(id, 2).shape != Shape{w[0]})
       return err(id, "bias must be [" + std::to_string(w[0]) + "], got " + shape_str(in(id, 2).shape));
+    for (size_t i = 0; i < 2; ++i)
+      if (Status s = check_padding(id, x[2 + i], pad[i]); !s) return s;
     int64_t oh = window_out(x[2], w[2], st[0], pad[0], dil[0], false);
     int64_t ow = window_out(x[3], w[3], st[1], pad[1], dil[1], false);
     if (oh < 1 || ow < 1)
@@ -218,8 +246,10 @@ class Inference {
     std::vector<int64_t> d = n.attrs.count("dilation") ? n.attr_ints("dilation") : std::vector<int64_t>{1, 1};
     bool ceil_mode = n.attr_bool("ceil_mode");
     for (int i = 0; i < 2; ++i)
-      if (2 * p[static_cast<size_t>(i)] > k[static_cast<size_t>(i)])
+      if (p[static_cast<size_t>(i)] > k[static_cast<size_t>(i)] / 2)
         return err(id, "padding " + hw(p[0], p[1]) + " must be at most half the kernel " + hw(k[0], k[1]));
+    for (size_t i = 0; i < 2; ++i)
+      if (Status st = check_padding(id, x.shape[2 + i], p[i]); !st) return st;
     int64_t oh = window_out(x.shape[2], k[0], s[0], p[0], d[0], ceil_mode);
     int64_t ow = window_out(x.shape[3], k[1], s[1], p[1], d[1], ceil_mode);
     if (oh < 1 || ow < 1) {
@@ -235,8 +265,9 @@ class Inference {
     Node& n = g_.node(id);
     if (x.rank() < 1) return err(id, "input must have at least 1 dim");
     int64_t k = n.attr_int("kernel_size"), s = n.attr_int("stride"), p = n.attr_int("padding");
-    if (2 * p > k) return err(id, "padding " + std::to_string(p) + " must be at most half the kernel " + std::to_string(k));
+    if (p > k / 2) return err(id, "padding " + std::to_string(p) + " must be at most half the kernel " + std::to_string(k));
     int64_t len = x.shape.back();
+    if (Status st = check_padding(id, len, p); !st) return st;
     int64_t out = window_out(len, k, s, p, 1, n.attr_bool("ceil_mode"));
     if (out < 1)
       return err(id, "kernel " + std::to_string(k) + " is larger than the last dim (" + std::to_string(len) + ")");

@@ -113,7 +113,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t up = row[j];
-      size_t subst = diag + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
+      const auto ca = static_cast<unsigned char>(a[i - 1]), cb = static_cast<unsigned char>(b[j - 1]);
+      size_t subst = diag + (std::tolower(ca) == std::tolower(cb) ? 0 : 1);
       row[j] = std::min({up + 1, row[j - 1] + 1, subst});
       diag = up;
     }
