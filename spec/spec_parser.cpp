@@ -11,8 +11,10 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "fusejit/spec.h"
 #include "spec/spec_attrs.h"
@@ -50,18 +52,67 @@ std::vector<std::string> op_names() {
   return names;
 }
 
+// Where the root node of each document starts. Used instead of YAML::LoadAll,
+// which loops forever (allocating a null document per turn) on a stray ','
+// at the top level in yaml-cpp <= 0.8 (jbeder/yaml-cpp#1040).
+class DocumentRoots : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> roots;
+
+  void OnDocumentStart(const YAML::Mark&) override { want_root_ = true; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { node(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  bool want_root_ = false;
+  void node(const YAML::Mark& m) {
+    if (want_root_) roots.push_back(m);
+    want_root_ = false;
+  }
+};
+
+// Root marks of the first `limit` documents of `text`.
+std::vector<YAML::Mark> document_roots(const std::string& text, int limit) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentRoots handler;
+  for (int k = 0; k < limit && parser.HandleNextDocument(handler); ++k) {
+  }
+  return handler.roots;
+}
+
 class SpecParser {
  public:
   explicit SpecParser(std::string file) : file_(std::move(file)) {}
 
   Expected<Graph> parse(std::string_view text) {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.empty() || docs[0].IsNull())
+    const std::string owned(text);
+    // Three documents at most: two roots at the same place mean the parser is
+    // stuck on a token that cannot start a node (yaml-cpp#1040).
+    std::vector<YAML::Mark> roots = document_roots(owned, 3);
+    for (size_t k = 1; k < roots.size(); ++k)
+      if (roots[k].pos == roots[k - 1].pos) {
+        const auto pos = static_cast<size_t>(roots[k].pos);
+        const std::string what = pos < owned.size() ? "'" + owned.substr(pos, 1) + "'" : "end of input";
+        return Error("YAML syntax error: unexpected " + what, loc_of(roots[k], file_));
+      }
+    const YAML::Node root = roots.empty() ? YAML::Node() : YAML::Load(owned);
+    if (root.IsNull())
       return Error("the spec is empty (expected a mapping with inputs, ops and outputs)",
                    SourceLoc{file_, 1, 1});
-    if (docs.size() > 1)
-      return err(docs[1], "a spec file holds one YAML document; found a second one");
-    FUSEJIT_SPEC_TRY(parse_top(docs[0]));
+    if (roots.size() > 1)
+      return Error("a spec file holds one YAML document; found a second one", loc_of(roots[1], file_));
+    FUSEJIT_SPEC_TRY(parse_top(root));
     FUSEJIT_SPEC_TRY(prepare_graph(graph_));
     return std::move(graph_);
   }
