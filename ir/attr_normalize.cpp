@@ -4,18 +4,6 @@
 namespace fusejit {
 namespace {
 
-std::string_view kind_name(AttrKind k) {
-  switch (k) {
-    case AttrKind::Int: return "an int";
-    case AttrKind::Float: return "a number";
-    case AttrKind::Bool: return "true or false";
-    case AttrKind::String: return "a string";
-    case AttrKind::Ints: return "a list of ints";
-    case AttrKind::Pair: return "an int or a list of two ints";
-  }
-  return "?";
-}
-
 // Coerces `v` to the spec's kind (int -> float, int -> pair); false if impossible.
 bool coerce(AttrValue& v, AttrKind kind) {
   switch (kind) {
@@ -73,7 +61,7 @@ Status normalize_attrs(Graph& g) {
                                      (known.empty() ? std::string("it takes none") : "it takes: " + known) + ")");
       }
       if (!coerce(value, spec->kind))
-        return node_error(g, id, "'" + key + "' must be " + std::string(kind_name(spec->kind)) + ", got " +
+        return node_error(g, id, "'" + key + "' must be " + attr_kind_phrase(spec->kind) + ", got " +
                                      attr_str(value));
     }
     for (const auto& spec : info.attrs) {

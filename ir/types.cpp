@@ -105,6 +105,18 @@ std::string attr_str(const AttrValue& v) {
   return std::visit(Visitor{}, v);
 }
 
+std::string attr_kind_phrase(AttrKind kind) {
+  switch (kind) {
+    case AttrKind::Int: return "an int";
+    case AttrKind::Float: return "a number";
+    case AttrKind::Bool: return "true or false";
+    case AttrKind::String: return "a string";
+    case AttrKind::Ints: return "an int or a list of ints";
+    case AttrKind::Pair: return "an int or a list of two ints";
+  }
+  return "a valid value";
+}
+
 std::string_view init_name(InitKind k) {
   switch (k) {
     case InitKind::Auto: return "auto";

@@ -54,18 +54,6 @@ std::optional<AttrValue> convert_attr(AttrKind kind, const YAML::Node& value) {
   return std::nullopt;
 }
 
-std::string attr_kind_phrase(AttrKind kind) {
-  switch (kind) {
-    case AttrKind::Int: return "an int";
-    case AttrKind::Float: return "a number";
-    case AttrKind::Bool: return "true or false";
-    case AttrKind::String: return "a string";
-    case AttrKind::Ints: return "an int or a list of ints";
-    case AttrKind::Pair: return "an int or a list of two ints";
-  }
-  return "a valid value";
-}
-
 std::string unknown_attr_message(const OpInfo& info, const std::string& what,
                                  const std::string& key) {
   std::vector<std::string> valid;

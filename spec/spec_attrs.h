@@ -15,9 +15,6 @@ namespace fusejit::spec_detail {
 // Pair accepts an int n (stored as [n, n]) or a list of two ints.
 std::optional<AttrValue> convert_attr(AttrKind kind, const YAML::Node& value);
 
-// What a value of that kind looks like: "an int", "an int or a list of two ints".
-std::string attr_kind_phrase(AttrKind kind);
-
 // "relu 'act': unknown attribute 'slope' (did you mean ...?)", with a hint
 // naming the ops that do have such an attribute when there is no close match.
 std::string unknown_attr_message(const OpInfo& info, const std::string& what,

@@ -123,6 +123,7 @@ std::string attr_str(const AttrValue&);             // canonical text form
 // Kinds of attribute, as a spec writes them. `Pair` accepts an int or a list
 // of two ints and is stored as two ints; `Ints` is a list of any length.
 enum class AttrKind : uint8_t { Int, Float, Bool, String, Ints, Pair };
+std::string attr_kind_phrase(AttrKind kind);  // "an int or a list of two ints", for messages
 
 struct AttrSpec {
   std::string name;
