@@ -139,7 +139,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     // The kernel taps as a constant-memory table (each warp reads one entry
     // per load: a broadcast) instead of divisions per load.
     std::string taps = "fj::NoTaps<ConvShape>";
-    if (geo.k <= 4096 && ctx.heur.conv_tap_table) {
+    // The table packs (kh*DH << 16) | kw*DW into an int and the input offset of a
+    // tap into another: only when both fit (else divisions, which always work).
+    const int64_t max_dh = (geo.kh - 1) * geo.dh, max_dw = (geo.kw - 1) * geo.dw;
+    const bool taps_fit = max_dh < (int64_t{1} << 15) && max_dw < (int64_t{1} << 16) &&
+                          (geo.cin / geo.groups) * geo.h * geo.w + max_dh * geo.w + max_dw < int_max;
+    if (geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
       taps = "Taps";
       s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
       s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");

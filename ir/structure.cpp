@@ -20,9 +20,20 @@ std::vector<bool> reachable_from(const Graph& g, const std::vector<ValueId>& roo
   return seen;
 }
 
+// Names reach the IR text (quoted) and comments in generated CUDA: no control
+// characters (a newline would end the comment) and no '"'.
+bool printable_name(const std::string& name) {
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f || c == '"') return false;
+  return true;
+}
+
 }  // namespace
 
 Status check_structure(const Graph& g) {
+  if (!printable_name(g.name))
+    return Error("the graph name must not contain control characters or '\"'",
+                 g.nodes.empty() ? SourceLoc{} : g.nodes.front().loc);
   std::set<std::string> names;
   std::vector<ValueId> anchors;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -42,6 +53,8 @@ Status check_structure(const Graph& g) {
     for (ValueId o : n.operands)
       if (o < 0 || o >= id) return node_error(g, id, "operand %" + std::to_string(o) + " is not defined before it");
     if (n.op == OpKind::Input && n.name.empty()) return node_error(g, id, "inputs need a name");
+    if (!printable_name(n.name))
+      return node_error(g, id, "the name must not contain control characters or '\"'");
     if (!n.name.empty() && !names.insert(n.name).second)
       return node_error(g, id, "the name '" + n.name + "' is used twice");
     if (is_anchor(n.op)) anchors.push_back(id);
@@ -70,6 +83,8 @@ Status check_structure(const Graph& g) {
     if (out.value < 0 || static_cast<size_t>(out.value) >= g.nodes.size())
       return Error("output '" + out.name + "' refers to no value", out.loc);
     if (!out_names.insert(out.name).second) return Error("output name '" + out.name + "' is used twice", out.loc);
+    if (!printable_name(out.name))
+      return Error("output names must not contain control characters or '\"'", out.loc);
     if (!out_values.insert(out.value).second)
       return Error("output '" + out.name + "': " + g.describe(out.value) + " is already an output", out.loc);
     if (!reachable_from(g, {out.value})[static_cast<size_t>(anchor)])
