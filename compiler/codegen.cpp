@@ -17,18 +17,19 @@ Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
   Expected<Heuristics> heur = parse_heuristics(opts.config);
   if (!heur) return heur.error();
 
-  PlanContext ctx(g, *heur);
+  PlanContext ctx(g, *heur, opts.arch);
   Plan plan;
   mark_leaf_exprs(ctx);
   if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
+  if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
   fuse_pool(ctx, plan);
   fuse_row_reductions(ctx, plan);
   if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
   assign_buffers(ctx, plan);
-  if (g.precision == Precision::TF32)
-    plan.notes.push_back("tf32 runs the fp32 SIMT mainloop for now (at least as accurate as TF32)");
-  plan.notes.push_back("target " + opts.arch + ": SIMT mainloop (FFMA, fp32 accumulation) on every arch for now");
+  const bool wgmma = plan.kernels[0].mainloop == Mainloop::Wgmma;
+  if (g.precision == Precision::TF32 && !wgmma)
+    plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");
 
   std::set<std::string> names;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
@@ -62,7 +63,7 @@ Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
   if (half) module.includes.push_back("fusejit/fj_half.cuh");  // slow to parse: only when needed
   std::set<KernelKind> kinds;
   for (const KernelPlan& kp : plan.kernels) kinds.insert(kp.kind);
-  module.includes.push_back("fusejit/gemm_simt.cuh");
+  module.includes.push_back(wgmma ? "fusejit/gemm_wgmma.cuh" : "fusejit/gemm_simt.cuh");
   if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) module.includes.push_back("fusejit/conv_simt.cuh");
   module.includes.push_back("fusejit/epilogue.cuh");
   module.includes.push_back("fusejit/reduce.cuh");

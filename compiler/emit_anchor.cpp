@@ -16,6 +16,12 @@ std::string tile_alias(const TileConfig& t) {
          (t.warp_along_m ? "true" : "false") + ">;";
 }
 
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
+  const std::string k = kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
+  return "using Tile = fj::WgmmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+         std::to_string(t.stages) + ", fj::MmaKind::" + k + ">;";
+}
+
 std::string reduce_op_type(OpKind op) {
   switch (op) {
     case OpKind::Max: return "fj::MaxOp";
@@ -71,6 +77,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const Node& a = g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   const TileConfig& t = kp.tile;
+  const bool wgmma = kp.mainloop == Mainloop::Wgmma;
+  const WgmmaConfig& wt = kp.wgmma;
+  const int tile_m = wgmma ? wt.bm : t.bm, tile_n = kp.tile_n();
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   const std::string T = ctype(g.node(a.operands[0]).type.dtype);
@@ -86,12 +95,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       reductions.push_back(&tail);
   }
 
-  s.aliases.push_back(tile_alias(t));
+  if (wgmma) {
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind));
+    s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
+  } else {
+    s.aliases.push_back(tile_alias(t));
+    s.aliases.push_back("using Frag = fj::SimtFragment<Tile>;");
+  }
   std::vector<std::string> run;  // body of run(p, smem)
   AnchorShape shape;
   LaunchSpec launch;
   int64_t m_tiles = 0;
-  const int64_t n_tiles = (geo.n + t.bn - 1) / t.bn;
+  const int64_t n_tiles = (geo.n + tile_n - 1) / tile_n;
+  std::vector<TensorMapSpec> tensor_maps;  // wgmma: the operands' TMA views
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
 
   if (geo.op == OpKind::Conv2d) {
@@ -177,8 +193,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                      ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)};",
                  "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + em.load_param(a.operands[1]) +
                      " + (long long)g * kCoutPerGroup * kGemmK};",
-                 "fj::SimtFragment<Tile> frag(threadIdx.x);",
-                 "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+                 "Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
     shape.rows = "Pixels::kRows";
     shape.cols = "kCoutPerGroup";
     shape.coords = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;", "const int i0 = px.n;",
@@ -188,13 +203,33 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     s.constants.push_back({"kM", geo.m, geo.op == OpKind::Linear ? "rows: x's leading dims flattened" : "rows"});
     s.constants.push_back({"kN", geo.n, geo.op == OpKind::Linear ? "out features" : "columns"});
     s.constants.push_back({"kK", geo.k, "reduction length"});
-    m_tiles = (geo.m + t.bm - 1) / t.bm;
+    m_tiles = (geo.m + tile_m - 1) / tile_m;
     if (geo.m > int_max || geo.n > int_max || geo.k > int_max) return Error("codegen: a GEMM extent exceeds 2^31");
-    const std::string x = em.load_param(a.operands[0]), w = em.load_param(a.operands[1]);
-    if (geo.op == OpKind::Linear) {
+    auto x = [&] { return em.load_param(a.operands[0]); };
+    auto w = [&] { return em.load_param(a.operands[1]); };
+    if (wgmma) {  // linear on TMA + wgmma; grouped rasterization over a 1-D grid
+      const DType dt = g.node(a.operands[0]).type.dtype;
+      const int elem = dt == DType::F32 ? 4 : 2;
+      auto view = [&](ValueId v, int64_t rows, int box_rows) {
+        return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, rows, geo.k, box_rows, 128 / elem};
+      };
+      tensor_maps = {view(a.operands[0], geo.m, wt.bm), view(a.operands[1], geo.n, wt.bn)};
+      s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
+      s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
+      s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
+      if (m_tiles * n_tiles > int_max) return Error("codegen: linear needs more than 2^31 thread blocks");
+      append(run, {"const fj::TileCoord tile = fj::grouped_tile(blockIdx.x, kMTiles, kNTiles, kRasterGroup);",
+                   "const int m0 = tile.m * Tile::BM;", "const int n0 = tile.n * Tile::BN;",
+                   "[[maybe_unused]] const int n_tile = tile.n;", "Frag frag;",
+                   "if (!fj::wgmma_mainloop<Tile>(tma_a, tma_b, m0, n0, kK, frag, ring)) return;  // producer: done",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring);  // the epilogue reuses the ring"});
+      append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
+      launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
+    } else if (geo.op == OpKind::Linear) {
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
-                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x + "};",
-                   "const fj::NKMajorB<" + T + ", kN, kK, kK> b{" + w + "};"});
+                   "const int n_tile = blockIdx.y;",
+                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x() + "};",
+                   "const fj::NKMajorB<" + T + ", kN, kK, kK> b{" + w() + "};"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
     } else {
@@ -208,22 +243,24 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       run.push_back("const int z = blockIdx.x / kMTiles;  // batch entry");
       append(run, decompose_index("z", batch, "j", "int"));
       append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
+                   "const int n_tile = blockIdx.y;",
                    "const long long a_off = (long long)(" + offset_expr(a_batch, nb, "j") + ") * ((long long)kM * kK);",
                    "const long long b_off = (long long)(" + offset_expr(b_batch, nb, "j") + ") * ((long long)kK * kN);",
-                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x + " + a_off};",
-                   "const fj::KNMajorB<" + T + ", kN, kK, kN> b{" + w + " + b_off};"});
+                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x() + " + a_off};",
+                   "const fj::KNMajorB<" + T + ", kN, kK, kN> b{" + w() + " + b_off};"});
       for (int d = 0; d < nb; ++d) shape.coords.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
     }
-    append(run, {"fj::SimtFragment<Tile> frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
+    if (!wgmma) append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
     shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
     shape.rows = "kM";
     shape.cols = "kN";
   }
 
   // ---- epilogue --------------------------------------------------------------
-  int64_t smem_floats = 2LL * t.bk * (t.bm + t.bn + 8);  // SimtTile::kSmemFloats (rows padded by 4)
+  // SimtTile::kSmemFloats (rows padded by 4); the wgmma ring is larger than any epilogue's needs (checked below).
+  int64_t smem_floats = wgmma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
   const std::string coord_call = coord_args(rank);
   auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
     std::vector<std::string> out = {head};
@@ -248,7 +285,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), geo.ow / k[1]);
     run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(per_tile) + ", " +
                   (pn.op == OpKind::MaxPool2d ? "true" : "false") +
-                  ", Tile::BM, Tile::BN, Tile::kThreads, " + std::to_string(chunk) + ">(");
+                  ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + ">(");
     run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
     append(run, lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
                                                                     "if (!px.ok) return 0.f;"},
@@ -271,16 +308,17 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string pre =
           em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, rn.operands[0], false),
                        "fj_pre_reduce_" + suffix, "the value " + g.describe(tail.op) + " reduces");
-      smem_floats = std::max<int64_t>(smem_floats, (t.bn / t.tn + 2) * t.bm);
+      const int64_t row_sharers = wgmma ? 4 : t.bn / t.tn;  // Frag::kRowSharers
+      smem_floats = std::max<int64_t>(smem_floats, (row_sharers + 2) * tile_m);
       const std::string value_head = "[&](float acc, int m, int n) -> float {";
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
       if (tail.partial) {
         const PartialBuffers& pb = plan.partials.at(tail.op);
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
-        const std::string tile_index = geo.op == OpKind::Conv2d ? "(g * gridDim.y + blockIdx.y)" : "blockIdx.y";
+        const std::string tile_index = geo.op == OpKind::Conv2d ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
         const std::string row_index = geo.op == OpKind::Matmul ? "(long long)z * kM + m" : "m";
-        run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Tile::kThreads>(frag, m0, n0, " +
+        run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
                       shape.rows + ", " + shape.cols + ", smem,");
         append(run, lambda(value_head, shape.coords, value_call));
         run.back() = "},";
@@ -297,7 +335,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
                                             "fj_post_reduce_" + suffix, "after " + g.describe(tail.op));
       const int post_rank = static_cast<int>(rn.type.shape.size());
-      run.push_back("fj::tile_row_reduce<" + reduce_op_type(rn.op) + ", Tile::BM, Tile::kThreads>(frag, m0, " +
+      run.push_back("fj::tile_row_reduce<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, " +
                     shape.rows + ", " + shape.cols + ", smem,");
       append(run, lambda(value_head, shape.coords, value_call));
       run.back() = "},";
@@ -306,30 +344,49 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                          post + "(p, " + value + (post_rank ? ", " + coord_args(post_rank) : "") + ");"));
     }
   }
-  if (smem_floats * 4 > 48 * 1024)
-    return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
-                 " bytes of shared memory for its epilogue (at most 48 KiB)");
-  s.constants.push_back({"kSmemFloats", smem_floats, "mainloop tiles, reused by the epilogue"});
-
   CudaFunction fn;
-  fn.comment = "one " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + " output tile";
+  fn.comment = "one " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " output tile";
   fn.prefix = "__device__ __forceinline__ void";
   fn.name = "run";
-  fn.params = "const Params& p, float* smem";
-  fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
-  append(fn.body, run);
-  s.functions.push_back(fn);
-
   EmittedKernel out;
   const std::string name = kp.name;
-  s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
   launch.kernel = name;
-  launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
-  // Two blocks per SM (at most 128 registers a thread for 256 threads): one
-  // register over that halves the occupancy of the 8x8-per-thread tiles.
-  launch.args = em.finish(name, t.threads(),
-                          {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"},
-                          t.threads() <= 256 ? 2 : 1);
+  if (wgmma) {
+    const int64_t smem_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3");
+    if (smem_floats * 4 > smem_bytes - 1024)
+      return Error("codegen: the epilogue needs more shared memory than the wgmma ring of " + wt.str());
+    s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the TMA ring (+1 KiB to align it)"});
+    fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b, char* ring";
+    fn.body = {"static_assert(kSmemBytes == Tile::kSmemBytes, \"shared memory for the mainloop\");"};
+    s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
+    const int threads = 128 * (wt.bm / 64 + 1);  // Tile::kThreads: a producer and BM/64 consumer warpgroups
+    launch.block = {static_cast<unsigned>(threads), 1, 1};
+    launch.shared_bytes = static_cast<unsigned>(smem_bytes);
+    launch.tensor_maps = tensor_maps;
+    // One block per SM: setmaxnreg needs the register cap that (threads, 1) sets.
+    launch.args = em.finish(name, threads,
+                            {"extern __shared__ __align__(1024) char smem_raw[];",
+                             s.ns + "::run(p, &tma_a, &tma_b, fj::align_smem_1024(smem_raw));"},
+                            1,
+                            {"const __grid_constant__ fj::TmaDescriptor tma_a",
+                             "const __grid_constant__ fj::TmaDescriptor tma_b"});
+  } else {
+    if (smem_floats * 4 > 48 * 1024)
+      return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
+                   " bytes of shared memory for its epilogue (at most 48 KiB)");
+    s.constants.push_back({"kSmemFloats", smem_floats, "mainloop tiles, reused by the epilogue"});
+    fn.params = "const Params& p, float* smem";
+    fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
+    s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
+    launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
+    // Two blocks per SM (at most 128 registers a thread for 256 threads): one
+    // register over that halves the occupancy of the 8x8-per-thread tiles.
+    launch.args = em.finish(name, t.threads(),
+                            {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"},
+                            t.threads() <= 256 ? 2 : 0);
+  }
+  append(fn.body, run);
+  s.functions.push_back(fn);
   out.source = std::move(em.src());
   out.launch = std::move(launch);
   return out;

@@ -195,7 +195,8 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
 }
 
 std::vector<BufferRef> KernelEmitter::finish(const std::string& kernel_name, int threads,
-                                             const std::vector<std::string>& body, int min_blocks) {
+                                             const std::vector<std::string>& body, int min_blocks,
+                                             const std::vector<std::string>& extra_params) {
   CudaStruct params;
   params.name = "Params";
   params.comment = "the kernel's buffers";
@@ -208,9 +209,10 @@ std::vector<BufferRef> KernelEmitter::finish(const std::string& kernel_name, int
     init += (init.empty() ? "" : ", ") + p.name;
     args.push_back(p.buffer);
   }
+  for (const std::string& e : extra_params) entry_params += (entry_params.empty() ? "" : ", ") + e;
   src_.structs.insert(src_.structs.begin(), params);
   src_.entry.prefix = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
-                      (min_blocks > 1 ? ", " + std::to_string(min_blocks) : "") + ")";
+                      (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") + ")";
   src_.entry.name = kernel_name;
   src_.entry.params = entry_params;
   src_.entry.body = {"const " + src_.ns + "::Params p{" + init + "};"};

@@ -33,10 +33,11 @@ class KernelEmitter {
   std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment);
 
   // Builds Params, the extern "C" entry point named `kernel_name` (launch
-  // bounds `threads`, and `min_blocks` per SM when > 1) whose body is `body`
-  // (it sees `p`), and returns the launch's buffer arguments in parameter order.
+  // bounds `threads`, and `min_blocks` per SM when > 0) whose body is `body`
+  // (it sees `p` and the `extra_params`, declared after the buffers), and
+  // returns the launch's buffer arguments in parameter order.
   std::vector<BufferRef> finish(const std::string& kernel_name, int threads, const std::vector<std::string>& body,
-                                int min_blocks = 1);
+                                int min_blocks = 0, const std::vector<std::string>& extra_params = {});
 
  private:
   const PlanContext& ctx_;

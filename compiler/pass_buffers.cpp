@@ -29,7 +29,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     const KernelPlan& anchor = plan.kernels[0];
     const AnchorGeometry geo = analyze_anchor(g, anchor.root);
     for (auto& [v, pb] : plan.partials) {
-      pb.tiles = geo.groups * ((geo.n + anchor.tile.bn - 1) / anchor.tile.bn);
+      pb.tiles = geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n());
       pb.rows = g.node(v).type.numel();
       const int64_t bytes = pb.tiles * pb.rows * 4;
       pb.sums = static_cast<int>(plan.scratch.size());

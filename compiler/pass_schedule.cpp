@@ -2,6 +2,9 @@
 // (up to 128), the shortest tile height that covers M (up to 128), then the
 // per-thread block (tm x tn) that gives 256 threads with the most work each.
 // A fused pool needs 128 rows; a fused row reduction needs bn >= N.
+// wgmma tiles: the (BM, BN) with the least estimated time per SM (waves of
+// tiles over 132 SMs, times the tile's area over its relative efficiency),
+// then as many pipeline stages as shared memory holds (at most 8).
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
@@ -34,11 +37,61 @@ TileConfig heuristic_tile(const AnchorGeometry& geo, bool pool_fused) {
   return best;
 }
 
+constexpr int kSm90Sms = 132;  // H100 SXM / H200: codegen knows the arch, not the part
+
+// Largest stage count that fits (at most 8).
+int max_stages(WgmmaConfig t, bool three_tf32) {
+  for (t.stages = 8; t.stages > 2; --t.stages)
+    if (validate_wgmma(t, three_tf32)) break;
+  return t.stages;
+}
+
+WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t min_bn) {
+  struct Shape {
+    int bm, bn;
+    double efficiency;  // tensor-core efficiency relative to 128x256 (operand reuse per wgmma)
+  };
+  const Shape shapes[] = {{128, 256, 1.0}, {128, 128, 0.85}, {64, 256, 0.8}, {64, 128, 0.7}, {128, 64, 0.65},
+                          {64, 64, 0.5}};
+  WgmmaConfig best;
+  double best_cost = -1;
+  for (const Shape& sh : shapes) {
+    WgmmaConfig t;
+    t.bm = sh.bm;
+    t.bn = sh.bn;
+    t.stages = 2;
+    if (sh.bn < min_bn || !validate_wgmma(t, three_tf32)) continue;
+    const int64_t tiles = ((geo.m + sh.bm - 1) / sh.bm) * ((geo.n + sh.bn - 1) / sh.bn);
+    const double cost = static_cast<double>((tiles + kSm90Sms - 1) / kSm90Sms) * sh.bm * sh.bn / sh.efficiency;
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = t;
+    }
+  }
+  best.stages = max_stages(best, three_tf32);
+  return best;
+}
+
+Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  const bool three_tf32 = kp.mma_kind == "f32x3";
+  int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
+  for (const FusedTail& t : kp.tails)
+    if (!t.partial) min_bn = geo.n;
+  WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma : heuristic_wgmma(geo, three_tf32, min_bn);
+  if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
+  if (tile.bn < min_bn)
+    return Error("codegen: wgmma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
+                 ", which a fused row reduction needs");
+  kp.wgmma = tile;
+  return Status::success();
+}
+
 }  // namespace
 
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, geo);
   bool pool_fused = false;
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;
   TileConfig tile = ctx.heur.tile ? *ctx.heur.tile : heuristic_tile(geo, pool_fused);

@@ -16,6 +16,10 @@ void mark_leaf_exprs(PlanContext& ctx);
 // the anchor's output shape that can be computed in its epilogue.
 Status plan_anchor_kernel(PlanContext& ctx, Plan& plan);
 
+// pass_mainloop.cpp: the anchor's mainloop (SIMT FFMA or sm_90a wgmma) and
+// its precision kind, with a note saying why.
+Status choose_mainloop(PlanContext& ctx, Plan& plan);
+
 // pass_fuse_pool.cpp: moves a max/avg pool (kernel == stride, no padding,
 // floor mode) into the conv epilogue when the epilogue's only consumer is
 // that pool, with the pool's elementwise consumers.

@@ -14,6 +14,31 @@ std::string TileConfig::str() const {
   return s.str();
 }
 
+std::string WgmmaConfig::str() const {
+  std::ostringstream s;
+  s << bm << "x" << bn << ", " << stages << " stages, raster group " << raster_group;
+  return s.str();
+}
+
+std::string_view mainloop_name(Mainloop m) { return m == Mainloop::Wgmma ? "wgmma" : "ffma"; }
+
+int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
+  const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
+  return (t.stages + (three_tf32 ? 3 : 0)) * stage + 1024;
+}
+
+Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
+  auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
+  if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128 (one or two consumer warpgroups)");
+  if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
+  if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
+  if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
+  if (wgmma_smem_bytes(t, three_tf32) > 227 * 1024)
+    return bad(std::to_string(wgmma_smem_bytes(t, three_tf32)) + " bytes of shared memory" +
+               (three_tf32 ? " (3xTF32 adds three lo tiles)" : "") + ", over the 227 KiB of sm_90");
+  return Status::success();
+}
+
 int RowConfig::group_for(int64_t row_len) const {
   if (row_len >= 2048) return threads;
   int g = 1;
@@ -71,7 +96,29 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     if (eq == std::string::npos) return Error("codegen config: expected key=value, got '" + item + "'");
     std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     int64_t num = 0;
-    if (key == "tile") {
+    if (key == "mainloop") {
+      if (val != "auto" && val != "ffma" && val != "wgmma")
+        return Error("codegen config: mainloop must be auto, ffma or wgmma, got '" + val + "'");
+      h.mainloop = val;
+    } else if (key == "wgmma_tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: wgmma_tile must be BMxBNxSTAGES[xGROUP], got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 3 && parts.size() != 4)
+        return Error("codegen config: wgmma_tile must be BMxBNxSTAGES[xGROUP], got '" + val + "'");
+      WgmmaConfig t;
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.stages = static_cast<int>(parts[2]);
+      if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
+      if (Status s = validate_wgmma(t, false); !s) return Error("codegen config: " + s.error().message);
+      h.wgmma = t;
+    } else if (key == "tile") {
       std::vector<int64_t> parts;
       std::string part;
       std::istringstream ps(val);
@@ -99,7 +146,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: tile, fuse_pool, fuse_reductions, conv_tap_table, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, fuse_pool, fuse_reductions, conv_tap_table, pointwise_threads, row_threads)");
     }
   }
   return h;
@@ -149,9 +196,10 @@ AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
   return geo;
 }
 
-PlanContext::PlanContext(const Graph& graph, Heuristics h)
+PlanContext::PlanContext(const Graph& graph, Heuristics h, std::string target_arch)
     : g(graph),
       heur(std::move(h)),
+      arch(std::move(target_arch)),
       users(graph.users()),
       leaf_expr(graph.nodes.size(), false),
       kernel_of(graph.nodes.size(), -1) {}

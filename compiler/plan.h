@@ -23,6 +23,18 @@ struct TileConfig {
   std::string str() const;  // "128x128x8 (8x8 per thread)"
 };
 
+// The anchor's mainloop: the SIMT FFMA loop (any arch, any layout) or the
+// sm_90a tensor-core pipeline (templates/gemm_wgmma.cuh: TMA + wgmma).
+enum class Mainloop { Simt, Wgmma };
+std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma"
+
+// The wgmma mainloop's tile (WgmmaTile) and rasterization.
+struct WgmmaConfig {
+  int bm = 128, bn = 256, stages = 4;
+  int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
+  std::string str() const;  // "128x256, 4 stages, raster group 8"
+};
+
 // Elementwise kernels over materialized tensors: one element per thread,
 // grid-stride loop.
 struct PointwiseConfig {
@@ -37,7 +49,9 @@ struct RowConfig {
 };
 
 struct Heuristics {
-  std::optional<TileConfig> tile;  // override for the anchor's tile
+  std::string mainloop = "auto";   // auto | ffma | wgmma (wgmma: an error where it cannot run)
+  std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
+  std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
@@ -46,12 +60,19 @@ struct Heuristics {
 };
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
-// spaces. Keys: tile=BMxBNxTMxTN[xBK], fuse_pool=0|1, fuse_reductions=0|1,
+// spaces. Keys: mainloop=auto|ffma|wgmma, tile=BMxBNxTMxTN[xBK],
+// wgmma_tile=BMxBNxSTAGES[xGROUP], fuse_pool=0|1, fuse_reductions=0|1,
 // conv_tap_table=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
 Status validate_tile(const TileConfig& t);
+
+// Shared memory (bytes) of a wgmma tile for operands of `elem_bytes`
+// (3xTF32 adds its lo tiles); WgmmaTile::kSmemBytes computes the same.
+int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
+// Checks a wgmma tile: shapes WgmmaTile instantiates, within 227 KiB.
+Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 
 // ---- the anchor's GEMM view --------------------------------------------------------
 
@@ -105,7 +126,11 @@ struct KernelPlan {
   // Reduce/Softmax/Pool: consumers of the root, fused into its store.
   Region region;
   std::vector<FusedTail> tails;  // Anchor only: the fused pool or row reductions
-  TileConfig tile;               // Anchor only
+  TileConfig tile;               // Anchor only: the SIMT tile
+  Mainloop mainloop = Mainloop::Simt;  // Anchor only
+  std::string mma_kind;          // Wgmma: bf16 | f16 | tf32 | f32x3 (fj::MmaKind)
+  WgmmaConfig wgmma;             // Wgmma only
+  int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : tile.bn; }  // anchor columns per tile
   std::vector<std::string> notes;
   std::string name;  // kernel name, set by the emitter
 };
@@ -126,11 +151,12 @@ struct Plan {
 struct PlanContext {
   const Graph& g;
   Heuristics heur;
+  std::string arch = "sm_90a";  // the target (CodegenOptions::arch)
   std::vector<std::vector<ValueId>> users;
   std::vector<bool> leaf_expr;  // inputs, constants, elementwise of those only
   std::vector<int> kernel_of;   // index into Plan::kernels, -1: not placed (or leaf_expr)
 
-  PlanContext(const Graph& graph, Heuristics h);
+  PlanContext(const Graph& graph, Heuristics h, std::string target_arch = "sm_90a");
   bool placed(ValueId v) const { return kernel_of[static_cast<size_t>(v)] >= 0; }
   bool is_output(ValueId v) const;
   const Node& node(ValueId v) const { return g.node(v); }

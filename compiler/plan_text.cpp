@@ -45,7 +45,10 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     const KernelPlan& kp = plan.kernels[k];
     s << "kernel " << k << " " << kp.name << " [" << kernel_kind_name(kp.kind) << "]";
     if (kp.root >= 0) s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
-    if (kp.kind == KernelKind::Anchor) s << ", tile " << kp.tile.str();
+    if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Wgmma)
+      s << ", wgmma " << kp.mma_kind << " tile " << kp.wgmma.str();
+    else if (kp.kind == KernelKind::Anchor)
+      s << ", tile " << kp.tile.str();
     if (kp.kind == KernelKind::RowFinish) {
       s << ", reads per-tile partials from scratch " << plan.partials.at(kp.root).sums;
     } else if (kp.root >= 0 && kp.kind != KernelKind::Anchor) {
@@ -90,6 +93,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
   if (kp.kind == KernelKind::Anchor) {
     const Node& a = g.node(kp.root);
     name += "_" + std::string(op_name(a.op));
+    if (kp.mainloop == Mainloop::Wgmma) name += "_wgmma_" + kp.mma_kind;  // the precision is a mainloop property
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));

@@ -24,12 +24,27 @@ struct BufferRef {
   bool operator==(const BufferRef&) const = default;
 };
 
+// A TMA tensor map (sm_90) over a buffer, passed by value as a
+// __grid_constant__ kernel parameter after the buffer parameters. The runtime
+// encodes it at each launch from the buffer's address: a row-major 2-D view
+// of `rows` x `cols` elements, tiles of box_rows x box_cols, 128-byte swizzle,
+// elements outside the view read as zero.
+struct TensorMapSpec {
+  BufferRef buffer;
+  int elem_bytes = 4;    // 2: bf16 / f16 (see `bf16`), 4: f32
+  bool bf16 = false;     // 2-byte elements: bf16 rather than f16
+  int64_t rows = 0, cols = 0;
+  int box_rows = 0, box_cols = 0;
+  bool operator==(const TensorMapSpec&) const = default;
+};
+
 struct LaunchSpec {
   std::string kernel;                     // __global__ name in Program::source
   std::array<unsigned, 3> grid{1, 1, 1};
   std::array<unsigned, 3> block{1, 1, 1};
   unsigned shared_bytes = 0;              // dynamic shared memory per block
   std::vector<BufferRef> args;            // parameters, in order
+  std::vector<TensorMapSpec> tensor_maps; // parameters after `args`, in order
 };
 
 struct ScratchSpec {

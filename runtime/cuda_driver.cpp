@@ -21,7 +21,8 @@ namespace {
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)     \
   X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) X(cuStreamDestroy)            \
   X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)                \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuDriverGetVersion)
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuDriverGetVersion)          \
+  X(cuTensorMapEncodeTiled)
 
 #define FJ_STRINGIFY(x) #x
 #define FJ_SYMBOL_NAME(x) FJ_STRINGIFY(x)
@@ -217,6 +218,26 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes) {
   FJ_TRY(cuda_init());
   return FJ_CU(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                static_cast<int>(bytes));
+}
+
+Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
+                            int64_t cols, int box_rows, int box_cols) {
+  static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap) && alignof(TensorMapBytes) == alignof(CUtensorMap));
+  FJ_TRY(cuda_init());
+  const int64_t row_bytes = cols * elem_bytes;
+  if (base % 16 || row_bytes % 16)
+    return Error("TMA needs 16-byte aligned tensors and rows: base address " + std::to_string(base) + ", row of " +
+                 std::to_string(row_bytes) + " bytes");
+  const CUtensorMapDataType type = elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : bf16          ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return FJ_CU(cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap*>(&out), type, 2,
+               reinterpret_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,

@@ -39,7 +39,9 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
   for (size_t i = 0; i < program.launches.size(); ++i) {
     const LaunchSpec& spec = program.launches[i];
     const std::string launch_where = where + " launch " + std::to_string(i) + " (" + spec.kernel + ")";
-    for (const BufferRef& ref : spec.args) {
+    std::vector<BufferRef> refs = spec.args;
+    for (const TensorMapSpec& t : spec.tensor_maps) refs.push_back(t.buffer);
+    for (const BufferRef& ref : refs) {
       int limit = ref.kind == BufferKind::Input    ? num_inputs
                   : ref.kind == BufferKind::Output ? num_outputs
                                                    : num_scratch;
@@ -55,7 +57,7 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
         return Error(launch_where + ": cannot allow " + std::to_string(spec.shared_bytes) +
                      " bytes of shared memory: " + s.error().message);
     }
-    lp->launches_.push_back(Launch{*fn, spec.grid, spec.block, spec.shared_bytes, spec.args});
+    lp->launches_.push_back(Launch{*fn, spec.grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps});
   }
 
   for (const ScratchSpec& s : program.scratch) {
@@ -97,18 +99,29 @@ Status LoadedProgram::run(const std::vector<CUdeviceptr>& inputs,
 Status LoadedProgram::enqueue(const std::vector<CUdeviceptr>& inputs,
                               const std::vector<CUdeviceptr>& outputs, CUstream stream) {
   std::vector<CUdeviceptr> values;
+  std::vector<TensorMapBytes> maps;
   std::vector<void*> params;
+  auto address = [&](const BufferRef& ref) {
+    auto idx = static_cast<size_t>(ref.index);
+    return ref.kind == BufferKind::Input    ? inputs[idx]
+           : ref.kind == BufferKind::Output ? outputs[idx]
+                                            : scratch_[idx].ptr();
+  };
   for (size_t i = 0; i < launches_.size(); ++i) {
     const Launch& l = launches_[i];
     values.clear();
-    for (const BufferRef& ref : l.args) {
-      auto idx = static_cast<size_t>(ref.index);
-      values.push_back(ref.kind == BufferKind::Input    ? inputs[idx]
-                       : ref.kind == BufferKind::Output ? outputs[idx]
-                                                        : scratch_[idx].ptr());
+    for (const BufferRef& ref : l.args) values.push_back(address(ref));
+    maps.resize(l.tensor_maps.size());  // encoded per launch: they hold the buffers' addresses
+    for (size_t t = 0; t < l.tensor_maps.size(); ++t) {
+      const TensorMapSpec& m = l.tensor_maps[t];
+      Status s = encode_tensor_map_2d(maps[t], address(m.buffer), m.elem_bytes, m.bf16, m.rows, m.cols, m.box_rows,
+                                      m.box_cols);
+      if (!s) return Error("launch " + std::to_string(i) + ": " + kind_name(m.buffer.kind) + " " +
+                           std::to_string(m.buffer.index) + ": " + s.error().message);
     }
     params.clear();
     for (CUdeviceptr& v : values) params.push_back(&v);
+    for (TensorMapBytes& m : maps) params.push_back(&m);
     Status s = launch_kernel(l.function, l.grid, l.block, l.shared_bytes, stream,
                              params.empty() ? nullptr : params.data());
     if (!s) return Error("launch " + std::to_string(i) + ": " + s.error().message);

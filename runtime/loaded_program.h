@@ -44,6 +44,7 @@ class LoadedProgram {
     std::array<unsigned, 3> grid{}, block{};
     unsigned shared_bytes = 0;
     std::vector<BufferRef> args;
+    std::vector<TensorMapSpec> tensor_maps;
   };
   LoadedProgram() = default;
   Status enqueue(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,

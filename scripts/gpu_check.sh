@@ -7,7 +7,10 @@
 #   memcheck  compute-sanitizer memcheck on the seeds at reduced size
 #   tune      `fusejit tune` on the three seeds + the GPU autotune test
 #   python    the C API test and the Python bridge's pytest suite
+#   gemm      the GEMM mainloop tests (GpuGemm, CodegenWgmma: SASS + spills) and
+#             `fusejit run` on linear chains of the GEMM bench shapes, each mode
 #   bench     bench/bench.py against PyTorch (BENCH_ARGS passes options)
+#   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
@@ -81,6 +84,39 @@ stage_python() {
   ( "$build/capi/c_api_test" && PYTHONPATH=python FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so" \
       python3 -m pytest -q python/tests ) > "$out/python.log" 2>&1
   note "c api + python: rc=$? $(tail -1 "$out/python.log")"
+}
+
+# A linear chain spec: gemm_spec PRECISION M K N -> path
+gemm_spec() {
+  local p=$1 m=$2 k=$3 n=$4 f="/tmp/gemm_$1_$2x$3x$4.yaml"
+  printf 'name: gemm_%s_%sx%sx%s\nprecision: %s\ninputs:\n  - {name: x, shape: [%s, %s]}\n  - {name: w, shape: [%s, %s]}\n  - {name: b, shape: [%s]}\nops:\n  - {name: y0, op: linear, args: [x, w]}\n  - {name: y1, op: add, args: [y0, b]}\n  - {name: y, op: relu, args: [y1]}\noutputs: [y]\n' \
+    "$p" "$m" "$k" "$n" "$p" "$m" "$k" "$n" "$k" "$n" > "$f"
+  echo "$f"
+}
+
+stage_gemm() {
+  timeout 500 "$build/tests/fusejit_tests" --gtest_filter='GpuGemm*:CodegenWgmma*' > "$out/gemm_tests.log" 2>&1
+  note "gemm tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gemm_tests.log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED|rel_l2" "$out/gemm_tests.log" | head -30
+  : > "$out/gemm_runs.log"
+  for p in ${GEMM_MODES:-bf16 f16 tf32 fp32}; do
+    for shape in ${GEMM_SHAPES:-"4096 4096 4096" "1024 8192 8192" "8192 8192 8192" "100 1000 500"}; do
+      set -- $shape
+      local spec log
+      spec=$(gemm_spec "$p" "$1" "$2" "$3")
+      log=$(timeout 120 "$build/fusejit" run "$spec" --iters 20 2>&1)
+      echo "== $spec"$'\n'"$log" >> "$out/gemm_runs.log"
+      local ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
+      local tf=$(python3 -c "print(f'{2*$1*$2*$3/($ms*1e-3)/1e12:.0f}')" 2>/dev/null)
+      note "run $p ${1}x${2}x${3}: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms ${tf:-?} TFLOP/s $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1) $(echo "$log" | grep -o 'fj_linear[a-z0-9_]*' | head -1)"
+    done
+  done
+}
+
+stage_gemmbench() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_gemm.py --out "$out" ${GEMM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gemm.log" | tail -60
+  note "gemm bench: rc=${PIPESTATUS[0]}"
 }
 
 stage_bench() {

@@ -14,7 +14,10 @@
 // rather than kRows * kCols times.
 //
 // m and n are GEMM coordinates (tile offset applied). Functors must not touch
-// shared memory; all threads of the block must call the epilogue.
+// shared memory; every thread that holds a fragment (Frag::kThreads of them,
+// frag.thread() in [0, kThreads), synchronized by Frag::sync()) must call the
+// epilogue: the whole block for SIMT tiles, the consumer warpgroups of a
+// warp-specialized mainloop.
 #pragma once
 
 #include "fusejit/fj_common.cuh"
@@ -80,8 +83,8 @@ __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, flo
         if (c >= 0 && c < kChunk) smem[c * kStride + frag.row(i)] = frag.acc[i][j];
       }
     }
-    __syncthreads();
-    for (int o = threadIdx.x; o < P * kChunk; o += kThreads) {
+    Frag::sync();
+    for (int o = frag.thread(); o < P * kChunk; o += kThreads) {
       const int w = o % P, c = o / P;
       const int n = n0 + c0 + c;
       if (n >= N) continue;
@@ -93,7 +96,7 @@ __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, flo
       if (!kMax) v = v / (float)kQArea;
       store(v, m0, w, n);
     }
-    __syncthreads();
+    Frag::sync();
   }
 }
 
@@ -102,7 +105,7 @@ __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, flo
 // row_max[r] = smem[(S+1)*BM + r] with total[r] = sum(exp(v - row_max[r]))
 // (S = Frag::kRowSharers). Per-thread partials are combined per row in a
 // fixed order: deterministic. value must be pure (logsumexp calls it twice).
-// Needs (S + 2) * BM floats of smem; ends with a __syncthreads().
+// Needs (S + 2) * BM floats of smem; ends with Frag::sync().
 template <class Op, int BM, int kThreads, class Frag, class ValueF>
 __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                  const ValueF& value) {
@@ -121,13 +124,13 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
         part[frag.row_sharer() * BM + r] = m0 + r < M ? partial(g, q, m0 + r) : identity;
       }
     }
-    __syncthreads();
-    for (int r = threadIdx.x; r < BM; r += kThreads) {
+    Frag::sync();
+    for (int r = frag.thread(); r < BM; r += kThreads) {
       float a = identity;
       for (int s = 0; s < S; ++s) a = combine(a, part[s * BM + r]);
       total[r] = a;
     }
-    __syncthreads();
+    Frag::sync();
   };
   if constexpr (Op::kLogSumExp) {
     reduce_rows(
@@ -139,8 +142,8 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
           return a;
         },
         [](float a, float b) { return max_nan(a, b); }, neg_inf());
-    for (int r = threadIdx.x; r < BM; r += kThreads) row_max[r] = total[r];
-    __syncthreads();
+    for (int r = frag.thread(); r < BM; r += kThreads) row_max[r] = total[r];
+    Frag::sync();
     reduce_rows(
         [&](int g, int q, int m) {
           const float mx = row_max[m - m0];
@@ -176,14 +179,14 @@ __device__ __forceinline__ void tile_row_reduce(const Frag& frag, int m0, int M,
   tile_row_combine<Op, BM, kThreads>(frag, m0, 0, M, N, smem, value);
   const float* total = smem + Frag::kRowSharers * BM;
   const float* row_max = total + BM;
-  for (int r = threadIdx.x; r < BM; r += kThreads) {
+  for (int r = frag.thread(); r < BM; r += kThreads) {
     if (m0 + r >= M) continue;
     if constexpr (Op::kLogSumExp)
       store(is_finite(row_max[r]) ? row_max[r] + logf(total[r]) : row_max[r], m0 + r);
     else
       store(total[r], m0 + r);
   }
-  __syncthreads();
+  Frag::sync();
 }
 
 // A row reduction over an N wider than the tile: this tile's partial of each
@@ -196,9 +199,9 @@ __device__ __forceinline__ void tile_row_partials(const Frag& frag, int m0, int 
   tile_row_combine<Op, BM, kThreads>(frag, m0, n0, M, N, smem, value);
   const float* total = smem + Frag::kRowSharers * BM;
   const float* row_max = total + BM;
-  for (int r = threadIdx.x; r < BM; r += kThreads)
+  for (int r = frag.thread(); r < BM; r += kThreads)
     if (m0 + r < M) store(total[r], Op::kLogSumExp ? row_max[r] : 0.f, m0 + r);
-  __syncthreads();
+  Frag::sync();
 }
 
 // Combines kTiles per-tile partials of one row, in tile order: partial(t)

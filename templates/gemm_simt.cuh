@@ -24,6 +24,9 @@
 //   void set(int g, int q, int j, float v); //   (q, j compile-time once unrolled)
 //   static constexpr int kRowSharers;       // threads holding parts of one row
 //   int row_sharer() const;                 // this thread's index among them
+//   static constexpr int kThreads;          // threads holding fragments
+//   int thread() const;                     // this thread's index among them
+//   static void sync();                     // barrier among exactly those threads
 // Rows x cols is a cartesian product per thread (true for SIMT tiles and for
 // the mma.sync / wgmma accumulator layouts alike).
 #pragma once
@@ -62,6 +65,7 @@ struct SimtFragment {
   static constexpr int kRows = Tile::TM, kCols = Tile::TN;
   static constexpr int kRowSharers = Tile::kThreadsN;
   static constexpr int kRowUnroll = Tile::VM;
+  static constexpr int kThreads = Tile::kThreads;
   float acc[kRows][kCols];
   int tm, tn;
 
@@ -80,6 +84,8 @@ struct SimtFragment {
     return tn * Tile::VN + j % Tile::VN + (j / Tile::VN) * (Tile::kThreadsN * Tile::VN);
   }
   __device__ __forceinline__ int row_sharer() const { return tn; }
+  __device__ __forceinline__ int thread() const { return threadIdx.x; }
+  static __device__ __forceinline__ void sync() { __syncthreads(); }
   // acc[g*kRowUnroll + q][j] for a run-time g: epilogues roll their loop over
   // row groups (less code) and the fragment stays in registers (selects
   // between kRows/kRowUnroll candidates, no local memory).

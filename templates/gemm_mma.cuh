@@ -1,0 +1,424 @@
+// fusejit/gemm_mma.cuh — the sm_80+ tensor-core GEMM mainloop: mma.sync
+// (inline PTX) fed by a cp.async multi-stage shared-memory pipeline and
+// ldmatrix, for linear / matmul (and later implicit-GEMM conv) anchors.
+//
+// C[m][n] = sum_k A[m][k] * B[k][n] for one BM x BN tile, fp32 accumulation.
+// Precision kinds (tag types in fj::mma, chosen by the caller):
+//   BF16, F16   operands bf16 / f16 in global memory, m16n8k16
+//   TF32        operands fp32, rounded to tf32 (cvt.rna) when read from smem, m16n8k8
+//   F32x3       3xTF32, fp32-accurate: x = hi + lo (hi = tf32(x), lo = tf32(x - hi)),
+//               acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
+// The header never names __half / __nv_bfloat16 (no cuda_fp16.h needed for
+// fp32 programs): loaders only need sizeof(Elem) == Kind::kElemBytes.
+//
+// Shared memory: kStages ring of A [BM][BK] and B ([BN][BK], or [BK][BN] for
+// KN-major B) tiles; 16-byte chunks of each row are XOR-swizzled so that
+// cp.async stores, ldmatrix (.trans for 16-bit KN B) and the scalar fp32 KN B
+// reads are bank-conflict free (smem 128-byte aligned; 16 is required).
+//
+// Loader interface (MmaRowMajorA / MmaNKMajorB / MmaKNMajorB below):
+//   using Elem;                          // global element type
+//   static constexpr bool kKContiguous;  // smem tile [rows][BK] (true) or [BK][BN]
+//   template <class Layout, int kThreads>
+//   void load(unsigned smem_dst, int mn0, int k0, int thread) const;
+//     issues (cp.async or plain stores) the tile at (mn0 = m0 or n0, k0) into
+//     Layout (mma::SmemTile), zero outside the problem; no commit, no wait.
+//
+// The fragment (MmaFragment) implements the interface documented in
+// gemm_simt.cuh; it is the mma.sync m16n8 accumulator layout.
+#pragma once
+
+#include "fusejit/fj_common.cuh"
+
+namespace fj {
+namespace mma {
+
+enum Op { kOpBf16, kOpF16, kOpTf32 };
+struct BF16 { static constexpr int kElemBytes = 2, kK = 16; static constexpr Op kOp = kOpBf16; static constexpr bool kSplit = false; };
+struct F16 { static constexpr int kElemBytes = 2, kK = 16; static constexpr Op kOp = kOpF16; static constexpr bool kSplit = false; };
+struct TF32 { static constexpr int kElemBytes = 4, kK = 8; static constexpr Op kOp = kOpTf32; static constexpr bool kSplit = false; };
+struct F32x3 { static constexpr int kElemBytes = 4, kK = 8; static constexpr Op kOp = kOpTf32; static constexpr bool kSplit = true; };
+
+__host__ __device__ constexpr bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// Shared-memory tile: kRows rows of kRowBytes bytes, in 16-byte chunks.
+// Swizzled (kPadded false): chunk ch of row r sits at ch ^ x(r), so the 8 rows
+// an ldmatrix phase reads (same logical chunk) hit 8 different 16-byte bank
+// groups. Padded: rows kPadBytes apart from the bank pattern of the previous
+// row, for fp32 [k][n] B read by scalar loads (rows t, t+4 of 4 consecutive t,
+// 8 consecutive floats each: conflict free when kRowBytes % 128 == 0).
+constexpr int kPadBytes = 32;
+template <int kRows_, int kRowBytes, bool kPadded>
+struct SmemTile {
+  static constexpr int kRows = kRows_, kChunksPerRow = kRowBytes / 16;
+  static constexpr int kStride = kRowBytes + (kPadded ? kPadBytes : 0), kBytes = kRows * kStride;
+  static constexpr int kSpan = kChunksPerRow < 8 ? kChunksPerRow : 8;          // chunks that get XORed
+  static constexpr int kRowsPerLine = kChunksPerRow < 8 ? 8 / kChunksPerRow : 1;  // rows per 128 bytes
+  static constexpr int kPeriod = kPadded ? 1 : 8;  // rows after which the chunk pattern repeats
+  static_assert(kRowBytes % 16 == 0 && is_pow2(kChunksPerRow), "smem rows: a power of two of 16-byte chunks");
+  static __device__ __forceinline__ unsigned offset(unsigned r, unsigned ch) {
+    return r * kStride + ((kPadded ? ch : ch ^ ((r / kRowsPerLine) % kSpan)) << 4);
+  }
+};
+
+// ---- PTX wrappers --------------------------------------------------------------
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void st_shared_u16(unsigned dst, unsigned short v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst), "h"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_shared_u32(unsigned src) {
+  unsigned v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(src));
+  return v;
+}
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned src) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(src));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned src) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(src));
+}
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// 3xTF32 split of raw fp32 bits. The mask makes hi an exact fp32 value; lo is
+// 0 when hi is Inf/NaN (hi alone carries it).
+__device__ __forceinline__ void split_tf32(unsigned x, unsigned& hi, unsigned& lo) {
+  constexpr unsigned kTf32Mask = 0xffffe000u;  // sign, exponent, 10 mantissa bits
+  const float f = __uint_as_float(x);
+  hi = to_tf32(f) & kTf32Mask;
+  const float h = __uint_as_float(hi);
+  lo = to_tf32(fabsf(h) < inf() ? f - h : 0.f);
+}
+
+// d (4 fp32: rows g, g, g+8, g+8 x cols 2t, 2t+1) += a * b, one mma.sync.
+template <Op kOp>
+__device__ __forceinline__ void mma_op(float& d0, float& d1, float& d2, float& d3, const unsigned (&a)[4],
+                                       const unsigned (&b)[2]) {
+  if constexpr (kOp == kOpBf16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else if constexpr (kOp == kOpF16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// acc += A (MI 16-row subtiles) * B (NI 8-col subtiles) for one k step.
+template <Op kOp, int MI, int NI>
+__device__ __forceinline__ void mma_warp_tile(float (&acc)[2 * MI][2 * NI], const unsigned (&a)[MI][4],
+                                              const unsigned (&b)[NI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+      mma_op<kOp>(acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1], acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1],
+                  a[mi], b[ni]);
+}
+
+template <class Kind, int MI, int NI>
+__device__ __forceinline__ void mma_step(float (&acc)[2 * MI][2 * NI], unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
+  if constexpr (Kind::kSplit) {
+    unsigned al[MI][4], bl[NI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], a[mi][q], al[mi][q]);
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) split_tf32(b[ni][q], b[ni][q], bl[ni][q]);
+    mma_warp_tile<kOpTf32>(acc, al, b);  // a_lo * b_hi
+    mma_warp_tile<kOpTf32>(acc, a, bl);  // a_hi * b_lo
+    mma_warp_tile<kOpTf32>(acc, a, b);   // a_hi * b_hi
+  } else {
+    if constexpr (Kind::kOp == kOpTf32) {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) a[mi][q] = to_tf32(__uint_as_float(a[mi][q]));
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) b[ni][q] = to_tf32(__uint_as_float(b[ni][q]));
+    }
+    mma_warp_tile<Kind::kOp>(acc, a, b);
+  }
+}
+
+// Copies the Layout::kRows x (chunks * 16 bytes) tile at (r0, c0) of the
+// global R x C matrix p[r * LD + c] into Layout at dst; zero outside. Copy
+// width: 16-byte cp.async when rows are 16-byte aligned (LD * sizeof(T) % 16
+// == 0, base pointer 16-byte aligned: the caller's guarantee), else 4-byte
+// cp.async, else (16-bit with odd LD) element-wise loads and stores.
+// Thread tid copies chunk tid % CH of rows tid / CH + i * kRowStep.
+template <class T, int R, int C, long long LD, class Layout, int kThreads>
+__device__ __forceinline__ void copy_tile(const T* __restrict__ p, unsigned dst, int r0, int c0, int tid) {
+  constexpr int E = sizeof(T), kPerChunk = 16 / E, CH = Layout::kChunksPerRow;
+  constexpr int kVec = (LD * E) % 16 == 0 ? 16 : (LD * E) % 4 == 0 ? 4 : E;
+  static_assert(kThreads % CH == 0, "a tile row must not be wider than the block");
+  constexpr int kRowStep = kThreads / CH, kIters = ceil_div(Layout::kRows, kRowStep);
+  const int tr = tid / CH, tc = tid % CH;
+  int rows_left = R - (r0 + tr);
+  const int cols_left = C - (c0 + tc * kPerChunk);
+  // Opaque per call: the row tests are redone per k tile (one compare each)
+  // rather than hoisted out of the k loop, where they would pin registers.
+  asm volatile("" : "+r"(rows_left));
+  const T* g = p + (long long)(r0 + tr) * LD + (c0 + tc * kPerChunk);  // dereferenced only in bounds
+  const int chunk_bytes = cols_left <= 0 ? 0 : cols_left >= kPerChunk ? 16 : cols_left * E;
+  const unsigned s0 = dst + Layout::offset(tr, tc);
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    if (Layout::kRows % kRowStep != 0 && tr + i * kRowStep >= Layout::kRows) break;
+    const unsigned s = kRowStep % Layout::kPeriod == 0 ? s0 + i * kRowStep * Layout::kStride
+                                                       : dst + Layout::offset(tr + i * kRowStep, tc);
+    const T* src = g + i * kRowStep * LD;
+    const bool row_ok = i * kRowStep < rows_left;
+    if constexpr (kVec == 16) {
+      const int bytes = row_ok ? chunk_bytes : 0;
+      cp_async16(s, bytes ? src : p, bytes);
+    } else if constexpr (kVec == 4) {
+      constexpr int kPer = 4 / E;
+#pragma unroll
+      for (int j = 0; j < 16 / 4; ++j) {
+        const int l = cols_left - j * kPer;
+        const int bytes = !row_ok || l <= 0 ? 0 : l >= kPer ? 4 : l * E;
+        cp_async4(s + 4 * j, bytes ? src + j * kPer : p, bytes);
+      }
+    } else {
+      static_assert(E == 2, "element-wise staging is for 16-bit types");
+      const unsigned short* s16 = reinterpret_cast<const unsigned short*>(src);
+#pragma unroll
+      for (int j = 0; j < kPerChunk; ++j)
+        st_shared_u16(s + 2 * j, row_ok && j < cols_left ? s16[j] : (unsigned short)0);
+    }
+  }
+}
+
+template <bool B, class X, class Y>
+struct Conditional { using type = X; };
+template <class X, class Y>
+struct Conditional<false, X, Y> { using type = Y; };
+
+}  // namespace mma
+
+// ---- loaders ---------------------------------------------------------------------
+// Extents and leading dimensions are compile-time; p is the run-time base
+// (16-byte aligned: the caller guarantees it).
+
+// A[m][k] = p[m * LDA + k] (linear's x, matmul's A).
+template <class T, int M, int K, long long LDA>
+struct MmaRowMajorA {
+  using Elem = T;
+  static constexpr bool kKContiguous = true;
+  const T* __restrict__ p;
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ void load(unsigned dst, int m0, int k0, int tid) const {
+    mma::copy_tile<T, M, K, LDA, Layout, kThreads>(p, dst, m0, k0, tid);
+  }
+};
+
+// B[k][n] = p[n * LDB + k] (linear's weight, stored [N][K]).
+template <class T, int N, int K, long long LDB>
+struct MmaNKMajorB {
+  using Elem = T;
+  static constexpr bool kKContiguous = true;
+  const T* __restrict__ p;
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ void load(unsigned dst, int n0, int k0, int tid) const {
+    mma::copy_tile<T, N, K, LDB, Layout, kThreads>(p, dst, n0, k0, tid);
+  }
+};
+
+// B[k][n] = p[k * LDB + n] (matmul's B, stored [K][N]).
+template <class T, int N, int K, long long LDB>
+struct MmaKNMajorB {
+  using Elem = T;
+  static constexpr bool kKContiguous = false;
+  const T* __restrict__ p;
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ void load(unsigned dst, int n0, int k0, int tid) const {
+    mma::copy_tile<T, K, N, LDB, Layout, kThreads>(p, dst, k0, n0, tid);
+  }
+};
+
+// ---- tile policy and fragment ------------------------------------------------------
+
+// Block tile BM x BN x BK, warp tile WM x WN, kStages-deep cp.async ring.
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_>
+struct MmaTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, kStages = kStages_;
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kMI = WM / 16, kNI = WN / 8;  // mma subtiles per warp
+  // Dynamic shared memory of the mainloop, in bytes: elem_bytes = Kind::kElemBytes,
+  // b_kn = B is KN-major (!BLoader::kKContiguous; fp32 KN rows are padded).
+  __host__ __device__ static constexpr int smem_bytes(int elem_bytes, bool b_kn) {
+    return kStages * (BM * BK * elem_bytes + (b_kn && elem_bytes == 4 ? BK * (BN * 4 + mma::kPadBytes)
+                                                                       : BN * BK * elem_bytes));
+  }
+  static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must split the block tile");
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile: multiples of 16 x 16");
+  static_assert(kThreads <= 1024, "at most 1024 threads");
+  static_assert(kStages >= 2, "at least two stages");
+  static_assert(mma::is_pow2(BK) && BK >= 8 && BK <= 128, "BK: a power of two in [8, 128]");
+};
+
+// Warp w holds rows [wm, wm + WM) and cols [wn, wn + WN); lane (g = lane/4,
+// t = lane%4) of it: rows wm + 16*mi + g + {0, 8}, cols wn + 8*ni + 2t + {0, 1}.
+// acc[2*mi + h][2*ni + e] is (row wm + 16*mi + 8*h + g, col wn + 8*ni + 2t + e).
+template <class Tile>
+struct MmaFragment {
+  static constexpr int kRows = 2 * Tile::kMI, kCols = 2 * Tile::kNI;
+  static constexpr int kRowUnroll = 2;  // the two rows of one 16-row subtile
+  static constexpr int kRowSharers = 4 * Tile::kWarpsN;
+  static constexpr int kThreads = Tile::kThreads;
+  float acc[kRows][kCols];
+  int r0, c0, sharer;
+
+  __device__ __forceinline__ MmaFragment() : MmaFragment(threadIdx.x) {}
+  __device__ __forceinline__ explicit MmaFragment(int thread) {
+    const int lane = thread % 32, warp = thread / 32, warp_n = warp % Tile::kWarpsN;
+    r0 = (warp / Tile::kWarpsN) * Tile::WM + lane / 4;
+    c0 = warp_n * Tile::WN + 2 * (lane % 4);
+    sharer = warp_n * 4 + lane % 4;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) acc[i][j] = 0.f;
+  }
+  __device__ __forceinline__ int row(int i) const { return r0 + (i / 2) * 16 + (i % 2) * 8; }
+  __device__ __forceinline__ int col(int j) const { return c0 + (j / 2) * 8 + j % 2; }
+  __device__ __forceinline__ int row_sharer() const { return sharer; }
+  __device__ __forceinline__ int thread() const { return threadIdx.x; }
+  static __device__ __forceinline__ void sync() { __syncthreads(); }
+  __device__ __forceinline__ float pick(int g, int q, int j) const {
+    float v = acc[q][j];
+#pragma unroll
+    for (int h = 1; h < kRows / kRowUnroll; ++h) v = g == h ? acc[h * kRowUnroll + q][j] : v;
+    return v;
+  }
+  __device__ __forceinline__ void set(int g, int q, int j, float v) {
+#pragma unroll
+    for (int h = 0; h < kRows / kRowUnroll; ++h)
+      acc[h * kRowUnroll + q][j] = g == h ? v : acc[h * kRowUnroll + q][j];
+  }
+};
+
+// ---- the mainloop ------------------------------------------------------------------
+
+// Accumulates the tile at (m0, n0) over k in [0, K) into frag (which the
+// caller zeroes by constructing it). Every thread of the block calls it;
+// smem holds Tile::smem_bytes(Kind::kElemBytes, !BLoader::kKContiguous) bytes (dynamic shared memory,
+// 128-byte aligned). On return every thread has passed a __syncthreads()
+// after its last smem read and no cp.async is in flight: smem is free.
+template <class Tile, class Kind, class ALoader, class BLoader>
+__device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
+                                             MmaFragment<Tile>& frag, char* smem) {
+  constexpr int E = Kind::kElemBytes, S = Tile::kStages, BK = Tile::BK, BN = Tile::BN, T = Tile::kThreads;
+  constexpr int MI = Tile::kMI, NI = Tile::kNI, kStepChunks = 2;  // one k step: 32 bytes of k
+  constexpr bool kBKN = !BLoader::kKContiguous;
+  constexpr bool kScalarB = kBKN && E == 4;  // fp32 [k][n]: ldmatrix cannot transpose 32-bit
+  static_assert(sizeof(typename ALoader::Elem) == E && sizeof(typename BLoader::Elem) == E,
+                "operand element size does not match the precision kind");
+  static_assert(ALoader::kKContiguous, "A must be k-contiguous");
+  static_assert(BK * E >= 32, "BK below one mma k step");
+  static_assert(!kScalarB || BN % 32 == 0, "fp32 KN-major B: BN a multiple of 32 (conflict-free padding)");
+  using LA = mma::SmemTile<Tile::BM, BK * E, false>;
+  using LB = typename mma::Conditional<kBKN, mma::SmemTile<BK, BN * E, kScalarB>,
+                                       mma::SmemTile<BN, BK * E, false>>::type;
+  static_assert(S * (LA::kBytes + LB::kBytes) == Tile::smem_bytes(E, kBKN), "smem_bytes out of date");
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem)), sb = sa + S * LA::kBytes;
+  const int k_tiles = ceil_div(K, BK);
+
+  constexpr int KS = BK / Kind::kK;  // mma k steps per k tile
+  int write_stage = 0, read_stage = 0;
+  auto issue = [&](int kt) {  // one commit group per k tile (empty past the end)
+    if (kt < k_tiles) {
+      a.template load<LA, T>(sa + write_stage * LA::kBytes, m0, kt * BK, tid);
+      b.template load<LB, T>(sb + write_stage * LB::kBytes, n0, kt * BK, tid);
+    }
+    mma::cp_async_commit();
+    write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
+  };
+  // Fragments of k step kk of the stage at (as, bs).
+  auto load_frags = [&](unsigned as, unsigned bs, int kk, unsigned(&af)[MI][4], unsigned(&bf)[NI][2]) {
+    // A, 4 8x8 matrices (rows +0/+8) x (k chunk +0/+1): lane l gives row l%16, chunk l/16.
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      mma::ldsm_x4(af[mi], as + LA::offset(wm + mi * 16 + lane % 16, kk * kStepChunks + lane / 16));
+    if constexpr (kScalarB) {  // b0 = B[k = t][n = g], b1 = B[t + 4][g]
+      const int k = kk * Kind::kK + lane % 4;
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int n = wn + ni * 8 + lane / 4;
+        bf[ni][0] = mma::ld_shared_u32(bs + LB::offset(k, n / 4) + (n % 4) * 4);
+        bf[ni][1] = mma::ld_shared_u32(bs + LB::offset(k + 4, n / 4) + (n % 4) * 4);
+      }
+    } else {
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {  // two 8-col subtiles: matrices (n +0/+8) x (k +0/+1)
+        unsigned r[4];
+        if constexpr (kBKN)  // [k][n], 16-bit: lane l gives k row l%8 + 8*((l/8)%2), n chunk l/16
+          mma::ldsm_x4_trans(r, bs + LB::offset(kk * Kind::kK + lane % 8 + ((lane / 8) % 2) * 8,
+                                                (wn + nj * 16) / 8 + lane / 16));
+        else  // [n][k]: lane l gives n row l%8 + 8*(l/16), k chunk (l/8)%2
+          mma::ldsm_x4(r, bs + LB::offset(wn + nj * 16 + lane % 8 + (lane / 16) * 8,
+                                          kk * kStepChunks + (lane / 8) % 2));
+        bf[2 * nj][0] = r[0];
+        bf[2 * nj][1] = r[1];
+        bf[2 * nj + 1][0] = r[2];
+        bf[2 * nj + 1][1] = r[3];
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue(s);
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    mma::cp_async_wait<S - 2>();  // k tile kt has landed (this thread's copies) ...
+    __syncthreads();              // ... everyone's; and the stage of tile kt-1 is free
+    issue(kt + S - 1);
+    const unsigned as = sa + read_stage * LA::kBytes, bs = sb + read_stage * LB::kBytes;
+    read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
+    // Fragments double-buffered: step kk+1 is read while step kk's mmas run.
+    unsigned af[2][MI][4], bf[2][NI][2];
+    load_frags(as, bs, 0, af[0], bf[0]);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      if (kk + 1 < KS) load_frags(as, bs, kk + 1, af[(kk + 1) % 2], bf[(kk + 1) % 2]);
+      mma::mma_step<Kind>(frag.acc, af[kk % 2], bf[kk % 2]);
+    }
+  }
+  mma::cp_async_wait<0>();
+  __syncthreads();
+}
+
+}  // namespace fj

@@ -1,0 +1,276 @@
+// fusejit/gemm_wgmma.cuh — the Hopper (sm_90a) tensor-core GEMM mainloop.
+//
+// C[m][n] = sum_k A[m][k] * B[n][k] for one BM x BN output tile, both
+// operands K-major (linear's x[M][K] and W[N][K]). Warp-specialized:
+//   warpgroup 0        producer: one thread issues TMA loads of A and B
+//                      k-tiles into a kStages ring (128-byte swizzle)
+//   warpgroups 1..C    consumers (C = BM / 64): each runs wgmma on its 64
+//                      rows x BN and keeps the fp32 accumulators
+// synchronized by mbarriers: full[s] (TMA bytes landed) and empty[s] (every
+// consumer warp done reading stage s). TMA zero-fills rows and k outside the
+// tensor, so any M, N, K works; the tensor maps (runtime-encoded, passed as
+// __grid_constant__ parameters) need 16-byte aligned rows.
+//
+// Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
+// operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
+// fp32-accurate: x = hi + lo with hi the tf32 part of x; consumers write the
+// lo parts of each stage to shared memory and accumulate lo*hi + hi*lo + hi*hi).
+//
+// The accumulator fragment (WgmmaFragment) has the interface documented in
+// gemm_simt.cuh; only consumer threads hold one, so the epilogue runs on
+// them (Frag::sync() is a named barrier over the consumers).
+#pragma once
+
+#include "fusejit/fj_common.cuh"
+#include "fusejit/wgmma_ops.cuh"
+
+namespace fj {
+
+// A TMA tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+enum class MmaKind { BF16, F16, TF32, F32x3 };
+
+namespace sm90 {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred ready;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// 2-D tile load: box at (c0 along the contiguous dim, c1 rows) -> dst, completing on bar.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor* map, unsigned long long* bar, int c0,
+                                            int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Shared-memory matrix descriptor of a K-major tile stored as 128-byte rows
+// with the 128-byte swizzle (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B):
+// 8-row groups 1024 bytes apart. The tile must be 1024-byte aligned; a k step
+// inside the row adds its byte offset / 16 to the start address.
+__device__ __forceinline__ unsigned long long sw128_desc(const void* tile) {
+  constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
+  return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (kGroupStride << 32) | (kSwizzle128 << 62);
+}
+
+// acc += A(64 x kStep) * B(kStep x BN), one wgmma of the kind.
+template <MmaKind kKind, int BN>
+__device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long a, unsigned long long b) {
+  if constexpr (kKind == MmaKind::BF16) {
+    if constexpr (BN == 64) mma_bf16_m64n64<0>(acc, a, b);
+    if constexpr (BN == 128) mma_bf16_m64n128<0>(acc, a, b);
+    if constexpr (BN == 256) mma_bf16_m64n256<0>(acc, a, b);
+  } else if constexpr (kKind == MmaKind::F16) {
+    if constexpr (BN == 64) mma_f16_m64n64<0>(acc, a, b);
+    if constexpr (BN == 128) mma_f16_m64n128<0>(acc, a, b);
+    if constexpr (BN == 256) mma_f16_m64n256<0>(acc, a, b);
+  } else {
+    if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b);
+    if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b);
+    if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b);
+  }
+}
+
+// The lo part of a 3xTF32 split: x minus its tf32 part (the tensor core
+// reads x's top 19 bits: a truncation, so lo has x's sign). Where that is 0,
+// and for Inf, lo is the smallest normal float with x's sign instead: then
+// Inf * lo in the cross terms has the sign hi * hi has (never Inf - Inf = NaN,
+// nor Inf * 0), at a cost of |other operand| * 2^-126 per product.
+__device__ __forceinline__ float tf32_residual(float x) {
+  const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+  const float lo = x - hi;  // NaN for Inf and NaN
+  return (lo == 0.f || fabsf(x) == fj::inf()) ? copysignf(1.17549435e-38f, x) : lo;
+}
+}  // namespace sm90
+
+// Tile policy. BK covers one 128-byte swizzle row of K.
+template <int BM_, int BN_, int kStages_, MmaKind kKind_>
+struct WgmmaTile {
+  static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
+  static constexpr MmaKind kKind = kKind_;
+  static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
+  static constexpr int BK = 128 / kElemBytes;
+  static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
+  static constexpr int kConsumers = BM / 64;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one stage
+  static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 3 : 0;
+  // Dynamic shared memory: the ring, 3xTF32's lo tiles, and 1 KiB of slack
+  // to align the ring to 1024 bytes (align_smem below).
+  static constexpr int kSmemBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB) + 1024;
+  // Registers per thread after setmaxnreg (producer / consumers).
+  static constexpr int kProducerRegs = 40, kConsumerRegs = kConsumers == 1 ? 240 : 232;
+  static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
+  static_assert(kStages >= 2, "at least two stages");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+};
+
+// Consumer thread t (0 <= t < kConsumerThreads) of warp w (of its warpgroup
+// c) holds rows 64c + 16w + lane/4 + {0, 8} and columns 8i + 2(lane%4) + {0, 1}.
+template <class Tile>
+struct WgmmaFragment {
+  static constexpr int kRows = 2, kCols = Tile::BN / 4;
+  static constexpr int kRowUnroll = 2;
+  static constexpr int kRowSharers = 4;
+  static constexpr int kThreads = Tile::kConsumerThreads;
+  float acc[kRows][kCols];
+  int t;
+
+  __device__ __forceinline__ WgmmaFragment() : t(threadIdx.x - 128) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) acc[i][j] = 0.f;
+  }
+  __device__ __forceinline__ int row(int i) const { return (t / 32) * 16 + (t % 32) / 4 + 8 * i; }
+  __device__ __forceinline__ int col(int j) const { return (j / 2) * 8 + 2 * (t % 4) + (j % 2); }
+  __device__ __forceinline__ int row_sharer() const { return t % 4; }
+  __device__ __forceinline__ int thread() const { return t; }
+  static __device__ __forceinline__ void sync() {
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+  }
+  __device__ __forceinline__ float pick(int, int q, int j) const { return acc[q][j]; }
+  // Both rows are unrolled (kRowUnroll == kRows): g is always 0.
+  __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
+};
+
+// The dynamic shared memory base rounded up to 1024 bytes (kSmemBytes has the slack).
+__device__ __forceinline__ char* align_smem_1024(char* p) {
+  const unsigned a = sm90::smem_addr(p);
+  return p + ((1024 - (a & 1023)) & 1023);
+}
+
+// Tile (m, n) of block `b` under grouped rasterization: `group` row tiles
+// sweep all column tiles together, so concurrent blocks share A and B in L2.
+struct TileCoord {
+  int m, n;
+};
+__device__ __forceinline__ TileCoord grouped_tile(int b, int m_tiles, int n_tiles, int group) {
+  const int per_group = group * n_tiles;
+  const int first_m = (b / per_group) * group;
+  const int rows = min(m_tiles - first_m, group);
+  const int r = b % per_group;
+  return {first_m + r % rows, r / rows};
+}
+
+// Runs the mainloop for the tile at (m0, n0) over k in [0, K); smem is the
+// 1024-aligned ring (align_smem_1024). Every thread of the block calls it.
+// Returns false on the producer warpgroup, which must then leave (it holds
+// no accumulators); consumers return with every wgmma complete and may reuse
+// the ring for the epilogue.
+template <class Tile>
+__device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const TmaDescriptor* b_map, int m0,
+                                               int n0, int K, WgmmaFragment<Tile>& frag, char* smem) {
+  constexpr int S = Tile::kStages, BK = Tile::BK;
+  constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
+  __shared__ __align__(8) unsigned long long full[S], empty[S];
+  char* a_ring = smem;
+  char* b_ring = smem + S * kA;
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int k_tiles = (K + BK - 1) / BK;
+
+  if (warpgroup == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(b_map) : "memory");
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % S;
+        if (kt >= S) sm90::mbar_wait(&empty[s], ((kt / S) & 1) ^ 1);
+        sm90::mbar_expect_tx(&full[s], kA + kB);
+        sm90::tma_load_2d(a_ring + s * kA, a_map, &full[s], kt * BK, m0);
+        sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, n0);
+      }
+    }
+    return false;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
+  const int rows_off = (warpgroup - 1) * 64 * 128;  // this warpgroup's 64 rows of A
+  const bool warp_leader = threadIdx.x % 32 == 0;
+  constexpr int kSteps = BK / Tile::kStepK;
+  constexpr int kStepBytes16 = 32 >> 4;  // one k step, in descriptor units
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int s = kt % S;
+    sm90::mbar_wait(&full[s], (kt / S) & 1);
+    const char* a = a_ring + s * kA + rows_off;
+    const char* b = b_ring + s * kB;
+    if constexpr (Tile::kKind == MmaKind::F32x3) {
+      // lo parts of this stage (A and B, same swizzled layout) into lo buffer kt % 3.
+      char* lo = smem + (S + kt % 3) * (kA + kB);
+      const float4* src_a = reinterpret_cast<const float4*>(a_ring + s * kA);
+      const float4* src_b = reinterpret_cast<const float4*>(b_ring + s * kB);
+      float4* lo_a = reinterpret_cast<float4*>(lo);
+      float4* lo_b = reinterpret_cast<float4*>(lo + kA);
+      auto split = [](float4 v) {
+        return make_float4(sm90::tf32_residual(v.x), sm90::tf32_residual(v.y), sm90::tf32_residual(v.z),
+                           sm90::tf32_residual(v.w));
+      };
+      for (int i = frag.thread(); i < kA / 16; i += Tile::kConsumerThreads) lo_a[i] = split(src_a[i]);
+      for (int i = frag.thread(); i < kB / 16; i += Tile::kConsumerThreads) lo_b[i] = split(src_b[i]);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
+      WgmmaFragment<Tile>::sync();
+      const unsigned long long a_hi = sm90::sw128_desc(a), b_hi = sm90::sw128_desc(b);
+      const unsigned long long a_lo = sm90::sw128_desc(lo + rows_off), b_lo = sm90::sw128_desc(lo + kA);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        const int d = k * kStepBytes16;
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_lo + d, b_hi + d);
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_hi + d, b_lo + d);
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_hi + d, b_hi + d);
+      }
+    } else {
+      const unsigned long long a_desc = sm90::sw128_desc(a), b_desc = sm90::sw128_desc(b);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)
+        sm90::mma<Tile::kKind, Tile::BN>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kStepBytes16);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
+    if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(kt - 1) % S]);
+  }
+  sm90::wgmma_wait<0>();
+  WgmmaFragment<Tile>::sync();  // every consumer done with the ring before the epilogue reuses it
+  return true;
+}
+
+}  // namespace fj

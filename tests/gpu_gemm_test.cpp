@@ -1,0 +1,151 @@
+// GPU: the GEMM mainloops against fp64. Linear chains over ragged shapes
+// (M = 1, odd N, K not a multiple of the tile's K, tiles hanging over every
+// edge) x precision (fp32 = 3xTF32, tf32, bf16, f16) x epilogue kind
+// (pointwise, gelu, x*sigmoid(x)*2, whole-row and partial row reductions),
+// with the default plan and with forced wgmma tiles, each at its mode's
+// tolerance with NaN-poisoned outputs (check_kernel). NaN and Inf inputs
+// propagate as in PyTorch. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fusejit/builder.h"
+#include "fusejit/engine.h"
+#include "runtime/cuda_driver.h"
+#include "fusejit/reference.h"
+#include "runtime/kernel_check.h"
+
+namespace fusejit {
+namespace {
+
+struct GemmCase {
+  Precision precision;
+  int64_t m, k, n;
+  std::string tail;  // bias_relu | gelu | swish2 | logsumexp | sum | max | mean
+};
+
+std::string label(const GemmCase& c) {
+  return std::string(precision_name(c.precision)) + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
+         std::to_string(c.n) + " " + c.tail;
+}
+
+Expected<Graph> build(const GemmCase& c) {
+  GraphBuilder g(c.precision, "gemm_case");
+  auto x = g.input("x", {c.m, c.k});
+  auto w = g.input("w", {c.n, c.k});
+  auto b = g.input("b", {c.n});
+  auto y = g.linear(x, w).add(b);
+  if (c.tail == "bias_relu") y = y.relu();
+  if (c.tail == "gelu") y = y.gelu();
+  if (c.tail == "swish2") {
+    auto s = y.sigmoid();
+    y = y.mul(s).mul(2.0);
+  }
+  if (c.tail == "logsumexp") y = y.logsumexp({-1});
+  if (c.tail == "sum") y = y.sum({-1}, true);
+  if (c.tail == "max") y = y.max({-1});
+  if (c.tail == "mean") y = y.mean({-1});
+  g.output("y", y);
+  return g.build();
+}
+
+std::vector<GemmCase> cases() {
+  std::vector<GemmCase> out;
+  const int64_t shapes[][3] = {{1, 64, 64},    {100, 1000, 500}, {257, 96, 130}, {129, 520, 257},
+                               {64, 4096, 64}, {300, 72, 1000},  {33, 37, 45},   {512, 256, 768}};
+  const char* tails[] = {"bias_relu", "gelu", "swish2", "logsumexp", "sum", "max", "mean"};
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
+    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], tails[t++ % 7]});
+  return out;
+}
+
+void run_cases(const std::string& config) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  CompileOptions opts;
+  opts.config = config;
+  CheckOptions check;
+  check.time = false;
+  check.samples = 20000;
+  int wgmma = 0;
+  for (const GemmCase& c : cases()) {
+    auto g = build(c);
+    ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
+    auto kernel = engine.compile(*g, opts);
+    if (!kernel) {
+      // A forced tile may not fit a shape (e.g. a whole-row reduction wider
+      // than the tile): that must be a clear codegen error, nothing else.
+      EXPECT_NE(kernel.error().str().find("codegen"), std::string::npos) << label(c) << ": " << kernel.error().str();
+      continue;
+    }
+    wgmma += (*kernel)->name().find("wgmma") != std::string::npos;
+    for (uint64_t seed : {1u, 2u}) {  // fresh inputs: the same function on any input
+      check.seed = seed * 7919 + static_cast<uint64_t>(c.m);
+      auto r = check_kernel(**kernel, *g, check);
+      ASSERT_TRUE(r) << label(c) << ": " << r.error().str();
+      EXPECT_TRUE(r->pass) << label(c) << " (" << (*kernel)->name() << ", config '" << config << "'):\n"
+                           << r->summary();
+    }
+  }
+  auto arch = Engine::device_arch();
+  if (arch && *arch == "sm_90a" && config.find("ffma") == std::string::npos)
+    EXPECT_GT(wgmma, 0) << "no case ran on the wgmma mainloop";
+}
+
+TEST(GpuGemm, DefaultPlansMatchReference) { run_cases(""); }
+TEST(GpuGemm, SmallWgmmaTilesMatchReference) { run_cases("wgmma_tile=64x64x2x1"); }
+TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"); }
+TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
+
+// NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
+// a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet).
+TEST(GpuGemm, NanAndInfPropagate) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}) {
+    const GemmCase c{p, 96, 128, 80, "gelu"};
+    auto g = build(c);
+    ASSERT_TRUE(g) << g.error().str();
+    auto kernel = engine.compile(*g);
+    ASSERT_TRUE(kernel) << kernel.error().str();
+    std::vector<HostTensor> inputs = make_random_inputs(*g, 99);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    inputs[0].data[3 * c.k + 5] = nan;   // row 3
+    inputs[0].data[7 * c.k + 9] = inf;   // row 7
+    inputs[0].data[11 * c.k + 2] = -inf; // row 11
+    std::vector<DeviceBuffer> buffers;
+    std::vector<DevicePtr> in, out;
+    for (const HostTensor& t : inputs) {
+      std::vector<uint8_t> bytes = to_device_bytes(t);
+      auto buf = DeviceBuffer::allocate(bytes.size());
+      ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok());
+      in.push_back(buf->ptr());
+      buffers.push_back(buf.take());
+    }
+    const TensorType& type = g->node(g->outputs[0].value).type;
+    auto y = DeviceBuffer::allocate(static_cast<size_t>(type.numel()) * dtype_size(type.dtype));
+    ASSERT_TRUE(y.ok() && y->fill_bytes(0xFF).ok());
+    out.push_back(y->ptr());
+    ASSERT_TRUE((*kernel)->launch(in, out).ok());
+    ASSERT_TRUE(device_synchronize().ok());
+    std::vector<uint8_t> bytes(y->size());
+    ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok());
+    HostTensor result = from_device_bytes(type, bytes.data());
+    auto ref = evaluate_reference(*g, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.error().str();
+    for (int64_t row : {3, 7, 11})
+      for (int64_t n = 0; n < c.n; ++n) {
+        const double r = (*ref)[0][row * c.n + n];
+        const float v = result.data[row * c.n + n];
+        if (std::isnan(r)) EXPECT_TRUE(std::isnan(v)) << label(c) << " row " << row << " col " << n << ": " << v;
+        else EXPECT_EQ(v, r) << label(c) << " row " << row << " col " << n;  // +-Inf, or gelu(-Inf) = 0
+      }
+    Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), p);
+    EXPECT_TRUE(cmp.pass) << label(c) << " (" << (*kernel)->name() << "): " << cmp.summary();
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
