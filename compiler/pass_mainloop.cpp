@@ -2,8 +2,9 @@
 // can read (K-major, rows of 16-byte multiples) runs on the wgmma pipeline in
 // the precision the graph asks for: bf16 / f16 operands natively, f32 in tf32
 // mode as TF32, f32 in fp32 mode as 3xTF32 (fp32-accurate). Everything else
-// keeps the SIMT FFMA mainloop, with a note saying why. `mainloop=ffma` in the
-// config forces SIMT; `mainloop=wgmma` makes ineligibility an error.
+// keeps the SIMT FFMA mainloop, with a note saying why. `mainloop=ffma` (or a
+// SIMT `tile=`) in the config forces SIMT; `mainloop=wgmma` makes
+// ineligibility an error.
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
@@ -29,10 +30,12 @@ std::string mma_kind(const Graph& g, const Node& anchor, std::string& why) {
 Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const Node& a = ctx.node(kp.root);
-  if (ctx.heur.mainloop == "ffma") {
-    kp.notes.push_back("mainloop: SIMT FFMA (mainloop=ffma in the config)");
+  if (ctx.heur.mainloop == "ffma" || (ctx.heur.mainloop == "auto" && ctx.heur.tile)) {
+    kp.notes.push_back(std::string("mainloop: SIMT FFMA (") +
+                       (ctx.heur.tile ? "the config sets its tile" : "mainloop=ffma in the config") + ")");
     return Status::success();
   }
+  if (ctx.heur.tile) return Error("codegen config: tile= sets the SIMT mainloop's tile, but mainloop=wgmma");
   std::string why, kind;
   if (ctx.arch != "sm_90a") {
     why = "the target is " + ctx.arch + ", not sm_90a";

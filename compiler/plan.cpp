@@ -24,7 +24,7 @@ std::string_view mainloop_name(Mainloop m) { return m == Mainloop::Wgmma ? "wgmm
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
-  return (t.stages + (three_tf32 ? 3 : 0)) * stage + 1024;
+  return (t.stages + (three_tf32 ? 2 : 0)) * stage + 1024;
 }
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
@@ -33,9 +33,11 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
+  if (three_tf32 && t.bn > 128)
+    return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > 227 * 1024)
     return bad(std::to_string(wgmma_smem_bytes(t, three_tf32)) + " bytes of shared memory" +
-               (three_tf32 ? " (3xTF32 adds three lo tiles)" : "") + ", over the 227 KiB of sm_90");
+               (three_tf32 ? " (3xTF32 adds two lo tiles)" : "") + ", over the 227 KiB of sm_90");
   return Status::success();
 }
 

@@ -69,7 +69,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config);
 Status validate_tile(const TileConfig& t);
 
 // Shared memory (bytes) of a wgmma tile for operands of `elem_bytes`
-// (3xTF32 adds its lo tiles); WgmmaTile::kSmemBytes computes the same.
+// (3xTF32 adds two lo tiles); WgmmaTile::kSmemBytes computes the same.
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
 // Checks a wgmma tile: shapes WgmmaTile instantiates, within 227 KiB.
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);

@@ -30,7 +30,7 @@ def wrapper(kind, types, k, trans, n):
     lines = []
     tmpl = "template <int kTransB>\n" if trans else ""
     lines.append(f"{tmpl}__device__ __forceinline__ void mma_{kind}_m64n{n}(float (&acc)[2][{n // 4}], "
-                 f"unsigned long long a_desc, unsigned long long b_desc) {{")
+                 f"unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {{")
     tail = f", 1, 1, 0, %{regs + 2};" if trans else ", 1, 1;"
     lines.append('  asm volatile(')
     lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2 + int(trans)}, 0;\\n"')
@@ -45,8 +45,8 @@ def wrapper(kind, types, k, trans, n):
     lines.append(f'      "}}, %{regs}, %{regs + 1}, p{tail}\\n}}\\n"')
     op_lines = [", ".join(ops[c:c + 4]) for c in range(0, regs, 4)]
     lines.append("      : " + (",\n        ".join(op_lines)))
-    ins = '"l"(a_desc), "l"(b_desc)' + (', "n"(kTransB)' if trans else "") + ', "r"(1)'
-    lines.append(f"      : {ins});  // the last operand is scale-d = 1: accumulate")
+    ins = '"l"(a_desc), "l"(b_desc)' + (', "n"(kTransB)' if trans else "") + ', "r"(scale_d)'
+    lines.append(f"      : {ins});")
     lines.append("}")
     return "\n".join(lines)
 
@@ -61,7 +61,7 @@ def main():
         "// memory, described by matrix descriptors (gemm_wgmma.cuh). Register",
         "// 4*i + 2*q + e of the instruction is acc[q][2*i + e]: row q*8 + lane/4 of",
         "// the warp's 16 rows, column 8*i + 2*(lane%4) + e. kTransB = 1 reads B",
-        "// N-major (16-bit kinds only).",
+        "// N-major (16-bit kinds only). scale_d = 0 overwrites acc instead of adding.",
         "#pragma once",
         "",
         "namespace fj::sm90 {",

@@ -13,8 +13,11 @@
 //
 // Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
 // operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
-// fp32-accurate: x = hi + lo with hi the tf32 part of x; consumers write the
-// lo parts of each stage to shared memory and accumulate lo*hi + hi*lo + hi*hi).
+// fp32-accurate): consumers split each stage in place into x = hi + lo (hi
+// tf32, rounded to nearest; lo into a buffer of its own), accumulate
+// lo*hi + hi*lo + hi*hi of the k-tile in the tensor core and add that to the
+// fp32 accumulators with FADD (the tensor core's own long accumulation
+// truncates: its error would grow with K).
 //
 // The accumulator fragment (WgmmaFragment) has the interface documented in
 // gemm_simt.cuh; only consumer threads hold one, so the epilogue runs on
@@ -79,33 +82,81 @@ __device__ __forceinline__ unsigned long long sw128_desc(const void* tile) {
   return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (kGroupStride << 32) | (kSwizzle128 << 62);
 }
 
-// acc += A(64 x kStep) * B(kStep x BN), one wgmma of the kind.
+// acc = acc * (scale_d != 0) + A(64 x kStep) * B(kStep x BN), one wgmma of the kind.
 template <MmaKind kKind, int BN>
-__device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long a, unsigned long long b,
+                                    int scale_d = 1) {
   if constexpr (kKind == MmaKind::BF16) {
-    if constexpr (BN == 64) mma_bf16_m64n64<0>(acc, a, b);
-    if constexpr (BN == 128) mma_bf16_m64n128<0>(acc, a, b);
-    if constexpr (BN == 256) mma_bf16_m64n256<0>(acc, a, b);
+    if constexpr (BN == 64) mma_bf16_m64n64<0>(acc, a, b, scale_d);
+    if constexpr (BN == 128) mma_bf16_m64n128<0>(acc, a, b, scale_d);
+    if constexpr (BN == 256) mma_bf16_m64n256<0>(acc, a, b, scale_d);
   } else if constexpr (kKind == MmaKind::F16) {
-    if constexpr (BN == 64) mma_f16_m64n64<0>(acc, a, b);
-    if constexpr (BN == 128) mma_f16_m64n128<0>(acc, a, b);
-    if constexpr (BN == 256) mma_f16_m64n256<0>(acc, a, b);
+    if constexpr (BN == 64) mma_f16_m64n64<0>(acc, a, b, scale_d);
+    if constexpr (BN == 128) mma_f16_m64n128<0>(acc, a, b, scale_d);
+    if constexpr (BN == 256) mma_f16_m64n256<0>(acc, a, b, scale_d);
   } else {
-    if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b);
-    if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b);
-    if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b);
+    if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b, scale_d);
+    if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b, scale_d);
+    if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b, scale_d);
   }
 }
 
-// The lo part of a 3xTF32 split: x minus its tf32 part (the tensor core
-// reads x's top 19 bits: a truncation, so lo has x's sign). Where that is 0,
-// and for Inf, lo is the smallest normal float with x's sign instead: then
-// Inf * lo in the cross terms has the sign hi * hi has (never Inf - Inf = NaN,
-// nor Inf * 0), at a cost of |other operand| * 2^-126 per product.
-__device__ __forceinline__ float tf32_residual(float x) {
-  const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-  const float lo = x - hi;  // NaN for Inf and NaN
-  return (lo == 0.f || fabsf(x) == fj::inf()) ? copysignf(1.17549435e-38f, x) : lo;
+// ---- 3xTF32 splits: x = hi + lo exactly, hi a tf32 value --------------------
+// Fast path: hi rounded to nearest (errors of the dropped lo*lo term and of
+// the tensor core's truncation of lo have random signs). Where rounding
+// overflows, hi is x truncated (also exact). lo is NaN for Inf / NaN x.
+__device__ __forceinline__ void split_nearest(float x, float& hi, float& lo) {
+  unsigned h;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
+  hi = __uint_as_float(h);
+  if (fabsf(hi) == fj::inf()) hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+  lo = x - hi;
+}
+// Stage with an Inf or NaN: hi truncated (so lo has x's sign), and lo = the
+// smallest normal float with x's sign where it would be 0 or x is Inf: then
+// Inf times a lo in the cross terms has the sign of Inf times its hi (never
+// Inf - Inf = NaN, nor Inf * 0), at |other operand| * 2^-126 per product.
+__device__ __forceinline__ void split_signed(float x, float& hi, float& lo) {
+  hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+  lo = x - hi;
+  if (lo == 0.f || fabsf(x) == fj::inf()) lo = copysignf(1.17549435e-38f, x);
+}
+__device__ __forceinline__ bool finite4(float4 v) {
+  return fabsf(v.x) < fj::inf() && fabsf(v.y) < fj::inf() && fabsf(v.z) < fj::inf() && fabsf(v.w) < fj::inf();
+}
+// Splits `n` float4s of `raw` in place (hi) and into `lo`, threads t of kThreads.
+template <bool kNearest, int kThreads>
+__device__ __forceinline__ bool split_tile(float4* raw, float4* lo, int n, int t) {
+  bool finite = true;
+#pragma unroll 1
+  for (int i = t; i < n; i += kThreads) {
+    float4 h = raw[i], l;
+    if constexpr (kNearest) {
+      finite = finite && finite4(h);
+      split_nearest(h.x, h.x, l.x), split_nearest(h.y, h.y, l.y), split_nearest(h.z, h.z, l.z),
+          split_nearest(h.w, h.w, l.w);
+    } else {  // undo the nearest split (exact: hi + lo == x where hi is finite), split again
+      auto x = [](float hi, float lo) { return fabsf(hi) < fj::inf() ? hi + lo : hi; };
+      const float4 l0 = lo[i];
+      split_signed(x(h.x, l0.x), h.x, l.x), split_signed(x(h.y, l0.y), h.y, l.y),
+          split_signed(x(h.z, l0.z), h.z, l.z), split_signed(x(h.w, l0.w), h.w, l.w);
+    }
+    raw[i] = h;
+    lo[i] = l;
+  }
+  return finite;
+}
+// True on every thread when `flag` is true on any of the kThreads consumer
+// threads; a barrier among them (named barrier 1).
+template <int kThreads>
+__device__ __forceinline__ bool any_consumer(bool flag) {
+  unsigned r;
+  asm volatile(
+      "{\n.reg .pred in, out;\nsetp.ne.u32 in, %1, 0;\nbar.red.or.pred out, 1, %2, in;\nselp.u32 %0, 1, 0, out;\n}"
+      : "=r"(r)
+      : "r"((unsigned)flag), "n"(kThreads)
+      : "memory");
+  return r != 0;
 }
 }  // namespace sm90
 
@@ -121,7 +172,7 @@ struct WgmmaTile {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one stage
-  static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 3 : 0;
+  static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 2 : 0;
   // Dynamic shared memory: the ring, 3xTF32's lo tiles, and 1 KiB of slack
   // to align the ring to 1024 bytes (align_smem below).
   static constexpr int kSmemBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB) + 1024;
@@ -142,13 +193,17 @@ struct WgmmaFragment {
   static constexpr int kRowSharers = 4;
   static constexpr int kThreads = Tile::kConsumerThreads;
   float acc[kRows][kCols];
+  // F32x3 only: one k-tile's sum in the tensor core, added to acc in fp32.
+  // (A member, so that it lives before the warp roles split: declared inside
+  // the consumer branch, ptxas spilled it.)
+  float tile_sum[kRows][kCols];
   int t;
 
   __device__ __forceinline__ WgmmaFragment() : t(threadIdx.x - 128) {
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) acc[i][j] = 0.f;
+      for (int j = 0; j < kCols; ++j) acc[i][j] = tile_sum[i][j] = 0.f;
   }
   __device__ __forceinline__ int row(int i) const { return (t / 32) * 16 + (t % 32) / 4 + 8 * i; }
   __device__ __forceinline__ int col(int j) const { return (j / 2) * 8 + 2 * (t % 4) + (j % 2); }
@@ -233,18 +288,19 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
     const char* a = a_ring + s * kA + rows_off;
     const char* b = b_ring + s * kB;
     if constexpr (Tile::kKind == MmaKind::F32x3) {
-      // lo parts of this stage (A and B, same swizzled layout) into lo buffer kt % 3.
-      char* lo = smem + (S + kt % 3) * (kA + kB);
-      const float4* src_a = reinterpret_cast<const float4*>(a_ring + s * kA);
-      const float4* src_b = reinterpret_cast<const float4*>(b_ring + s * kB);
+      // Split the stage (all consumers together): hi in place, lo into buffer kt % 2.
+      constexpr int T = Tile::kConsumerThreads;
+      char* lo = smem + (S + kt % 2) * (kA + kB);
+      float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
+      float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
       float4* lo_a = reinterpret_cast<float4*>(lo);
       float4* lo_b = reinterpret_cast<float4*>(lo + kA);
-      auto split = [](float4 v) {
-        return make_float4(sm90::tf32_residual(v.x), sm90::tf32_residual(v.y), sm90::tf32_residual(v.z),
-                           sm90::tf32_residual(v.w));
-      };
-      for (int i = frag.thread(); i < kA / 16; i += Tile::kConsumerThreads) lo_a[i] = split(src_a[i]);
-      for (int i = frag.thread(); i < kB / 16; i += Tile::kConsumerThreads) lo_b[i] = split(src_b[i]);
+      bool finite = sm90::split_tile<true, T>(raw_a, lo_a, kA / 16, frag.thread());
+      finite = sm90::split_tile<true, T>(raw_b, lo_b, kB / 16, frag.thread()) && finite;
+      if (sm90::any_consumer<T>(!finite)) {  // rare: Inf / NaN in this k-tile
+        sm90::split_tile<false, T>(raw_a, lo_a, kA / 16, frag.thread());
+        sm90::split_tile<false, T>(raw_b, lo_b, kB / 16, frag.thread());
+      }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
       WgmmaFragment<Tile>::sync();
       const unsigned long long a_hi = sm90::sw128_desc(a), b_hi = sm90::sw128_desc(b);
@@ -253,20 +309,27 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
         const int d = k * kStepBytes16;
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_lo + d, b_hi + d);
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_hi + d, b_lo + d);
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.acc, a_hi + d, b_hi + d);
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_lo + d, b_hi + d, k > 0);  // k-tile sum starts fresh
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_lo + d);
+        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
       }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, rounded to nearest
+      if (warp_leader) sm90::mbar_arrive(&empty[s]);
     } else {
       const unsigned long long a_desc = sm90::sw128_desc(a), b_desc = sm90::sw128_desc(b);
       sm90::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
         sm90::mma<Tile::kKind, Tile::BN>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kStepBytes16);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
+      if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(kt - 1) % S]);
     }
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
-    if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(kt - 1) % S]);
   }
   sm90::wgmma_wait<0>();
   WgmmaFragment<Tile>::sync();  // every consumer done with the ring before the epilogue reuses it

@@ -6,13 +6,13 @@
 // memory, described by matrix descriptors (gemm_wgmma.cuh). Register
 // 4*i + 2*q + e of the instruction is acc[q][2*i + e]: row q*8 + lane/4 of
 // the warp's 16 rows, column 8*i + 2*(lane%4) + e. kTransB = 1 reads B
-// N-major (16-bit kinds only).
+// N-major (16-bit kinds only). scale_d = 0 overwrites acc instead of adding.
 #pragma once
 
 namespace fj::sm90 {
 
 template <int kTransB>
-__device__ __forceinline__ void mma_bf16_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_bf16_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %35, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -28,11 +28,11 @@ __device__ __forceinline__ void mma_bf16_m64n64(float (&acc)[2][16], unsigned lo
         "+f"(acc[0][10]), "+f"(acc[0][11]), "+f"(acc[1][10]), "+f"(acc[1][11]),
         "+f"(acc[0][12]), "+f"(acc[0][13]), "+f"(acc[1][12]), "+f"(acc[1][13]),
         "+f"(acc[0][14]), "+f"(acc[0][15]), "+f"(acc[1][14]), "+f"(acc[1][15])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
 template <int kTransB>
-__device__ __forceinline__ void mma_bf16_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_bf16_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %67, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -58,11 +58,11 @@ __device__ __forceinline__ void mma_bf16_m64n128(float (&acc)[2][32], unsigned l
         "+f"(acc[0][26]), "+f"(acc[0][27]), "+f"(acc[1][26]), "+f"(acc[1][27]),
         "+f"(acc[0][28]), "+f"(acc[0][29]), "+f"(acc[1][28]), "+f"(acc[1][29]),
         "+f"(acc[0][30]), "+f"(acc[0][31]), "+f"(acc[1][30]), "+f"(acc[1][31])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
 template <int kTransB>
-__device__ __forceinline__ void mma_bf16_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_bf16_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
@@ -108,11 +108,11 @@ __device__ __forceinline__ void mma_bf16_m64n256(float (&acc)[2][64], unsigned l
         "+f"(acc[0][58]), "+f"(acc[0][59]), "+f"(acc[1][58]), "+f"(acc[1][59]),
         "+f"(acc[0][60]), "+f"(acc[0][61]), "+f"(acc[1][60]), "+f"(acc[1][61]),
         "+f"(acc[0][62]), "+f"(acc[0][63]), "+f"(acc[1][62]), "+f"(acc[1][63])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
 template <int kTransB>
-__device__ __forceinline__ void mma_f16_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_f16_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %35, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -128,11 +128,11 @@ __device__ __forceinline__ void mma_f16_m64n64(float (&acc)[2][16], unsigned lon
         "+f"(acc[0][10]), "+f"(acc[0][11]), "+f"(acc[1][10]), "+f"(acc[1][11]),
         "+f"(acc[0][12]), "+f"(acc[0][13]), "+f"(acc[1][12]), "+f"(acc[1][13]),
         "+f"(acc[0][14]), "+f"(acc[0][15]), "+f"(acc[1][14]), "+f"(acc[1][15])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
 template <int kTransB>
-__device__ __forceinline__ void mma_f16_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_f16_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %67, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
@@ -158,11 +158,11 @@ __device__ __forceinline__ void mma_f16_m64n128(float (&acc)[2][32], unsigned lo
         "+f"(acc[0][26]), "+f"(acc[0][27]), "+f"(acc[1][26]), "+f"(acc[1][27]),
         "+f"(acc[0][28]), "+f"(acc[0][29]), "+f"(acc[1][28]), "+f"(acc[1][29]),
         "+f"(acc[0][30]), "+f"(acc[0][31]), "+f"(acc[1][30]), "+f"(acc[1][31])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
 template <int kTransB>
-__device__ __forceinline__ void mma_f16_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_f16_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
@@ -208,10 +208,10 @@ __device__ __forceinline__ void mma_f16_m64n256(float (&acc)[2][64], unsigned lo
         "+f"(acc[0][58]), "+f"(acc[0][59]), "+f"(acc[1][58]), "+f"(acc[1][59]),
         "+f"(acc[0][60]), "+f"(acc[0][61]), "+f"(acc[1][60]), "+f"(acc[1][61]),
         "+f"(acc[0][62]), "+f"(acc[0][63]), "+f"(acc[1][62]), "+f"(acc[1][63])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "n"(kTransB), "r"(scale_d));
 }
 
-__device__ __forceinline__ void mma_tf32_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_tf32_m64n64(float (&acc)[2][16], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
@@ -227,10 +227,10 @@ __device__ __forceinline__ void mma_tf32_m64n64(float (&acc)[2][16], unsigned lo
         "+f"(acc[0][10]), "+f"(acc[0][11]), "+f"(acc[1][10]), "+f"(acc[1][11]),
         "+f"(acc[0][12]), "+f"(acc[0][13]), "+f"(acc[1][12]), "+f"(acc[1][13]),
         "+f"(acc[0][14]), "+f"(acc[0][15]), "+f"(acc[1][14]), "+f"(acc[1][15])
-      : "l"(a_desc), "l"(b_desc), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
-__device__ __forceinline__ void mma_tf32_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_tf32_m64n128(float (&acc)[2][32], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -256,10 +256,10 @@ __device__ __forceinline__ void mma_tf32_m64n128(float (&acc)[2][32], unsigned l
         "+f"(acc[0][26]), "+f"(acc[0][27]), "+f"(acc[1][26]), "+f"(acc[1][27]),
         "+f"(acc[0][28]), "+f"(acc[0][29]), "+f"(acc[1][28]), "+f"(acc[1][29]),
         "+f"(acc[0][30]), "+f"(acc[0][31]), "+f"(acc[1][30]), "+f"(acc[1][31])
-      : "l"(a_desc), "l"(b_desc), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
-__device__ __forceinline__ void mma_tf32_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void mma_tf32_m64n256(float (&acc)[2][64], unsigned long long a_desc, unsigned long long b_desc, int scale_d = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
@@ -305,7 +305,7 @@ __device__ __forceinline__ void mma_tf32_m64n256(float (&acc)[2][64], unsigned l
         "+f"(acc[0][58]), "+f"(acc[0][59]), "+f"(acc[1][58]), "+f"(acc[1][59]),
         "+f"(acc[0][60]), "+f"(acc[0][61]), "+f"(acc[1][60]), "+f"(acc[1][61]),
         "+f"(acc[0][62]), "+f"(acc[0][63]), "+f"(acc[1][62]), "+f"(acc[1][63])
-      : "l"(a_desc), "l"(b_desc), "r"(1));  // the last operand is scale-d = 1: accumulate
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 }  // namespace fj::sm90

@@ -73,7 +73,12 @@ TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
 }
 
 TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {
-  Program p = emit(example("seed2_linear_bias_relu.yaml"));
+  // sm_90a's default: the wgmma mainloop, fp32 as 3xTF32 (codegen_wgmma_test.cpp).
+  Program tc = emit(example("seed2_linear_bias_relu.yaml"));
+  ASSERT_EQ(tc.launches.size(), 1u) << tc.plan_text;
+  EXPECT_EQ(tc.name, "fj_linear_wgmma_f32x3_add_relu");
+  // The SIMT mainloop (any arch), asked for by name.
+  Program p = emit(example("seed2_linear_bias_relu.yaml"), "mainloop=ffma");
   ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
   EXPECT_EQ(p.name, "fj_linear_add_relu");
   for (const char* c : {"kM = 1024;", "kN = 8192;", "kK = 8192;"}) EXPECT_NE(p.source.find(c), std::string::npos) << c;
@@ -137,7 +142,7 @@ TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
   const std::string ops =
       "  - {name: r, op: logsumexp, args: [h], dims: [1]}\n"
       "  - {name: y, op: tanh, args: [r]}\n";
-  Program narrow = emit(linear_with(100, ops, "[y]"));
+  Program narrow = emit(linear_with(100, ops, "[y]"), "mainloop=ffma");  // SIMT tiles: 128 wide
   ASSERT_EQ(narrow.launches.size(), 1u) << narrow.plan_text;
   EXPECT_TRUE(narrow.scratch.empty());
   EXPECT_NE(narrow.source.find("fj::tile_row_reduce<fj::LogSumExpOp"), std::string::npos);
@@ -146,7 +151,7 @@ TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
 
   // Wider N: each column tile stores per-row partials (and row maxima for
   // logsumexp); a second kernel combines them and runs the tanh.
-  Program wide = emit(linear_with(300, ops, "[y]"));
+  Program wide = emit(linear_with(300, ops, "[y]"), "mainloop=ffma");
   ASSERT_EQ(wide.launches.size(), 2u) << wide.plan_text;
   EXPECT_NE(wide.plan_text.find("N=300 is wider than one tile"), std::string::npos) << wide.plan_text;
   EXPECT_NE(wide.source.find("fj::tile_row_partials<fj::LogSumExpOp"), std::string::npos);
@@ -190,7 +195,7 @@ ops:
   - {name: z, op: mul, args: [y, s]}
 outputs: [y, z]
 )");
-  Program p = emit(g);
+  Program p = emit(g, "mainloop=ffma");
   ASSERT_EQ(p.launches.size(), 4u) << p.plan_text;
   EXPECT_EQ(p.launches[0].kernel, "fj_linear_add") << p.plan_text;
   const std::string k0 = p.source.substr(0, p.source.find("namespace k1"));

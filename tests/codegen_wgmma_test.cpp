@@ -103,10 +103,13 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
     EXPECT_FALSE(p.ok()) << bad;
     if (!p.ok()) EXPECT_NE(p.error().message.find("codegen config"), std::string::npos) << p.error().message;
   }
-  // 3xTF32 adds three lo tiles: 128x256 does not fit with any stage count.
-  auto big = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x256x2"});
-  ASSERT_FALSE(big.ok());
-  EXPECT_NE(big.error().message.find("3xTF32 adds three lo tiles"), std::string::npos) << big.error().message;
+  // 3xTF32 keeps a second accumulator: at most 128 columns; and two lo tiles.
+  auto wide = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x256x2"});
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().message.find("bn must be at most 128"), std::string::npos) << wide.error().message;
+  auto deep = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x128x6"});
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.error().message.find("3xTF32 adds two lo tiles"), std::string::npos) << deep.error().message;
 }
 
 TEST(CodegenWgmma, RowReductionsFuseUpTo256Columns) {

@@ -1,0 +1,751 @@
+#!/usr/bin/env python3
+"""GEMM + epilogue chains: fusejit vs PyTorch (cuBLAS, eager, torch.compile), in one process.
+
+Every problem is y = F.linear(x, W), x [M, K], W [N, K] (no linear bias), followed by one chain:
+
+  a  bias_relu   relu(y + b[N])
+  b  bias_gelu   gelu(y + b[N])                  (erf GELU, F.gelu's default)
+  c  swish2      y * sigmoid(y) * 2
+  d  row_lse     logsumexp(y, dim=-1) -> [M]
+  e  softmax     softmax(y, dim=-1)
+
+Shapes, M x K x N (--shapes takes 1-based indices, these names, 'all', or any MxKxN):
+
+  1 sq4096     4096 x  4096 x  4096
+  2 sq8192     8192 x  8192 x  8192
+  3 seed2      1024 x  8192 x  8192   (seed problem 2)
+  4 m256        256 x 16384 x 16384
+  5 m16384    16384 x  2048 x  2048
+  6 mlp11008    512 x  4096 x 11008
+  7 odd         100 x  1000 x   500
+
+Modes: fp32 (allow_tf32 off; fusejit precision fp32), tf32 (allow_tf32 on; fusejit tf32), bf16 and f16
+(x, W and b in that dtype; fusejit precision bf16 / f16 on tensors of that dtype).
+
+Sides (--sides, comma-separated):
+  cublas         F.linear alone: the anchor, cuBLAS (its error is against the fp64 anchor output y)
+  eager          the whole chain in PyTorch eager
+  compile        torch.compile(chain, dynamic=False); --compile-mode picks 'default' (the default),
+                 'max-autotune' (mode max-autotune-no-cudagraphs, ~30-60 s of compile per row) or
+                 'both' (two sides, labelled compile and max-autotune)
+  fusejit        fusejit.compile(spec text): the heuristic config, autotune off
+  fusejit-tuned  only with --tuned (or named in --sides): `build/fusejit tune SPEC --budget
+                 --tune-budget` in a subprocess stores the winner in the tuning database, then
+                 fusejit.compile(spec, autotune="use_db") compiles it in this process. The Python
+                 bridge has no budget option, so --tune-via force (the fallback when the CLI is
+                 missing) uses fusejit.compile(autotune="force") with the library's 120 s budget.
+
+Default subset (no --shapes/--chains/--modes given), 29 rows x 4 sides (cublas, eager, compile in
+'default' mode, fusejit):
+  chain a on all 7 shapes in fp32, tf32 and bf16              (21 rows)
+  chains b, c, d, e on shape 3 (seed2) in fp32 and bf16       ( 8 rows)
+Expected on an H100: ~3-4 min (torch import + ceilings ~15 s; torch.compile 'default' ~3-5 s per
+row plus ~20 s for the first; fusejit NVRTC compile ~1-2 s per row; fp64 references ~10 s; timing
+~40 s, more where fusejit runs a SIMT mainloop: ~37 ms per call on sq8192). --time-budget (default
+480 s, counted from process start) skips what is left cleanly if it runs long. Any of --shapes/--chains/--modes replaces the default subset with one
+product grid whose missing axes default to all shapes, chain a, and fp32,tf32,bf16; --all is every
+shape x chain x mode (140 rows: several device calls, split it with --shapes).
+
+Measurement (bench/bench.py's helpers): CUDA events, warm-up, an L2 flush before every trial, median
+ms; trials = --trials, capped so one side's timing takes about --max-side-s (at least 10 trials).
+Errors: rel L2 against a float64 reference computed on the GPU from the same inputs upcast (so for
+bf16/f16 the reference sees the rounded inputs and the error is the kernel's, not the inputs'); a
+'!' marks an error above fusejit's tolerance for that precision (fp32 1e-5, tf32 2e-3, bf16 2e-2,
+f16 5e-3). Floor = max(2MNK / the mode's cuBLAS rate at 8192^3, bytes / copy bandwidth), both
+measured at the start of the run (bytes: x, W, b and the output once each). TFLOP/s = 2MNK / ms.
+Ratios fj/side = fusejit ms / that side's ms (< 1: fusejit is faster).
+Each side is wrapped: an exception (unsupported chain, OOM, compile error) is recorded as an error
+string and the run goes on; a sticky CUDA error stops the run (results so far are written).
+
+Output: --out (default bench/results) gets bench_gemm_<device>_<UTC date-time>[_tag].json (meta,
+ceilings, every side's row) and .md (the compact table and the full per-side table), rewritten after
+every shape/mode group; the compact markdown table is printed last on stdout.
+
+  python3 bench/bench_gemm.py [--shapes 1,3,odd|all|MxKxN] [--chains a,b,c,d,e] [--modes fp32,tf32,bf16,f16]
+        [--all] [--sides cublas,eager,compile,fusejit] [--compile-mode default|max-autotune|both]
+        [--tuned [--tune-budget 60] [--tune-via auto|cli|force]] [--small] [--trials 100]
+        [--max-side-s 2] [--time-budget 480] [--out DIR] [--tag T] [--commit C]
+        [--print-specs] [--spec-dir DIR]
+
+--small divides every dim >= 1024 by 8 (smoke test). --print-specs prints the fusejit YAML specs of
+the planned rows and exits (needs neither torch nor a GPU); --spec-dir DIR also writes them there as
+files (check them with `build/fusejit validate DIR/*.yaml`).
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+T_START = time.time()
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+SHAPES = [  # (name, M, K, N)
+    ("sq4096", 4096, 4096, 4096),
+    ("sq8192", 8192, 8192, 8192),
+    ("seed2", 1024, 8192, 8192),
+    ("m256", 256, 16384, 16384),
+    ("m16384", 16384, 2048, 2048),
+    ("mlp11008", 512, 4096, 11008),
+    ("odd", 100, 1000, 500),
+]
+
+CHAINS = {  # key: (name, reads the bias b, formula)
+    "a": ("bias_relu", True, "relu(y + b)"),
+    "b": ("bias_gelu", True, "gelu(y + b)"),
+    "c": ("swish2", False, "y * sigmoid(y) * 2"),
+    "d": ("row_lse", False, "logsumexp(y, dim=-1)"),
+    "e": ("softmax", False, "softmax(y, dim=-1)"),
+}
+
+# The ops after the anchor value y, as (name, op, args, attributes); the last one is the output.
+CHAIN_OPS = {
+    "a": [("yb", "add", ["y", "b"], {}), ("out", "relu", ["yb"], {})],
+    "b": [("yb", "add", ["y", "b"], {}), ("out", "gelu", ["yb"], {"approximate": "none"})],
+    "c": [("sig", "sigmoid", ["y"], {}), ("ysig", "mul", ["y", "sig"], {}),
+          ("out", "mul", ["ysig", "2.0"], {})],
+    "d": [("out", "logsumexp", ["y"], {"dims": "[-1]"})],
+    "e": [("out", "softmax", ["y"], {"dim": "-1"})],
+}
+
+MODES = {"fp32": ("fp32", "f32"), "tf32": ("tf32", "f32"), "bf16": ("bf16", "bf16"), "f16": ("f16", "f16")}
+ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+TOL = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 2e-2, "f16": 5e-3}  # fusejit's rel L2 tolerances (README)
+
+SIDES = ["cublas", "eager", "compile", "max-autotune", "fusejit", "fusejit-tuned"]
+TORCH_SIDES = ["cublas", "eager", "compile", "max-autotune"]
+FJ_SIDES = ["fusejit", "fusejit-tuned"]
+COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+DEFAULT_MODES = ["fp32", "tf32", "bf16"]
+
+
+# ---- the plan and the specs (no torch) -------------------------------------------------
+
+
+def shrink(d):
+    return d // 8 if d >= 1024 else d
+
+
+def parse_shapes(text, small):
+    out = []
+    for tok in [t.strip() for t in text.split(",") if t.strip()]:
+        if tok == "all":
+            out += SHAPES
+        elif tok.isdigit() and 1 <= int(tok) <= len(SHAPES):
+            out.append(SHAPES[int(tok) - 1])
+        elif any(tok == s[0] for s in SHAPES):
+            out.append(next(s for s in SHAPES if s[0] == tok))
+        elif re.fullmatch(r"\d+x\d+x\d+", tok):
+            m, k, n = (int(v) for v in tok.split("x"))
+            if min(m, k, n) < 1:
+                raise SystemExit(f"--shapes: dims must be positive: {tok}")
+            out.append((tok, m, k, n))
+        else:
+            raise SystemExit(f"--shapes: unknown shape {tok!r} (1..{len(SHAPES)}, "
+                             f"{', '.join(s[0] for s in SHAPES)}, all, or MxKxN)")
+    if small:
+        out = [(name, shrink(m), shrink(k), shrink(n)) for name, m, k, n in out]
+    seen, uniq = set(), []
+    for s in out:
+        if s not in seen:
+            seen.add(s)
+            uniq.append(s)
+    return uniq
+
+
+def parse_list(text, allowed, what):
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    for t in items:
+        if t not in allowed:
+            raise SystemExit(f"--{what}: unknown {t!r} (expected some of {', '.join(allowed)})")
+    return list(dict.fromkeys(items))
+
+
+def build_plan(a):
+    """[(shape, mode, chain)], grouped by shape then mode (inputs and references are shared)."""
+    if a.all:
+        grids = [(parse_shapes("all", a.small), list(MODES), list(CHAINS))]
+    elif a.shapes is None and a.chains is None and a.modes is None:
+        grids = [(parse_shapes("all", a.small), DEFAULT_MODES, ["a"]),
+                 (parse_shapes("seed2", a.small), ["fp32", "bf16"], ["b", "c", "d", "e"])]
+    else:
+        grids = [(parse_shapes(a.shapes or "all", a.small),
+                  parse_list(a.modes or ",".join(DEFAULT_MODES), list(MODES), "modes"),
+                  parse_list(a.chains or "a", list(CHAINS), "chains"))]
+    rows = set()
+    shapes = []
+    for sh, modes, chains in grids:
+        for s in sh:
+            if s not in shapes:
+                shapes.append(s)
+            for m in modes:
+                for c in chains:
+                    rows.add((s, m, c))
+    mode_order, chain_order = list(MODES), list(CHAINS)
+    return sorted(rows, key=lambda r: (shapes.index(r[0]), mode_order.index(r[1]), chain_order.index(r[2])))
+
+
+def shape_label(shape):
+    _, m, k, n = shape
+    return f"{m}x{k}x{n}"
+
+
+def spec_name(shape, mode, chain):
+    return f"gemm_{shape_label(shape)}_{CHAINS[chain][0]}_{mode}"
+
+
+def spec_text(shape, mode, chain):
+    """The fusejit YAML spec (docs/spec.md) of one row; kernel arguments x, w[, b]."""
+    _, m, k, n = shape
+    precision, dt = MODES[mode]
+    cname, bias, formula = CHAINS[chain]
+    lines = [f"# bench_gemm: y = F.linear(x[{m},{k}], w[{n},{k}]); out = {formula}; mode {mode}",
+             f"name: {spec_name(shape, mode, chain)}",
+             f"precision: {precision}",
+             "inputs:",
+             f"  - {{name: x, shape: [{m}, {k}], dtype: {dt}, init: uniform01}}",
+             f"  - {{name: w, shape: [{n}, {k}], dtype: {dt}, init: torch_weight}}"]
+    if bias:
+        lines.append(f"  - {{name: b, shape: [{n}], dtype: {dt}, init: normal}}")
+    lines += ["ops:", "  - {name: y, op: linear, args: [x, w]}"]
+    for name, op, args, attrs in CHAIN_OPS[chain]:
+        fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
+        fields += [f"{key}: {val}" for key, val in attrs.items()]
+        lines.append("  - {" + ", ".join(fields) + "}")
+    lines.append("outputs: [out]")
+    return "\n".join(lines) + "\n"
+
+
+def write_spec(directory, shape, mode, chain):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, spec_name(shape, mode, chain) + ".yaml")
+    with open(path, "w") as f:
+        f.write(spec_text(shape, mode, chain))
+    return path
+
+
+def print_specs(a, plan):
+    for i, (shape, mode, chain) in enumerate(plan, 1):
+        path = write_spec(a.spec_dir, shape, mode, chain) if a.spec_dir else None
+        print(f"# ==== row {i}/{len(plan)}: shape {shape[0]} ({shape_label(shape)}), chain {chain} "
+              f"({CHAINS[chain][0]}), mode {mode}" + (f" -> {path}" if path else ""))
+        print(spec_text(shape, mode, chain))
+
+
+def parse_sides(a):
+    sides = parse_list(a.sides, SIDES, "sides")
+    if a.tuned and "fusejit-tuned" not in sides:
+        sides.append("fusejit-tuned")
+    out = []
+    for s in sides:
+        if s == "compile" and a.compile_mode != "default":
+            out += ["max-autotune"] if a.compile_mode == "max-autotune" else ["compile", "max-autotune"]
+        else:
+            out.append(s)
+    return [s for s in SIDES if s in out]
+
+
+# ---- output --------------------------------------------------------------------------
+
+
+def fmt_ms(v):
+    if v is None:
+        return ""
+    return f"{v:.3f}" if v >= 0.1 else f"{v:.4f}" if v >= 0.001 else f"{v:.1e}"
+
+
+def fmt_tflops(v):
+    return "" if not v else f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.3f}"
+
+
+def fmt_err(r):
+    if r.get("rel_l2") is None:
+        return ""
+    e = r["rel_l2"]
+    return f"{e:.1e}" + ("!" if e > TOL[r["mode"]] else "")
+
+
+def short_err(r):
+    if "skipped" in r:
+        return "skip"
+    return "ERR" if "error" in r else None
+
+
+def groups_of(rows):
+    """{(shape label, chain, mode): {side: row}} in first-seen order."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["shape"], r["chain"], r["mode"]), {})[r["side"]] = r
+    return groups
+
+
+def compact_table(rows, sides):
+    groups = groups_of(rows)
+    present = [s for s in sides if any(s in g for g in groups.values())]
+    tsides = [s for s in present if s in TORCH_SIDES]
+    fsides = [s for s in present if s in FJ_SIDES]
+    tf_sides = [s for s in present if s == "cublas" or s in FJ_SIDES]
+    head = (["shape", "chain", "mode", "floor ms"] + [f"{s} ms" for s in present] + [f"{s} TF/s" for s in tf_sides]
+            + [f"{'fj' if f == 'fusejit' else 'fj-tuned'}/{t}" for f in fsides for t in tsides]
+            + [f"err {s}" for s in present])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (shape, chain, mode), g in groups.items():
+        any_row = next(iter(g.values()))
+        cells = [shape, f"{chain} {CHAINS[chain][0]}", mode, fmt_ms(any_row.get("floor_ms"))]
+        for s in present:
+            r = g.get(s)
+            cells.append("" if r is None else (short_err(r) or fmt_ms(r["median_ms"])))
+        for s in tf_sides:
+            r = g.get(s)
+            cells.append(fmt_tflops(r.get("tflops")) if r is not None else "")
+        for f in fsides:
+            for t in tsides:
+                rf, rt = g.get(f), g.get(t)
+                ok = rf and rt and rf.get("median_ms") and rt.get("median_ms")
+                cells.append(f"{rf['median_ms'] / rt['median_ms']:.2f}" if ok else "")
+        for s in present:
+            r = g.get(s)
+            cells.append("" if r is None else fmt_err(r))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def error_notes(rows):
+    """The failed sides, one line per side and message (the rows it happened in listed)."""
+    by = {}
+    for r in rows:
+        if r.get("error"):
+            first = (r["error"].strip().splitlines() or [""])[0][:200]
+            by.setdefault((r["side"], first), []).append(f"{r['shape']} {r['chain']} {r['mode']}")
+    out = []
+    for (side, msg), where in by.items():
+        more = f" and {len(where) - 6} more" if len(where) > 6 else ""
+        out.append(f"- ERR {side}: {msg} [{'; '.join(where[:6])}{more}]")
+    return "\n".join(out)
+
+
+def full_table(rows):
+    head = ["shape", "chain", "mode", "floor ms", "side", "median ms", "mean ms", "trials", "TFLOP/s",
+            "x floor", "fusejit / side", "rel L2", "max abs", "compile s", "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups = groups_of(rows)
+    for (shape, chain, mode), g in groups.items():
+        for side, r in g.items():
+            base = [shape, f"{chain} {CHAINS[chain][0]}", mode, fmt_ms(r.get("floor_ms")), side]
+            if "median_ms" not in r:
+                note = r.get("skipped") or ("error: " + r.get("error", "").splitlines()[0][:160] if r.get("error") else "")
+                lines.append("| " + " | ".join(base + [""] * 9 + [note.replace("|", "/")]) + " |")
+                continue
+            ratios = []
+            if side in TORCH_SIDES:
+                for f in FJ_SIDES:
+                    rf = g.get(f)
+                    if rf and rf.get("median_ms"):
+                        ratios.append(f"{'fj' if f == 'fusejit' else 'tuned'} {rf['median_ms'] / r['median_ms']:.2f}")
+            note = "; ".join(v for v in (r.get("kernel"), r.get("note")) if v)
+            cs = r.get("compile_s")
+            lines.append("| " + " | ".join(base + [
+                fmt_ms(r["median_ms"]), fmt_ms(r["mean_ms"]), str(r["trials"]), fmt_tflops(r["tflops"]),
+                f"{r['median_ms'] / r['floor_ms']:.2f}" if r.get("floor_ms") else "",
+                ", ".join(ratios), fmt_err(r),
+                "" if r.get("max_abs") is None else f"{r['max_abs']:.1e}",
+                "" if cs is None else f"{cs:.1f}", note.replace("|", "/")]) + " |")
+    return "\n".join(lines)
+
+
+def write_results(path_stem, meta, ceil, rows, sides, final=False):
+    os.makedirs(os.path.dirname(path_stem) or ".", exist_ok=True)
+    with open(path_stem + ".json", "w") as f:
+        json.dump({"meta": meta, "ceilings": ceil, "rows": rows}, f, indent=1)
+    ceil_txt = ", ".join(f"{k} {v:.2f}" for k, v in ceil.items())
+    compact = compact_table(rows, sides)
+    md = [f"# fusejit GEMM chains vs PyTorch — {meta['device']}, driver {meta['driver']}, torch {meta['torch']}, "
+          f"triton {meta['triton']}, {meta['date'][:10]}, commit {meta['commit']}"
+          + (" (SMALL shapes)" if meta["small"] else "") + ("" if final else " (in progress)"), "",
+          f"Ceilings measured in this run: {ceil_txt}.", "",
+          f"Median ms (up to {meta['trials']} trials, L2 flushed before each; CUDA events). torch.compile modes: "
+          f"compile = default, max-autotune = max-autotune-no-cudagraphs. fj/side = fusejit ms / side ms "
+          f"(< 1: fusejit faster). err = rel L2 vs a float64 reference on the same (upcast) inputs; cublas's is "
+          f"the anchor's (vs fp64 y); '!' = above fusejit's tolerance for the precision. Floor = max(FLOPs / the "
+          f"mode's cuBLAS rate, bytes / copy bandwidth). Chains: "
+          + "; ".join(f"{k} {v[0]} = {v[2]}" for k, v in CHAINS.items()) + ".", "",
+          "## Summary", "", compact, "", error_notes(rows), "", "## Every side", "", full_table(rows), ""]
+    if meta.get("stopped"):
+        md += [f"Stopped early: {meta['stopped']}", ""]
+    with open(path_stem + ".md", "w") as f:
+        f.write("\n".join(md))
+    return compact
+
+
+# ---- the GPU run ---------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="See the module docstring (head -80 bench/bench_gemm.py) for details.")
+    ap.add_argument("--shapes", default=None, help="1-based indices, names, 'all' or MxKxN (comma-separated)")
+    ap.add_argument("--chains", default=None, help="a,b,c,d,e (default with other axes given: a)")
+    ap.add_argument("--modes", default=None, help="fp32,tf32,bf16,f16 (default with other axes given: fp32,tf32,bf16)")
+    ap.add_argument("--all", action="store_true", help="every shape x chain x mode (140 rows: split it)")
+    ap.add_argument("--sides", default="cublas,eager,compile,fusejit", help=",".join(SIDES))
+    ap.add_argument("--compile-mode", default="default", choices=["default", "max-autotune", "both"],
+                    help="what the 'compile' side runs (max-autotune = max-autotune-no-cudagraphs)")
+    ap.add_argument("--tuned", action="store_true", help="add the fusejit-tuned side")
+    ap.add_argument("--tune-budget", type=int, default=60, help="seconds per tuning run (--tune-via cli)")
+    ap.add_argument("--tune-via", default="auto", choices=["auto", "cli", "force"],
+                    help="cli: `fusejit tune --budget` then autotune=use_db; force: autotune='force' "
+                         "(library budget, 120 s); auto: cli when the CLI is found")
+    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--max-side-s", type=float, default=2.0, help="cap on one side's timing loop (seconds)")
+    ap.add_argument("--time-budget", type=float, default=480.0,
+                    help="seconds since start after which remaining sides/rows are skipped (0: none)")
+    ap.add_argument("--small", action="store_true", help="dims >= 1024 divided by 8 (smoke test)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--commit", default="", help="git commit to record (when the tree has no .git)")
+    ap.add_argument("--print-specs", action="store_true", help="print the fusejit specs of the plan and exit")
+    ap.add_argument("--spec-dir", default=None, help="also write the specs there (one YAML file per row)")
+    a = ap.parse_args()
+
+    plan = build_plan(a)
+    sides = parse_sides(a)
+    if a.print_specs:
+        print_specs(a, plan)
+        return 0
+    return run(a, plan, sides)
+
+
+class Runner:
+    def __init__(self, a, sides):
+        import torch
+        import torch.nn.functional as F
+        sys.path.insert(0, HERE)
+        import bench as B  # timing, L2 flush, ceilings, set_mode, rel_err, git_commit
+        self.torch, self.F, self.B = torch, F, B
+        self.a = a
+        self.sides = sides
+        self.rows = []
+        self.dead = None  # a sticky CUDA error: stop
+        self.fj = None
+        self.fj_error = None
+        self.cli = os.environ.get("FUSEJIT_CLI") or os.path.join(ROOT, "build", "fusejit")
+        self.tune_via = a.tune_via
+        if self.tune_via == "auto":
+            self.tune_via = "cli" if os.access(self.cli, os.X_OK) else "force"
+        self.spec_dir = a.spec_dir or tempfile.mkdtemp(prefix="bench_gemm_specs_")
+        if any(s in FJ_SIDES for s in sides):
+            try:
+                sys.path.insert(0, os.path.join(ROOT, "python"))
+                import fusejit
+                fusejit.version()  # loads libfusejit_c.so
+                self.fj = fusejit
+            except Exception as e:
+                self.fj_error = f"fusejit unavailable: {type(e).__name__}: {e}"
+                print(self.fj_error, flush=True)
+        t, F = torch, F
+        self.epilogues = {
+            "a": lambda y, b: t.relu(y + b),
+            "b": lambda y, b: F.gelu(y + b),
+            "c": lambda y, b: y * t.sigmoid(y) * 2,
+            "d": lambda y, b: t.logsumexp(y, dim=-1),
+            "e": lambda y, b: t.softmax(y, dim=-1),
+        }
+
+    def over_budget(self):
+        return self.a.time_budget > 0 and time.time() - T_START > self.a.time_budget
+
+    def chain_fn(self, chain):
+        epi, F = self.epilogues[chain], self.F
+        if CHAINS[chain][1]:
+            def f(x, w, b):
+                return epi(F.linear(x, w), b)
+        else:
+            def f(x, w):
+                return epi(F.linear(x, w), None)
+        return f
+
+    def alive(self):
+        try:
+            self.torch.cuda.synchronize()
+            return True
+        except Exception as e:
+            self.dead = f"CUDA context unusable after an error: {type(e).__name__}: {str(e)[:300]}"
+            return False
+
+    def measure(self, fn):
+        torch = self.torch
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        est = time.perf_counter() - t0
+        n = max(10, min(self.a.trials, int(self.a.max_side_s / max(est, 1e-6))))
+        return self.B.time_fn(fn, n, warmup=10 if est < 0.005 else 3)
+
+    # One side of one row: build (compile, ...), check against the reference, time.
+    def side(self, base, name, build, ref, anchor_ref):
+        torch = self.torch
+        row = {**base, "side": name}
+        if self.over_budget():
+            row["skipped"] = f"time budget ({self.a.time_budget:.0f} s) spent"
+            self.rows.append(row)
+            return
+        try:
+            t0 = time.time()
+            fn, info = build()
+            row.update(info)
+            t1 = time.time()
+            out = fn()
+            torch.cuda.synchronize()
+            if name in ("compile", "max-autotune"):
+                row["compile_s"] = round(time.time() - t0, 2)  # tracing + codegen + first run
+            elif "compile_s" not in row:
+                row["first_call_s"] = round(time.time() - t1, 3)
+            if tuple(out.shape) != tuple((anchor_ref if name == "cublas" else ref).shape):
+                raise RuntimeError(f"output shape {tuple(out.shape)} != reference "
+                                   f"{tuple((anchor_ref if name == 'cublas' else ref).shape)}")
+            err = self.B.rel_err(out, anchor_ref if name == "cublas" else ref)
+            row["out_dtype"] = str(out.dtype).replace("torch.", "")
+            del out
+            t = self.measure(fn)
+            row.update(t)
+            row["rel_l2"], row["max_abs"] = err
+            row["tflops"] = base["gflop"] / t["median_ms"]  # GFLOP / ms = TFLOP/s
+            print(f"  {name:13s} median {t['median_ms']:9.4f} ms  {row['tflops']:7.1f} TFLOP/s  "
+                  f"rel_l2 {err[0]:.2e}  ({t['trials']} trials)" + (f"  {row['note']}" if row.get("note") else ""),
+                  flush=True)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {e}".strip()
+            row["error"] = msg[:2000]
+            print(f"  {name:13s} ERROR {msg.splitlines()[0][:300] if msg else ''}", flush=True)
+            if not self.alive():
+                row["error"] += f" [{self.dead}]"
+        self.rows.append(row)
+        try:
+            torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+    def fusejit_build(self, shape, mode, chain, args, tuned):
+        def build():
+            if self.fj is None:
+                raise RuntimeError(self.fj_error or "fusejit not loaded")
+            text = spec_text(shape, mode, chain)
+            info = {}
+            t0 = time.time()
+            if not tuned:
+                k = self.fj.compile(text)
+            elif self.tune_via == "cli":
+                path = write_spec(self.spec_dir, shape, mode, chain)
+                self.torch.cuda.synchronize()
+                self.torch.cuda.empty_cache()
+                p = subprocess.run([self.cli, "tune", path, "--budget", str(self.a.tune_budget), "--quiet"],
+                                   capture_output=True, text=True, timeout=self.a.tune_budget + 300)
+                if p.returncode != 0:
+                    raise RuntimeError(f"fusejit tune rc={p.returncode}: {(p.stderr or p.stdout)[-800:]}")
+                win = re.search(r"^winner: (.*)$", p.stdout, re.M)
+                info["tune_s"] = round(time.time() - t0, 1)
+                info["note"] = (win.group(1).strip() if win else "winner ?") + f" [tune --budget {self.a.tune_budget}]"
+                t0 = time.time()
+                k = self.fj.compile(text, autotune="use_db")
+            else:
+                k = self.fj.compile(text, autotune="force")
+                info["tune_s"] = round(time.time() - t0, 1)
+                info["note"] = "autotune=force (library budget 120 s)"
+            info["compile_s"] = round(time.time() - t0, 3)
+            try:
+                info["kernel"] = k.name
+            except Exception:
+                pass
+            return (lambda: k(*args)), info
+        return build
+
+    def run_group(self, shape, mode, chains, ceil):
+        """One shape and mode: inputs and the fp64 anchor output once, then each chain."""
+        torch, F, B = self.torch, self.F, self.B
+        sname, m, k, n = shape
+        precision, dt_name = MODES[mode]
+        dt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dt_name]
+        B.set_mode(mode)
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(zlib.crc32(shape_label(shape).encode()))  # same inputs in every mode and run
+        # x ~ U[0,1), W ~ nn.Linear's init U(-1/sqrt(K), 1/sqrt(K)), b ~ N(0,1): as the seed problems.
+        x = torch.rand(m, k, device="cuda", generator=gen).to(dt)
+        w = ((torch.rand(n, k, device="cuda", generator=gen) * 2 - 1) / k ** 0.5).to(dt)
+        b = torch.randn(n, device="cuda", generator=gen).to(dt)
+        with torch.no_grad():
+            y64 = F.linear(x.double(), w.double())
+            b64 = b.double()
+        elem = ELEM_BYTES[dt_name]
+        rate = ceil[f"cublas_{mode}_TFLOPs"]
+        for chain in chains:
+            if self.dead:
+                return
+            cname, bias, _ = CHAINS[chain]
+            out_numel = m if chain == "d" else m * n
+            nbytes = elem * (m * k + n * k + (n if bias else 0) + out_numel)
+            flops = 2.0 * m * n * k
+            floor = max(flops / (rate * 1e12), nbytes / (ceil["copy_TBps"] * 1e12)) * 1e3
+            base = {"shape": shape_label(shape), "shape_name": sname, "M": m, "K": k, "N": n, "chain": chain,
+                    "chain_name": cname, "mode": mode, "gflop": flops / 1e9, "mbytes": nbytes / 1e6,
+                    "floor_ms": floor,
+                    "floor_3xtf32_ms": (max(3 * flops / (ceil["cublas_tf32_TFLOPs"] * 1e12),
+                                            nbytes / (ceil["copy_TBps"] * 1e12)) * 1e3 if mode == "fp32" else None)}
+            print(f"{shape_label(shape)} ({sname}) chain {chain} {cname} {mode}: floor {floor:.4f} ms "
+                  f"[{time.time() - T_START:.0f} s]", flush=True)
+            with torch.no_grad():
+                ref = self.epilogues[chain](y64, b64)
+            args = (x, w, b) if bias else (x, w)
+            fn = self.chain_fn(chain)
+            with torch.no_grad():
+                for side in self.sides:
+                    if self.dead:
+                        break
+                    if side == "cublas":
+                        build = lambda: ((lambda: F.linear(x, w)), {})
+                    elif side == "eager":
+                        build = lambda: ((lambda: fn(*args)), {})
+                    elif side in COMPILE_MODES:
+                        def build(side=side):
+                            torch._dynamo.reset()
+                            cf = torch.compile(fn, mode=COMPILE_MODES[side], dynamic=False)
+                            return (lambda: cf(*args)), {"compile_mode": COMPILE_MODES[side]}
+                    else:
+                        build = self.fusejit_build(shape, mode, chain, args, side == "fusejit-tuned")
+                    self.side(base, side, build, ref, y64)
+            del ref
+            torch._dynamo.reset()
+        # x, w, b and y64 go with this frame; run() empties the allocator's cache after it
+
+
+def device_ceilings(R, modes, trials):
+    torch, B = R.torch, R.B
+    ceil = B.ceilings(trials)  # copy_TBps, cublas_{fp32,tf32,bf16}_TFLOPs
+    if "f16" in modes:
+        try:
+            s = 8192
+            xa = torch.rand(s, s, device="cuda", dtype=torch.float16)
+            xb = torch.rand(s, s, device="cuda", dtype=torch.float16)
+            t = B.time_fn(lambda: xa @ xb, 20, warmup=3)
+            ceil["cublas_f16_TFLOPs"] = 2 * s ** 3 / (t["median_ms"] * 1e-3) / 1e12
+            del xa, xb
+        except Exception as e:  # keep going: f16 floors then use the bf16 rate
+            print(f"f16 ceiling failed ({type(e).__name__}: {e}); using the bf16 rate", flush=True)
+            ceil["cublas_f16_TFLOPs"] = ceil["cublas_bf16_TFLOPs"]
+    torch.cuda.empty_cache()
+    return ceil
+
+
+def backend_flag(torch, name):
+    try:
+        return getattr(torch.backends.cuda.matmul, name)
+    except Exception:
+        return None
+
+
+def run(a, plan, sides):
+    try:
+        import importlib
+        importlib.import_module("torch")  # Runner imports it; fail here with a clear message
+    except ImportError as e:
+        print(f"bench_gemm: the benchmark needs PyTorch ({e}); --print-specs works without it", file=sys.stderr)
+        return 2
+    R = Runner(a, sides)
+    torch, B = R.torch, R.B
+    if not torch.cuda.is_available():
+        print("bench_gemm: no CUDA device", file=sys.stderr)
+        return 2
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:
+        triton_version = "?"
+    now = datetime.datetime.now(datetime.timezone.utc)
+    device = torch.cuda.get_device_name()
+    meta = {"device": device, "torch": torch.__version__, "triton": triton_version,
+            "cuda": torch.version.cuda, "date": now.isoformat(), "commit": a.commit or B.git_commit(),
+            "small": a.small, "trials": a.trials, "max_side_s": a.max_side_s, "sides": sides,
+            "argv": sys.argv[1:], "time_budget_s": a.time_budget,
+            "allow_bf16_reduced_precision_reduction": backend_flag(torch, "allow_bf16_reduced_precision_reduction"),
+            "allow_fp16_reduced_precision_reduction": backend_flag(torch, "allow_fp16_reduced_precision_reduction"),
+            "fusejit": R.fj.version() if R.fj else R.fj_error,
+            "tune": ({"via": R.tune_via, "budget_s": a.tune_budget if R.tune_via == "cli" else 120,
+                      "cli": R.cli if R.tune_via == "cli" else None} if "fusejit-tuned" in sides else None)}
+    try:
+        meta["driver"] = subprocess.check_output(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], text=True).strip().splitlines()[0]
+    except Exception:
+        meta["driver"] = "?"
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", device).strip("_")
+    stem = os.path.join(a.out, f"bench_gemm_{slug}_{now.strftime('%Y%m%d-%H%M%S')}" + (f"_{a.tag}" if a.tag else ""))
+    print(f"{device}, torch {meta['torch']}, triton {triton_version}; {len(plan)} rows x sides {','.join(sides)}",
+          flush=True)
+
+    torch.manual_seed(0)
+    ceil = device_ceilings(R, {m for _, m, _ in plan}, a.trials)
+    print("ceilings:", json.dumps({k: round(v, 2) for k, v in ceil.items()}), flush=True)
+
+    groups = []
+    for shape, mode, chain in plan:
+        if groups and groups[-1][0] == shape and groups[-1][1] == mode:
+            groups[-1][2].append(chain)
+        else:
+            groups.append((shape, mode, [chain]))
+    for shape, mode, chains in groups:
+        if R.dead:
+            break
+        if R.over_budget():  # skip the whole group without building its inputs
+            for chain in chains:
+                print(f"{shape_label(shape)} chain {chain} {mode}: skipped (time budget)", flush=True)
+                for side in sides:
+                    R.rows.append({"shape": shape_label(shape), "shape_name": shape[0], "M": shape[1],
+                                   "K": shape[2], "N": shape[3], "chain": chain, "chain_name": CHAINS[chain][0],
+                                   "mode": mode, "floor_ms": None, "side": side,
+                                   "skipped": f"time budget ({a.time_budget:.0f} s) spent"})
+            continue
+        try:
+            R.run_group(shape, mode, chains, ceil)
+            torch.cuda.empty_cache()
+        except Exception as e:  # inputs / reference (e.g. out of memory): every side of the group fails
+            msg = f"{type(e).__name__}: {e}"[:2000]
+            print(f"{shape_label(shape)} {mode}: ERROR {msg.splitlines()[0][:300]}", flush=True)
+            done = {(r["chain"], r["side"]) for r in R.rows if r["shape"] == shape_label(shape) and r["mode"] == mode}
+            for chain in chains:
+                for side in sides:
+                    if (chain, side) not in done:
+                        R.rows.append({"shape": shape_label(shape), "shape_name": shape[0], "M": shape[1],
+                                       "K": shape[2], "N": shape[3], "chain": chain, "chain_name": CHAINS[chain][0],
+                                       "mode": mode, "floor_ms": None, "side": side, "error": "setup: " + msg})
+            R.alive()
+            torch.cuda.empty_cache()
+        meta["elapsed_s"] = round(time.time() - T_START, 1)
+        write_results(stem, meta, ceil, R.rows, sides)
+    if R.dead:
+        meta["stopped"] = R.dead
+    meta["elapsed_s"] = round(time.time() - T_START, 1)
+    skipped = sum(1 for r in R.rows if "skipped" in r)
+    compact = write_results(stem, meta, ceil, R.rows, sides, final=True)
+    print(f"\nwrote {stem}.json and {stem}.md ({meta['elapsed_s']:.0f} s"
+          + (f"; {skipped} sides skipped over the time budget" if skipped else "")
+          + (f"; stopped: {R.dead}" if R.dead else "") + ")\n")
+    print(f"ceilings: copy {ceil['copy_TBps']:.2f} TB/s, cuBLAS "
+          + ", ".join(f"{k.split('_')[1]} {v:.0f}" for k, v in ceil.items() if k.startswith("cublas"))
+          + " TFLOP/s; fj/side < 1: fusejit faster; ! = error above fusejit's tolerance\n")
+    notes = error_notes(R.rows)
+    if notes:
+        print(notes + "\n")
+    print(compact)
+    return 1 if R.dead else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
