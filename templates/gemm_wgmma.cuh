@@ -281,20 +281,19 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
   const bool warp_leader = threadIdx.x % 32 == 0;
   constexpr int kSteps = BK / Tile::kStepK;
   constexpr int kStepBytes16 = 32 >> 4;  // one k step, in descriptor units
-#pragma unroll 1
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const int s = kt % S;
-    sm90::mbar_wait(&full[s], (kt / S) & 1);
-    const char* a = a_ring + s * kA + rows_off;
-    const char* b = b_ring + s * kB;
-    if constexpr (Tile::kKind == MmaKind::F32x3) {
-      // Split the stage (all consumers together): hi in place, lo into buffer kt % 2.
-      constexpr int T = Tile::kConsumerThreads;
-      char* lo = smem + (S + kt % 2) * (kA + kB);
+  if constexpr (Tile::kKind == MmaKind::F32x3) {
+    // Software-pipelined: the split of k-tile kt+1 runs while the tensor core
+    // works on kt. Lo buffer kt % 2 is rewritten at kt+2, after the barrier
+    // that follows every consumer's wait for kt.
+    constexpr int T = Tile::kConsumerThreads;
+    auto lo_of = [&](int kt) { return smem + (S + kt % 2) * (kA + kB); };
+    auto split = [&](int kt) {  // hi in place, lo into lo_of(kt); all consumers
+      const int s = kt % S;
+      sm90::mbar_wait(&full[s], (kt / S) & 1);
       float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
       float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
-      float4* lo_a = reinterpret_cast<float4*>(lo);
-      float4* lo_b = reinterpret_cast<float4*>(lo + kA);
+      float4* lo_a = reinterpret_cast<float4*>(lo_of(kt));
+      float4* lo_b = reinterpret_cast<float4*>(lo_of(kt) + kA);
       bool finite = sm90::split_tile<true, T>(raw_a, lo_a, kA / 16, frag.thread());
       finite = sm90::split_tile<true, T>(raw_b, lo_b, kB / 16, frag.thread()) && finite;
       if (sm90::any_consumer<T>(!finite)) {  // rare: Inf / NaN in this k-tile
@@ -302,9 +301,15 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
         sm90::split_tile<false, T>(raw_b, lo_b, kB / 16, frag.thread());
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
-      WgmmaFragment<Tile>::sync();
-      const unsigned long long a_hi = sm90::sw128_desc(a), b_hi = sm90::sw128_desc(b);
-      const unsigned long long a_lo = sm90::sw128_desc(lo + rows_off), b_lo = sm90::sw128_desc(lo + kA);
+    };
+    split(0);
+    WgmmaFragment<Tile>::sync();
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % S;
+      const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
+      const unsigned long long b_hi = sm90::sw128_desc(b_ring + s * kB);
+      const unsigned long long a_lo = sm90::sw128_desc(lo_of(kt) + rows_off), b_lo = sm90::sw128_desc(lo_of(kt) + kA);
       sm90::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
@@ -314,14 +319,22 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
         sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
       }
       sm90::wgmma_commit();
+      if (kt + 1 < k_tiles) split(kt + 1);
       sm90::wgmma_wait<0>();
+      WgmmaFragment<Tile>::sync();  // split kt+1 done everywhere; every consumer's kt wgmmas done
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, rounded to nearest
       if (warp_leader) sm90::mbar_arrive(&empty[s]);
-    } else {
-      const unsigned long long a_desc = sm90::sw128_desc(a), b_desc = sm90::sw128_desc(b);
+    }
+  } else {
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % S;
+      sm90::mbar_wait(&full[s], (kt / S) & 1);
+      const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
+      const unsigned long long b_desc = sm90::sw128_desc(b_ring + s * kB);
       sm90::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
