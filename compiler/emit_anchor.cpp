@@ -218,13 +218,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: linear needs more than 2^31 thread blocks");
-      append(run, {"const fj::TileCoord tile = fj::grouped_tile(blockIdx.x, kMTiles, kNTiles, kRasterGroup);",
-                   "const int m0 = tile.m * Tile::BM;", "const int n0 = tile.n * Tile::BN;",
-                   "[[maybe_unused]] const int n_tile = tile.n;", "Frag frag;",
-                   "if (!fj::wgmma_mainloop<Tile>(tma_a, tma_b, m0, n0, kK, frag, ring)) return;  // producer: done",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring);  // the epilogue reuses the ring"});
+      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
+                   "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
+                   "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
+      launch.persistent = true;
     } else if (geo.op == OpKind::Linear) {
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                    "const int n_tile = blockIdx.y;",
@@ -259,7 +259,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   // ---- epilogue --------------------------------------------------------------
-  // SimtTile::kSmemFloats (rows padded by 4); the wgmma ring is larger than any epilogue's needs (checked below).
+  // SimtTile::kSmemFloats (rows padded by 4), reused by the epilogue; the
+  // wgmma epilogue has shared memory of its own after the ring.
   int64_t smem_floats = wgmma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
   const std::string coord_call = coord_args(rank);
   auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
@@ -352,12 +353,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const std::string name = kp.name;
   launch.kernel = name;
   if (wgmma) {
-    const int64_t smem_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3");
-    if (smem_floats * 4 > smem_bytes - 1024)
-      return Error("codegen: the epilogue needs more shared memory than the wgmma ring of " + wt.str());
-    s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the TMA ring (+1 KiB to align it)"});
+    run.push_back("});");  // the epilogue lambda
+    const int64_t ring_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") - 1024;
+    const int64_t smem_bytes = ring_bytes + smem_floats * 4 + 1024;
+    if (smem_bytes > 227 * 1024)
+      return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
+                   " bytes of shared memory, over the 227 KiB of sm_90");
+    s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
+    s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
     fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b, char* ring";
-    fn.body = {"static_assert(kSmemBytes == Tile::kSmemBytes, \"shared memory for the mainloop\");"};
+    fn.body = {"static_assert(kRingBytes == Tile::kRingBytes, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
     const int threads = 128 * (wt.bm / 64 + 1);  // Tile::kThreads: a producer and BM/64 consumer warpgroups
     launch.block = {static_cast<unsigned>(threads), 1, 1};

@@ -61,7 +61,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   const char* what = kind == "f32x3" ? "3xTF32 (fp32-accurate: hi*hi + hi*lo + lo*hi)"
                      : kind == "tf32" ? "TF32 operands, fp32 accumulation"
                                       : "fp32 accumulation";
-  kp.notes.push_back("mainloop: wgmma " + kind + " (" + what + "), TMA loads, warp-specialized");
+  kp.notes.push_back("mainloop: wgmma " + kind + " (" + what + "), TMA loads, warp-specialized, persistent");
   return Status::success();
 }
 

@@ -45,6 +45,8 @@ struct LaunchSpec {
   unsigned shared_bytes = 0;              // dynamic shared memory per block
   std::vector<BufferRef> args;            // parameters, in order
   std::vector<TensorMapSpec> tensor_maps; // parameters after `args`, in order
+  bool persistent = false;                // grid[0] counts tiles; the runtime launches
+                                          // min(grid[0], SMs) blocks that loop over them
 };
 
 struct ScratchSpec {

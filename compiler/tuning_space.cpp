@@ -1,14 +1,47 @@
 #include "compiler/tuning_space.h"
 
+#include "compiler/codegen.h"
 #include "compiler/plan.h"
 
 namespace fusejit {
+namespace {
 
-std::vector<std::string> tuning_candidates(const Graph& g) {
+// Whether codegen puts the graph's anchor on the wgmma mainloop for `arch`.
+bool uses_wgmma(const Graph& g, const std::string& arch) {
+  auto p = generate_program(g, {arch, ""});
+  return p && p->name.find("_wgmma_") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> tuning_candidates(const Graph& g, const std::string& arch) {
   std::vector<std::string> out{""};
   auto anchor = g.anchor();
   if (!anchor) return out;
   const cg::AnchorGeometry geo = cg::analyze_anchor(g, *anchor);
+  if (uses_wgmma(g, arch)) {
+    const bool three_tf32 = g.precision == Precision::FP32;
+    for (int bm : {128, 64}) {
+      if (bm > 2 * geo.m && bm > 64) continue;
+      for (int bn : {256, 128, 64}) {
+        if (bn > 2 * geo.n && bn > 64) continue;
+        cg::WgmmaConfig t;
+        t.bm = bm;
+        t.bn = bn;
+        int most = 0;  // the deepest ring that fits, and one stage less
+        for (t.stages = 2; t.stages <= 8; ++t.stages)
+          if (cg::validate_wgmma(t, three_tf32) && cg::wgmma_smem_bytes(t, three_tf32) + 4096 <= 227 * 1024)
+            most = t.stages;
+        for (int stages : {most, most - 1}) {
+          if (stages < 2) continue;
+          for (int group : {8, 16})
+            out.push_back("wgmma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" +
+                          std::to_string(stages) + "x" + std::to_string(group));
+        }
+      }
+    }
+    out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
+  }
   for (int bm : {32, 64, 128, 256}) {
     if (bm > 2 * geo.m && bm > 32) continue;  // mostly idle rows
     for (int bn : {16, 32, 64, 128, 256}) {

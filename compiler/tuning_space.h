@@ -1,6 +1,7 @@
-// compiler/tuning_space.h — the autotuner's candidates for one graph: the
-// tunable parameters of the SIMT mainloop (tile BMxBN and the per-thread
-// TMxTN block), each a CodegenOptions::config string. Only tiles the mainloop
+// compiler/tuning_space.h — the autotuner's candidates for one graph: where
+// the anchor runs on wgmma (sm_90a), its tiles (BMxBN, stages, raster group)
+// and the SIMT mainloop as an alternative; the SIMT mainloop's tiles (BMxBN
+// and the per-thread TMxTN block). Each a CodegenOptions::config string. Only tiles the mainloop
 // accepts (validate_tile) and that fit the shape are listed; codegen itself is
 // the final legality check (a candidate it rejects is reported, not run).
 #pragma once
@@ -12,7 +13,9 @@
 
 namespace fusejit {
 
-// "" (the heuristic default) first, then "tile=BMxBNxTMxTN" configs.
-std::vector<std::string> tuning_candidates(const Graph& prepared);
+// "" (the heuristic default) first, then "wgmma_tile=BMxBNxSxG" configs and
+// "mainloop=ffma" where the anchor is on wgmma for `arch`, then
+// "tile=BMxBNxTMxTN" (SIMT) configs.
+std::vector<std::string> tuning_candidates(const Graph& prepared, const std::string& arch = "sm_90a");
 
 }  // namespace fusejit

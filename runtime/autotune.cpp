@@ -93,7 +93,7 @@ Expected<TuneReport> autotune(Engine& engine, const Graph& graph, const CompileO
   CompileOptions base = opts;
   base.arch = t->arch;
   EngineRunner runner(engine, t->graph, base, *ref, check);
-  TuneReport report = run_tuner(tuning_candidates(t->graph), runner, tune);
+  TuneReport report = run_tuner(tuning_candidates(t->graph, t->arch), runner, tune);
   const CandidateResult* best = report.best();
   if (!best) return Error("autotune: no candidate produced a correct result\n" + report.table());
   if (tune.save) {

@@ -1,6 +1,7 @@
 // runtime/loaded_program.cpp — module + kernels + scratch of one Program.
 #include "runtime/loaded_program.h"
 
+#include <algorithm>
 #include <string>
 
 namespace fusejit {
@@ -57,7 +58,13 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
         return Error(launch_where + ": cannot allow " + std::to_string(spec.shared_bytes) +
                      " bytes of shared memory: " + s.error().message);
     }
-    lp->launches_.push_back(Launch{*fn, spec.grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps});
+    std::array<unsigned, 3> grid = spec.grid;
+    if (spec.persistent) {  // one block per SM at most; each loops over its tiles
+      auto info = device_info(device);
+      if (!info) return Error(launch_where + ": " + info.error().message);
+      grid[0] = std::min<unsigned>(grid[0], static_cast<unsigned>(std::max(info->sm_count, 1)));
+    }
+    lp->launches_.push_back(Launch{*fn, grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps});
   }
 
   for (const ScratchSpec& s : program.scratch) {

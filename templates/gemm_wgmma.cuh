@@ -19,6 +19,8 @@
 // fp32 accumulators with FADD (the tensor core's own long accumulation
 // truncates: its error would grow with K).
 //
+// Persistent: each block loops over output tiles (wgmma_gemm); the producer
+// fills the ring for the next tile while the consumers run the epilogue.
 // The accumulator fragment (WgmmaFragment) has the interface documented in
 // gemm_simt.cuh; only consumer threads hold one, so the epilogue runs on
 // them (Frag::sync() is a named barrier over the consumers).
@@ -173,15 +175,15 @@ struct WgmmaTile {
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one stage
   static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 2 : 0;
-  // Dynamic shared memory: the ring, 3xTF32's lo tiles, and 1 KiB of slack
-  // to align the ring to 1024 bytes (align_smem below).
-  static constexpr int kSmemBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB) + 1024;
+  // Shared memory of the ring and 3xTF32's lo tiles; the kernel's dynamic
+  // shared memory adds the epilogue's and 1 KiB of slack to align the ring.
+  static constexpr int kRingBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB);
   // Registers per thread after setmaxnreg (producer / consumers).
   static constexpr int kProducerRegs = 40, kConsumerRegs = kConsumers == 1 ? 240 : 232;
   static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+  static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
 };
 
 // Consumer thread t (0 <= t < kConsumerThreads) of warp w (of its warpgroup
@@ -217,38 +219,44 @@ struct WgmmaFragment {
   __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
 };
 
-// The dynamic shared memory base rounded up to 1024 bytes (kSmemBytes has the slack).
+// The dynamic shared memory base rounded up to 1024 bytes (the kernel asks for 1 KiB of slack).
 __device__ __forceinline__ char* align_smem_1024(char* p) {
   const unsigned a = sm90::smem_addr(p);
   return p + ((1024 - (a & 1023)) & 1023);
 }
 
-// Tile (m, n) of block `b` under grouped rasterization: `group` row tiles
-// sweep all column tiles together, so concurrent blocks share A and B in L2.
+// Output tiles in grouped rasterization: `group` row tiles sweep all column
+// tiles together, so the blocks running at once share A and B in L2.
 struct TileCoord {
   int m, n;
 };
-__device__ __forceinline__ TileCoord grouped_tile(int b, int m_tiles, int n_tiles, int group) {
-  const int per_group = group * n_tiles;
-  const int first_m = (b / per_group) * group;
-  const int rows = min(m_tiles - first_m, group);
-  const int r = b % per_group;
-  return {first_m + r % rows, r / rows};
-}
+struct TileOrder {
+  int m_tiles, n_tiles, group;
+  __device__ __forceinline__ int count() const { return m_tiles * n_tiles; }
+  __device__ __forceinline__ TileCoord at(int i) const {
+    const int per_group = group * n_tiles;
+    const int first_m = (i / per_group) * group;
+    const int rows = min(m_tiles - first_m, group);
+    const int r = i % per_group;
+    return {first_m + r % rows, r / rows};
+  }
+};
 
-// Runs the mainloop for the tile at (m0, n0) over k in [0, K); smem is the
-// 1024-aligned ring (align_smem_1024). Every thread of the block calls it.
-// Returns false on the producer warpgroup, which must then leave (it holds
-// no accumulators); consumers return with every wgmma complete and may reuse
-// the ring for the epilogue.
-template <class Tile>
-__device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const TmaDescriptor* b_map, int m0,
-                                               int n0, int K, WgmmaFragment<Tile>& frag, char* smem) {
+// The persistent GEMM: block b computes tiles b, b + gridDim.x, ... of
+// `order` over k in [0, K), calling epilogue(frag, m0, n0, n_tile) on the
+// consumer threads after each. The producer runs ahead across tiles (the
+// ring fills for the next tile during the epilogue); the stage ring and its
+// phases continue from tile to tile. `ring` is the 1024-aligned dynamic
+// shared memory (align_smem_1024); the epilogue must not touch it.
+template <class Tile, class Epilogue>
+__device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const TmaDescriptor* b_map, int K,
+                                           const TileOrder& order, char* ring, const Epilogue& epilogue) {
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   __shared__ __align__(8) unsigned long long full[S], empty[S];
-  char* a_ring = smem;
-  char* b_ring = smem + S * kA;
+  char* a_ring = ring;
+  char* b_ring = ring + S * kA;
+  WgmmaFragment<Tile> frag;  // before the role split (see tile_sum)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -260,20 +268,24 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
   __syncthreads();
   const int k_tiles = (K + BK - 1) / BK;
 
-  if (warpgroup == 0) {  // producer
+  if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(b_map) : "memory");
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % S;
-        if (kt >= S) sm90::mbar_wait(&empty[s], ((kt / S) & 1) ^ 1);
-        sm90::mbar_expect_tx(&full[s], kA + kB);
-        sm90::tma_load_2d(a_ring + s * kA, a_map, &full[s], kt * BK, m0);
-        sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, n0);
+      int it = 0;  // k-tiles loaded so far
+      for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
+        const TileCoord c = order.at(tile);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % S;
+          if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+          sm90::mbar_expect_tx(&full[s], kA + kB);
+          sm90::tma_load_2d(a_ring + s * kA, a_map, &full[s], kt * BK, c.m * Tile::BM);
+          sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, c.n * Tile::BN);
+        }
       }
     }
-    return false;
+    return;
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
@@ -281,72 +293,82 @@ __device__ __forceinline__ bool wgmma_mainloop(const TmaDescriptor* a_map, const
   const bool warp_leader = threadIdx.x % 32 == 0;
   constexpr int kSteps = BK / Tile::kStepK;
   constexpr int kStepBytes16 = 32 >> 4;  // one k step, in descriptor units
-  if constexpr (Tile::kKind == MmaKind::F32x3) {
-    // Software-pipelined: the split of k-tile kt+1 runs while the tensor core
-    // works on kt. Lo buffer kt % 2 is rewritten at kt+2, after the barrier
-    // that follows every consumer's wait for kt.
-    constexpr int T = Tile::kConsumerThreads;
-    auto lo_of = [&](int kt) { return smem + (S + kt % 2) * (kA + kB); };
-    auto split = [&](int kt) {  // hi in place, lo into lo_of(kt); all consumers
-      const int s = kt % S;
-      sm90::mbar_wait(&full[s], (kt / S) & 1);
-      float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
-      float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
-      float4* lo_a = reinterpret_cast<float4*>(lo_of(kt));
-      float4* lo_b = reinterpret_cast<float4*>(lo_of(kt) + kA);
-      bool finite = sm90::split_tile<true, T>(raw_a, lo_a, kA / 16, frag.thread());
-      finite = sm90::split_tile<true, T>(raw_b, lo_b, kB / 16, frag.thread()) && finite;
-      if (sm90::any_consumer<T>(!finite)) {  // rare: Inf / NaN in this k-tile
-        sm90::split_tile<false, T>(raw_a, lo_a, kA / 16, frag.thread());
-        sm90::split_tile<false, T>(raw_b, lo_b, kB / 16, frag.thread());
-      }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
-    };
-    split(0);
-    WgmmaFragment<Tile>::sync();
+  int it = 0;  // k-tiles consumed so far
 #pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % S;
-      const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
-      const unsigned long long b_hi = sm90::sw128_desc(b_ring + s * kB);
-      const unsigned long long a_lo = sm90::sw128_desc(lo_of(kt) + rows_off), b_lo = sm90::sw128_desc(lo_of(kt) + kA);
-      sm90::wgmma_fence();
+  for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
 #pragma unroll
-      for (int k = 0; k < kSteps; ++k) {
-        const int d = k * kStepBytes16;
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_lo + d, b_hi + d, k > 0);  // k-tile sum starts fresh
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_lo + d);
-        sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
+    if constexpr (Tile::kKind == MmaKind::F32x3) {
+      // Software-pipelined: the split of k-tile it+1 runs while the tensor
+      // core works on it. Lo buffer it % 2 is rewritten at it+2, after the
+      // barrier that follows every consumer's wait for it.
+      constexpr int T = Tile::kConsumerThreads;
+      auto lo_of = [&](int i) { return ring + (S + i % 2) * (kA + kB); };
+      auto split = [&](int i) {  // hi in place, lo into lo_of(i); all consumers
+        const int s = i % S;
+        sm90::mbar_wait(&full[s], (i / S) & 1);
+        float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
+        float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
+        float4* lo_a = reinterpret_cast<float4*>(lo_of(i));
+        float4* lo_b = reinterpret_cast<float4*>(lo_of(i) + kA);
+        bool finite = sm90::split_tile<true, T>(raw_a, lo_a, kA / 16, frag.thread());
+        finite = sm90::split_tile<true, T>(raw_b, lo_b, kB / 16, frag.thread()) && finite;
+        if (sm90::any_consumer<T>(!finite)) {  // rare: Inf / NaN in this k-tile
+          sm90::split_tile<false, T>(raw_a, lo_a, kA / 16, frag.thread());
+          sm90::split_tile<false, T>(raw_b, lo_b, kB / 16, frag.thread());
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
+      };
+      split(it);
+      WgmmaFragment<Tile>::sync();
+#pragma unroll 1
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % S;
+        const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
+        const unsigned long long b_hi = sm90::sw128_desc(b_ring + s * kB);
+        const unsigned long long a_lo = sm90::sw128_desc(lo_of(it) + rows_off);
+        const unsigned long long b_lo = sm90::sw128_desc(lo_of(it) + kA);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k) {
+          const int d = k * kStepBytes16;
+          sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_lo + d, b_hi + d, k > 0);  // k-tile sum starts fresh
+          sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_lo + d);
+          sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
+        }
+        sm90::wgmma_commit();
+        if (kt + 1 < k_tiles) split(it + 1);
+        sm90::wgmma_wait<0>();
+        WgmmaFragment<Tile>::sync();  // split it+1 done everywhere; every consumer's wgmmas of it done
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
+        if (warp_leader) sm90::mbar_arrive(&empty[s]);
       }
-      sm90::wgmma_commit();
-      if (kt + 1 < k_tiles) split(kt + 1);
+    } else {
+#pragma unroll 1
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % S;
+        sm90::mbar_wait(&full[s], (it / S) & 1);
+        const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
+        const unsigned long long b_desc = sm90::sw128_desc(b_ring + s * kB);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k)
+          sm90::mma<Tile::kKind, Tile::BN>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kStepBytes16);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
+        if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
+      }
       sm90::wgmma_wait<0>();
-      WgmmaFragment<Tile>::sync();  // split kt+1 done everywhere; every consumer's kt wgmmas done
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, rounded to nearest
-      if (warp_leader) sm90::mbar_arrive(&empty[s]);
+      if (warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
     }
-  } else {
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % S;
-      sm90::mbar_wait(&full[s], (kt / S) & 1);
-      const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
-      const unsigned long long b_desc = sm90::sw128_desc(b_ring + s * kB);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k)
-        sm90::mma<Tile::kKind, Tile::BN>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kStepBytes16);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
-      if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(kt - 1) % S]);
-    }
+    const TileCoord c = order.at(tile);
+    epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }
-  sm90::wgmma_wait<0>();
-  WgmmaFragment<Tile>::sync();  // every consumer done with the ring before the epilogue reuses it
-  return true;
 }
 
 }  // namespace fj

@@ -1,6 +1,8 @@
 // The tuner's logic with a fake runner and clock (CPU), the tuning database,
 // and the candidate space.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <set>
 
 #include "compiler/plan.h"
+#include "compiler/codegen.h"
 #include "compiler/tuning_space.h"
 #include "fusejit/builder.h"
 #include "runtime/tuner_core.h"
@@ -122,6 +125,33 @@ TEST(TuningSpace, EveryCandidateIsALegalConfig) {
   }
   // Small N: no 256-wide tiles.
   for (const auto& c : tuning_candidates(small_linear(8))) EXPECT_EQ(c.find("x256x"), std::string::npos) << c;
+}
+
+TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
+  auto linear = [](Precision p, int64_t n) {
+    GraphBuilder g(p);
+    auto x = g.input("x", {512, 256});
+    g.output("y", g.linear(x, g.input("w", {n, 256})).relu());
+    return g.build().take();
+  };
+  auto has = [](const std::vector<std::string>& v, const std::string& c) {
+    return std::find(v.begin(), v.end(), c) != v.end();
+  };
+  const auto bf16 = tuning_candidates(linear(Precision::BF16, 4096), "sm_90a");
+  EXPECT_TRUE(has(bf16, "wgmma_tile=128x256x4x8")) << "the widest tile, deepest ring";
+  EXPECT_TRUE(has(bf16, "wgmma_tile=64x64x8x16"));
+  EXPECT_TRUE(has(bf16, "mainloop=ffma"));
+  EXPECT_TRUE(has(bf16, "tile=128x128x8x8"));
+  for (const auto& c : bf16) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
+  // 3xTF32 keeps a second accumulator: no 256-wide wgmma tiles, and each legal.
+  const Graph fp32 = linear(Precision::FP32, 4096);
+  for (const auto& c : tuning_candidates(fp32, "sm_90a")) {
+    EXPECT_EQ(c.find("wgmma_tile=128x256"), std::string::npos) << c;
+    EXPECT_TRUE(generate_program(fp32, {"sm_90a", c})) << c;
+  }
+  // Not sm_90a: SIMT tiles only.
+  for (const auto& c : tuning_candidates(linear(Precision::BF16, 4096), "sm_80"))
+    EXPECT_EQ(c.find("wgmma"), std::string::npos) << c;
 }
 
 class TuningDbTest : public ::testing::Test {
