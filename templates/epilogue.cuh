@@ -26,11 +26,23 @@
 namespace fj {
 
 // Elementwise epilogue: f(acc, m, n) for every element inside [0,M) x [0,N).
+// A tile inside the problem takes a loop without bounds checks: nothing then
+// keeps the compiler from issuing the functor's loads (bias, residual, ...)
+// ahead of earlier stores, so their latencies overlap instead of adding up.
 template <class Frag, class F>
 __device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0, int M, int N, const F& f) {
   // Row groups in a rolled loop: the functor is inlined kRowUnroll * kCols
-  // times, not kRows * kCols (much less code to compile).
+  // times per path, not kRows * kCols (much less code to compile).
   constexpr int U = Frag::kRowUnroll;
+  if (m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N) {
+#pragma unroll 1
+    for (int g = 0; g < Frag::kRows / U; ++g)
+#pragma unroll
+      for (int q = 0; q < U; ++q)
+#pragma unroll
+        for (int j = 0; j < Frag::kCols; ++j) f(frag.pick(g, q, j), m0 + frag.row(g * U + q), n0 + frag.col(j));
+    return;
+  }
 #pragma unroll 1
   for (int g = 0; g < Frag::kRows / U; ++g) {
 #pragma unroll

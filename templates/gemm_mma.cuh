@@ -1,31 +1,31 @@
 // fusejit/gemm_mma.cuh — the sm_80+ tensor-core GEMM mainloop: mma.sync
-// (inline PTX) fed by a cp.async multi-stage shared-memory pipeline and
-// ldmatrix, for linear / matmul (and later implicit-GEMM conv) anchors.
+// (inline PTX) fed by a multi-stage cp.async shared-memory ring and ldmatrix.
 //
 // C[m][n] = sum_k A[m][k] * B[k][n] for one BM x BN tile, fp32 accumulation.
-// Precision kinds (tag types in fj::mma, chosen by the caller):
-//   BF16, F16   operands bf16 / f16 in global memory, m16n8k16
-//   TF32        operands fp32, rounded to tf32 (cvt.rna) when read from smem, m16n8k8
-//   F32x3       3xTF32, fp32-accurate: x = hi + lo (hi = tf32(x), lo = tf32(x - hi)),
-//               acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
-// The header never names __half / __nv_bfloat16 (no cuda_fp16.h needed for
-// fp32 programs): loaders only need sizeof(Elem) == Kind::kElemBytes.
+// Precision kinds (tag types in fj::mma):
+//   BF16, F16  operands bf16 / f16 in global memory, m16n8k16
+//   TF32       operands fp32, rounded to tf32 (cvt.rna) when read from smem, m16n8k8
+//   F32x3      3xTF32, fp32-accurate: x = hi + lo, hi = tf32(x), lo = tf32(x - hi);
+//              acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
+// The header never names __half / __nv_bfloat16 (fp32 programs need no
+// cuda_fp16.h): operands only need sizeof(Elem) == Kind::kElemBytes.
 //
-// Shared memory: kStages ring of A [BM][BK] and B ([BN][BK], or [BK][BN] for
-// KN-major B) tiles; 16-byte chunks of each row are XOR-swizzled so that
-// cp.async stores, ldmatrix (.trans for 16-bit KN B) and the scalar fp32 KN B
-// reads are bank-conflict free (smem 128-byte aligned; 16 is required).
+// Shared memory: a kStages ring of A [BM][BK] and B [BN][BK] (NK-major) or
+// [BK][BN] (KN-major) tiles. 16-byte chunks are XOR-swizzled per row so
+// ldmatrix (.trans for 16-bit KN B) reads are bank-conflict free; fp32 KN B
+// (scalar reads: ldmatrix cannot transpose 32-bit) uses padded rows instead.
 //
 // Loader interface (MmaRowMajorA / MmaNKMajorB / MmaKNMajorB below):
-//   using Elem;                          // global element type
+//   using Elem;                          // element type in global memory
 //   static constexpr bool kKContiguous;  // smem tile [rows][BK] (true) or [BK][BN]
 //   template <class Layout, int kThreads>
 //   void load(unsigned smem_dst, int mn0, int k0, int thread) const;
-//     issues (cp.async or plain stores) the tile at (mn0 = m0 or n0, k0) into
-//     Layout (mma::SmemTile), zero outside the problem; no commit, no wait.
+//     starts copying the tile at (mn0 = m0 or n0, k0) into Layout (an
+//     mma::SmemTile at shared address smem_dst), zero outside the problem:
+//     cp.async (no commit, no wait) or plain stores.
 //
-// The fragment (MmaFragment) implements the interface documented in
-// gemm_simt.cuh; it is the mma.sync m16n8 accumulator layout.
+// MmaFragment implements the fragment interface documented in gemm_simt.cuh
+// with the mma.sync m16n8 accumulator layout.
 #pragma once
 
 #include "fusejit/fj_common.cuh"
@@ -34,10 +34,16 @@ namespace fj {
 namespace mma {
 
 enum Op { kOpBf16, kOpF16, kOpTf32 };
-struct BF16 { static constexpr int kElemBytes = 2, kK = 16; static constexpr Op kOp = kOpBf16; static constexpr bool kSplit = false; };
-struct F16 { static constexpr int kElemBytes = 2, kK = 16; static constexpr Op kOp = kOpF16; static constexpr bool kSplit = false; };
-struct TF32 { static constexpr int kElemBytes = 4, kK = 8; static constexpr Op kOp = kOpTf32; static constexpr bool kSplit = false; };
-struct F32x3 { static constexpr int kElemBytes = 4, kK = 8; static constexpr Op kOp = kOpTf32; static constexpr bool kSplit = true; };
+template <Op kOp_, int kElemBytes_, int kK_, bool kSplit_>
+struct KindOf {
+  static constexpr Op kOp = kOp_;
+  static constexpr int kElemBytes = kElemBytes_, kK = kK_;  // kK: k of one mma
+  static constexpr bool kSplit = kSplit_;                   // 3xTF32
+};
+struct BF16 : KindOf<kOpBf16, 2, 16, false> {};
+struct F16 : KindOf<kOpF16, 2, 16, false> {};
+struct TF32 : KindOf<kOpTf32, 4, 8, false> {};
+struct F32x3 : KindOf<kOpTf32, 4, 8, true> {};
 
 __host__ __device__ constexpr bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
@@ -62,15 +68,14 @@ struct SmemTile {
 };
 
 // ---- PTX wrappers --------------------------------------------------------------
+// Copies `bytes` (<= 16 / 4) from global src to shared dst, zero-filling the rest.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
-               "r"(bytes)
-               : "memory");
+               "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, int bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
-               "r"(bytes)
-               : "memory");
+               "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
@@ -85,88 +90,83 @@ __device__ __forceinline__ unsigned ld_shared_u32(unsigned src) {
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(src));
   return v;
 }
+// Four 8x8 b16 matrices; lanes 8j..8j+7 give the row addresses of matrix j.
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned src) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(src));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(src));
 }
 __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned src) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(src));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(src));
 }
 __device__ __forceinline__ unsigned to_tf32(float x) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
-// 3xTF32 split of raw fp32 bits. The mask makes hi an exact fp32 value; lo is
-// 0 when hi is Inf/NaN (hi alone carries it).
+// 3xTF32 split of raw fp32 bits: hi = tf32(x clamped to the largest finite
+// tf32), masked to an exact fp32 value; lo = tf32(x - hi), the difference
+// exact for finite x. Inf/NaN x: hi is finite and lo carries the Inf/NaN.
 __device__ __forceinline__ void split_tf32(unsigned x, unsigned& hi, unsigned& lo) {
-  constexpr unsigned kTf32Mask = 0xffffe000u;  // sign, exponent, 10 mantissa bits
-  const float f = __uint_as_float(x);
-  hi = to_tf32(f) & kTf32Mask;
-  const float h = __uint_as_float(hi);
-  lo = to_tf32(fabsf(h) < inf() ? f - h : 0.f);
+  constexpr unsigned kTf32Mask = 0xffffe000u, kMaxTf32Bits = 0x7f7fe000u;  // sign, exponent, 10 mantissa bits
+  const float f = __uint_as_float(x), kMax = __uint_as_float(kMaxTf32Bits);
+  hi = to_tf32(fminf(fmaxf(f, -kMax), kMax)) & kTf32Mask;  // fmaxf(NaN, c) = c
+  lo = to_tf32(f - __uint_as_float(hi));
 }
 
-// d (4 fp32: rows g, g, g+8, g+8 x cols 2t, 2t+1) += a * b, one mma.sync.
+// d (rows g, g, g+8, g+8 x cols 2t, 2t+1 of the 16x8 tile) += a * b, one mma.sync.
+#define FJ_MMA_SYNC(shape, type)                                                                          \
+  asm("mma.sync.aligned." shape ".row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+      "{%0,%1,%2,%3};"                                                                                    \
+      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                                                            \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 template <Op kOp>
 __device__ __forceinline__ void mma_op(float& d0, float& d1, float& d2, float& d3, const unsigned (&a)[4],
                                        const unsigned (&b)[2]) {
   if constexpr (kOp == kOpBf16)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    FJ_MMA_SYNC("m16n8k16", "bf16");
   else if constexpr (kOp == kOpF16)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    FJ_MMA_SYNC("m16n8k16", "f16");
   else
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    FJ_MMA_SYNC("m16n8k8", "tf32");
+}
+#undef FJ_MMA_SYNC
+
+// acc rows of 16-row subtile mi += a (that subtile) * B (NI 8-col subtiles).
+template <Op kOp, int kRows, int kCols>
+__device__ __forceinline__ void mma_rows(float (&acc)[kRows][kCols], int mi, const unsigned (&a)[4],
+                                         const unsigned (&b)[kCols / 2][2]) {
+#pragma unroll
+  for (int ni = 0; ni < kCols / 2; ++ni)
+    mma_op<kOp>(acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1], acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1],
+                a, b[ni]);
 }
 
-// acc += A (MI 16-row subtiles) * B (NI 8-col subtiles) for one k step.
-template <Op kOp, int MI, int NI>
-__device__ __forceinline__ void mma_warp_tile(float (&acc)[2 * MI][2 * NI], const unsigned (&a)[MI][4],
-                                              const unsigned (&b)[NI][2]) {
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-      mma_op<kOp>(acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1], acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1],
-                  a[mi], b[ni]);
-}
-
+// acc += A * B for one k step (fragments as loaded: raw fp32 bits for tf32 kinds).
 template <class Kind, int MI, int NI>
 __device__ __forceinline__ void mma_step(float (&acc)[2 * MI][2 * NI], unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
-  if constexpr (Kind::kSplit) {
-    unsigned al[MI][4], bl[NI][2];
+  if constexpr (Kind::kSplit) {  // B split up front, A one 16-row subtile at a time (fewer live registers)
+    unsigned bl[NI][2];
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
+    for (int i = 0; i < NI * 2; ++i) split_tf32(b[i / 2][i % 2], b[i / 2][i % 2], bl[i / 2][i % 2]);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], a[mi][q], al[mi][q]);
+    for (int mi = 0; mi < MI; ++mi) {
+      unsigned al[4];
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) split_tf32(b[ni][q], b[ni][q], bl[ni][q]);
-    mma_warp_tile<kOpTf32>(acc, al, b);  // a_lo * b_hi
-    mma_warp_tile<kOpTf32>(acc, a, bl);  // a_hi * b_lo
-    mma_warp_tile<kOpTf32>(acc, a, b);   // a_hi * b_hi
+      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], a[mi][q], al[q]);
+      mma_rows<kOpTf32>(acc, mi, al, b);       // a_lo * b_hi
+      mma_rows<kOpTf32>(acc, mi, a[mi], bl);   // a_hi * b_lo
+      mma_rows<kOpTf32>(acc, mi, a[mi], b);    // a_hi * b_hi
+    }
   } else {
     if constexpr (Kind::kOp == kOpTf32) {
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
+      for (int i = 0; i < MI * 4; ++i) a[i / 4][i % 4] = to_tf32(__uint_as_float(a[i / 4][i % 4]));
 #pragma unroll
-        for (int q = 0; q < 4; ++q) a[mi][q] = to_tf32(__uint_as_float(a[mi][q]));
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) b[ni][q] = to_tf32(__uint_as_float(b[ni][q]));
+      for (int i = 0; i < NI * 2; ++i) b[i / 2][i % 2] = to_tf32(__uint_as_float(b[i / 2][i % 2]));
     }
-    mma_warp_tile<Kind::kOp>(acc, a, b);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) mma_rows<Kind::kOp>(acc, mi, a[mi], b);
   }
 }
 
@@ -179,7 +179,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[2 * MI][2 * NI], unsigned 
 template <class T, int R, int C, long long LD, class Layout, int kThreads>
 __device__ __forceinline__ void copy_tile(const T* __restrict__ p, unsigned dst, int r0, int c0, int tid) {
   constexpr int E = sizeof(T), kPerChunk = 16 / E, CH = Layout::kChunksPerRow;
-  constexpr int kVec = (LD * E) % 16 == 0 ? 16 : (LD * E) % 4 == 0 ? 4 : E;
+  constexpr int kCopyBytes = (LD * E) % 16 == 0 ? 16 : (LD * E) % 4 == 0 ? 4 : E;
   static_assert(kThreads % CH == 0, "a tile row must not be wider than the block");
   constexpr int kRowStep = kThreads / CH, kIters = ceil_div(Layout::kRows, kRowStep);
   const int tr = tid / CH, tc = tid % CH;
@@ -198,10 +198,10 @@ __device__ __forceinline__ void copy_tile(const T* __restrict__ p, unsigned dst,
                                                        : dst + Layout::offset(tr + i * kRowStep, tc);
     const T* src = g + i * kRowStep * LD;
     const bool row_ok = i * kRowStep < rows_left;
-    if constexpr (kVec == 16) {
+    if constexpr (kCopyBytes == 16) {
       const int bytes = row_ok ? chunk_bytes : 0;
       cp_async16(s, bytes ? src : p, bytes);
-    } else if constexpr (kVec == 4) {
+    } else if constexpr (kCopyBytes == 4) {
       constexpr int kPer = 4 / E;
 #pragma unroll
       for (int j = 0; j < 16 / 4; ++j) {
@@ -227,44 +227,28 @@ struct Conditional<false, X, Y> { using type = Y; };
 }  // namespace mma
 
 // ---- loaders ---------------------------------------------------------------------
-// Extents and leading dimensions are compile-time; p is the run-time base
-// (16-byte aligned: the caller guarantees it).
-
+// A dense operand stored p[r * LD + c], r < R, c < C (c contiguous): extents
+// and leading dimension compile-time, p the run-time base (16-byte aligned:
+// the caller guarantees it). kKContiguous: c is k (else r is k).
+template <class T, int R, int C, long long LD, bool kKContiguous_>
+struct MmaDense {
+  using Elem = T;
+  static constexpr bool kKContiguous = kKContiguous_;
+  const T* __restrict__ p;
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ void load(unsigned dst, int mn0, int k0, int tid) const {
+    mma::copy_tile<T, R, C, LD, Layout, kThreads>(p, dst, kKContiguous ? mn0 : k0, kKContiguous ? k0 : mn0, tid);
+  }
+};
 // A[m][k] = p[m * LDA + k] (linear's x, matmul's A).
 template <class T, int M, int K, long long LDA>
-struct MmaRowMajorA {
-  using Elem = T;
-  static constexpr bool kKContiguous = true;
-  const T* __restrict__ p;
-  template <class Layout, int kThreads>
-  __device__ __forceinline__ void load(unsigned dst, int m0, int k0, int tid) const {
-    mma::copy_tile<T, M, K, LDA, Layout, kThreads>(p, dst, m0, k0, tid);
-  }
-};
-
+using MmaRowMajorA = MmaDense<T, M, K, LDA, true>;
 // B[k][n] = p[n * LDB + k] (linear's weight, stored [N][K]).
 template <class T, int N, int K, long long LDB>
-struct MmaNKMajorB {
-  using Elem = T;
-  static constexpr bool kKContiguous = true;
-  const T* __restrict__ p;
-  template <class Layout, int kThreads>
-  __device__ __forceinline__ void load(unsigned dst, int n0, int k0, int tid) const {
-    mma::copy_tile<T, N, K, LDB, Layout, kThreads>(p, dst, n0, k0, tid);
-  }
-};
-
+using MmaNKMajorB = MmaDense<T, N, K, LDB, true>;
 // B[k][n] = p[k * LDB + n] (matmul's B, stored [K][N]).
 template <class T, int N, int K, long long LDB>
-struct MmaKNMajorB {
-  using Elem = T;
-  static constexpr bool kKContiguous = false;
-  const T* __restrict__ p;
-  template <class Layout, int kThreads>
-  __device__ __forceinline__ void load(unsigned dst, int n0, int k0, int tid) const {
-    mma::copy_tile<T, K, N, LDB, Layout, kThreads>(p, dst, k0, n0, tid);
-  }
-};
+using MmaKNMajorB = MmaDense<T, K, N, LDB, false>;
 
 // ---- tile policy and fragment ------------------------------------------------------
 
@@ -331,11 +315,12 @@ struct MmaFragment {
 
 // ---- the mainloop ------------------------------------------------------------------
 
-// Accumulates the tile at (m0, n0) over k in [0, K) into frag (which the
-// caller zeroes by constructing it). Every thread of the block calls it;
-// smem holds Tile::smem_bytes(Kind::kElemBytes, !BLoader::kKContiguous) bytes (dynamic shared memory,
-// 128-byte aligned). On return every thread has passed a __syncthreads()
-// after its last smem read and no cp.async is in flight: smem is free.
+// Accumulates the tile at (m0, n0) over k in [0, K) into frag (zeroed by its
+// constructor). Every thread of the block calls it. smem: dynamic shared
+// memory, Tile::smem_bytes(Kind::kElemBytes, !BLoader::kKContiguous) bytes,
+// 128-byte aligned (16 is required). On return every thread has passed a
+// __syncthreads() after its last smem read and no cp.async is in flight: the
+// epilogue may reuse smem.
 template <class Tile, class Kind, class ALoader, class BLoader>
 __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
                                              MmaFragment<Tile>& frag, char* smem) {
@@ -391,10 +376,7 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
         else  // [n][k]: lane l gives n row l%8 + 8*(l/16), k chunk (l/8)%2
           mma::ldsm_x4(r, bs + LB::offset(wn + nj * 16 + lane % 8 + (lane / 16) * 8,
                                           kk * kStepChunks + (lane / 8) % 2));
-        bf[2 * nj][0] = r[0];
-        bf[2 * nj][1] = r[1];
-        bf[2 * nj + 1][0] = r[2];
-        bf[2 * nj + 1][1] = r[3];
+        bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1], bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
       }
     }
   };

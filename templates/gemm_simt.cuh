@@ -24,6 +24,7 @@
 //   void set(int g, int q, int j, float v); //   (q, j compile-time once unrolled)
 //   static constexpr int kRowSharers;       // threads holding parts of one row
 //   int row_sharer() const;                 // this thread's index among them
+//   static constexpr int kTileRows, kTileCols;  // the tile all fragments cover
 //   static constexpr int kThreads;          // threads holding fragments
 //   int thread() const;                     // this thread's index among them
 //   static void sync();                     // barrier among exactly those threads
@@ -66,6 +67,7 @@ struct SimtFragment {
   static constexpr int kRowSharers = Tile::kThreadsN;
   static constexpr int kRowUnroll = Tile::VM;
   static constexpr int kThreads = Tile::kThreads;
+  static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
   float acc[kRows][kCols];
   int tm, tn;
 

@@ -13,8 +13,9 @@
 //
 // Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
 // operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
-// fp32-accurate): consumers split each stage in place into x = hi + lo (hi
-// tf32, rounded to nearest; lo into a buffer of its own), accumulate
+// fp32-accurate): warps 1-3 of the producer warpgroup split each stage in
+// place into x = hi + lo (hi tf32, rounded to nearest; lo into one of two
+// buffers of its own), consumers accumulate
 // lo*hi + hi*lo + hi*hi of the k-tile in the tensor core and add that to the
 // fp32 accumulators with FADD (the tensor core's own long accumulation
 // truncates: its error would grow with K).
@@ -148,15 +149,15 @@ __device__ __forceinline__ bool split_tile(float4* raw, float4* lo, int n, int t
   }
   return finite;
 }
-// True on every thread when `flag` is true on any of the kThreads consumer
-// threads; a barrier among them (named barrier 1).
-template <int kThreads>
-__device__ __forceinline__ bool any_consumer(bool flag) {
+// True on every thread when `flag` is true on any of the kThreads threads
+// that take named barrier kBarrier (a barrier among them).
+template <int kBarrier, int kThreads>
+__device__ __forceinline__ bool any_thread(bool flag) {
   unsigned r;
   asm volatile(
-      "{\n.reg .pred in, out;\nsetp.ne.u32 in, %1, 0;\nbar.red.or.pred out, 1, %2, in;\nselp.u32 %0, 1, 0, out;\n}"
+      "{\n.reg .pred in, out;\nsetp.ne.u32 in, %1, 0;\nbar.red.or.pred out, %2, %3, in;\nselp.u32 %0, 1, 0, out;\n}"
       : "=r"(r)
-      : "r"((unsigned)flag), "n"(kThreads)
+      : "r"((unsigned)flag), "n"(kBarrier), "n"(kThreads)
       : "memory");
   return r != 0;
 }
@@ -194,6 +195,7 @@ struct WgmmaFragment {
   static constexpr int kRowUnroll = 2;
   static constexpr int kRowSharers = 4;
   static constexpr int kThreads = Tile::kConsumerThreads;
+  static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
   float acc[kRows][kCols];
   // F32x3 only: one k-tile's sum in the tensor core, added to acc in fp32.
   // (A member, so that it lives before the warp roles split: declared inside
@@ -253,7 +255,11 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
                                            const TileOrder& order, char* ring, const Epilogue& epilogue) {
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
-  __shared__ __align__(8) unsigned long long full[S], empty[S];
+  constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
+  constexpr int kSplitters = 96;  // 3xTF32: warps 1-3 of the producer warpgroup split each stage
+  // full: TMA landed; split: 3xTF32 stage split; empty: consumers done with a
+  // stage; lo_free: consumers done with a lo buffer.
+  __shared__ __align__(8) unsigned long long full[S], split[S], empty[S], lo_free[2];
   char* a_ring = ring;
   char* b_ring = ring + S * kA;
   WgmmaFragment<Tile> frag;  // before the role split (see tile_sum)
@@ -262,14 +268,43 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
     for (int s = 0; s < S; ++s) {
       sm90::mbar_init(&full[s], 1);
       sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
+      sm90::mbar_init(&split[s], kSplitters);
     }
+    for (int b = 0; b < 2; ++b) sm90::mbar_init(&lo_free[b], Tile::kConsumers * 4);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   const int k_tiles = (K + BK - 1) / BK;
 
+  auto lo_of = [&](int it) { return ring + (S + it % 2) * (kA + kB); };
   if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
+    if constexpr (kSplit) {
+      if (threadIdx.x >= 32) {  // splitters: x = hi + lo, hi in place, lo into lo_of(it)
+        const int t = threadIdx.x - 32;
+        int it = 0;
+        for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
+          for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            const int s = it % S;
+            sm90::mbar_wait(&full[s], (it / S) & 1);
+            if (it >= 2) sm90::mbar_wait(&lo_free[it % 2], ((it / 2) - 1) & 1);
+            float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
+            float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
+            float4* lo_a = reinterpret_cast<float4*>(lo_of(it));
+            float4* lo_b = reinterpret_cast<float4*>(lo_of(it) + kA);
+            bool finite = sm90::split_tile<true, kSplitters>(raw_a, lo_a, kA / 16, t);
+            finite = sm90::split_tile<true, kSplitters>(raw_b, lo_b, kB / 16, t) && finite;
+            if (sm90::any_thread<2, kSplitters>(!finite)) {  // rare: Inf / NaN in this k-tile
+              sm90::split_tile<false, kSplitters>(raw_a, lo_a, kA / 16, t);
+              sm90::split_tile<false, kSplitters>(raw_b, lo_b, kB / 16, t);
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
+            sm90::mbar_arrive(&split[s]);
+          }
+        }
+        return;
+      }
+    }
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(b_map) : "memory");
@@ -300,32 +335,13 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
-    if constexpr (Tile::kKind == MmaKind::F32x3) {
-      // Software-pipelined: the split of k-tile it+1 runs while the tensor
-      // core works on it. Lo buffer it % 2 is rewritten at it+2, after the
-      // barrier that follows every consumer's wait for it.
-      constexpr int T = Tile::kConsumerThreads;
-      auto lo_of = [&](int i) { return ring + (S + i % 2) * (kA + kB); };
-      auto split = [&](int i) {  // hi in place, lo into lo_of(i); all consumers
-        const int s = i % S;
-        sm90::mbar_wait(&full[s], (i / S) & 1);
-        float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
-        float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
-        float4* lo_a = reinterpret_cast<float4*>(lo_of(i));
-        float4* lo_b = reinterpret_cast<float4*>(lo_of(i) + kA);
-        bool finite = sm90::split_tile<true, T>(raw_a, lo_a, kA / 16, frag.thread());
-        finite = sm90::split_tile<true, T>(raw_b, lo_b, kB / 16, frag.thread()) && finite;
-        if (sm90::any_consumer<T>(!finite)) {  // rare: Inf / NaN in this k-tile
-          sm90::split_tile<false, T>(raw_a, lo_a, kA / 16, frag.thread());
-          sm90::split_tile<false, T>(raw_b, lo_b, kB / 16, frag.thread());
-        }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
-      };
-      split(it);
-      WgmmaFragment<Tile>::sync();
+    if constexpr (kSplit) {
+      // The splitters prepared stage it (hi in place, lo in lo_of(it)). The
+      // k-tile's sum is added to acc in fp32 before the next k-tile starts.
 #pragma unroll 1
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % S;
+        sm90::mbar_wait(&split[s], (it / S) & 1);
         const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
         const unsigned long long b_hi = sm90::sw128_desc(b_ring + s * kB);
         const unsigned long long a_lo = sm90::sw128_desc(lo_of(it) + rows_off);
@@ -339,14 +355,15 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
           sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
         }
         sm90::wgmma_commit();
-        if (kt + 1 < k_tiles) split(it + 1);
         sm90::wgmma_wait<0>();
-        WgmmaFragment<Tile>::sync();  // split it+1 done everywhere; every consumer's wgmmas of it done
+        if (warp_leader) {
+          sm90::mbar_arrive(&empty[s]);
+          sm90::mbar_arrive(&lo_free[it % 2]);
+        }
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
           for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
-        if (warp_leader) sm90::mbar_arrive(&empty[s]);
       }
     } else {
 #pragma unroll 1
