@@ -100,8 +100,8 @@ stage_gemm() {
   grep -E "Failure|FAILED|rel_l2" "$out/gemm_tests.log" | head -30
   : > "$out/gemm_runs.log"
   for p in ${GEMM_MODES:-bf16 f16 tf32 fp32}; do
-    for shape in ${GEMM_SHAPES:-"4096 4096 4096" "1024 8192 8192" "8192 8192 8192" "100 1000 500"}; do
-      set -- $shape
+    for shape in ${GEMM_SHAPES:-4096x4096x4096 1024x8192x8192 8192x8192x8192 100x1000x500}; do
+      set -- ${shape//x/ }
       local spec log
       spec=$(gemm_spec "$p" "$1" "$2" "$3")
       log=$(timeout 120 "$build/fusejit" run "$spec" --iters 20 2>&1)

@@ -51,6 +51,34 @@ extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, c
   for (int i = 0; i < f1.kRows; ++i)
     for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 32 + f1.col(j)] = f1.acc[i][j] + f2.pick(i / f2.kRowUnroll, i % f2.kRowUnroll, j) * f1.row_sharer();
 })"},
+      {"gemm_mma.cuh", R"(
+#include "fusejit/fj_half.cuh"
+using Tile = fj::MmaTile<64, 64, 32, 32, 32, 3>;
+template <class Kind, class A, class B>
+__device__ void run(const A& a, const B& b, int m0, int K, float* c, char* smem) {
+  fj::MmaFragment<Tile> f;
+  fj::mma_mainloop<Tile, Kind>(a, b, m0, 0, K, f, smem);
+  f.set(0, 1, 0, f.pick(0, 1, 0) + 1.f);
+  for (int i = 0; i < f.kRows; ++i)
+    for (int j = 0; j < f.kCols; ++j)
+      c[(m0 + f.row(i)) * 64 + f.col(j)] += f.acc[i][j] + f.pick(i / f.kRowUnroll, i % f.kRowUnroll, j) * f.row_sharer();
+  f.sync();
+}
+using bf16 = __nv_bfloat16;
+extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const bf16* x, const __half* h, const float* s, float* c) {
+  extern __shared__ __align__(128) char smem[];
+  using namespace fj;
+  // ragged (element-wise / 4-byte copies) and aligned (16-byte cp.async), both B layouts, every kind
+  run<mma::BF16>(MmaRowMajorA<bf16, 100, 37, 37>{x}, MmaNKMajorB<bf16, 45, 37, 37>{x}, 64, 37, c, smem);
+  run<mma::BF16>(MmaRowMajorA<bf16, 128, 64, 64>{x}, MmaKNMajorB<bf16, 64, 64, 64>{x}, 0, 64, c, smem);
+  run<mma::F16>(MmaRowMajorA<__half, 100, 38, 38>{h}, MmaKNMajorB<__half, 45, 38, 45>{h}, 64, 38, c, smem);
+  run<mma::F16>(MmaRowMajorA<__half, 128, 64, 64>{h}, MmaNKMajorB<__half, 64, 64, 64>{h}, 0, 64, c, smem);
+  run<mma::TF32>(MmaRowMajorA<float, 100, 37, 37>{s}, MmaNKMajorB<float, 45, 37, 37>{s}, 64, 37, c, smem);
+  run<mma::TF32>(MmaRowMajorA<float, 128, 64, 64>{s}, MmaKNMajorB<float, 64, 64, 64>{s}, 0, 64, c, smem);
+  run<mma::F32x3>(MmaRowMajorA<float, 100, 37, 37>{s}, MmaKNMajorB<float, 45, 37, 45>{s}, 64, 37, c, smem);
+  run<mma::F32x3>(MmaRowMajorA<float, 128, 64, 64>{s}, MmaNKMajorB<float, 64, 64, 64>{s}, 0, 64, c, smem);
+  c[0] += Tile::smem_bytes(mma::F32x3::kElemBytes, true) + MmaFragment<Tile>::kThreads;
+})"},
       {"conv_simt.cuh", R"(
 #include "fusejit/gemm_simt.cuh"
 struct S {
