@@ -86,11 +86,19 @@ stage_python() {
   note "c api + python: rc=$? $(tail -1 "$out/python.log")"
 }
 
-# A linear chain spec: gemm_spec PRECISION M K N -> path
+# A linear chain spec: gemm_spec PRECISION M K N [bias_relu|none] -> path
 gemm_spec() {
-  local p=$1 m=$2 k=$3 n=$4 f="/tmp/gemm_$1_$2x$3x$4.yaml"
-  printf 'name: gemm_%s_%sx%sx%s\nprecision: %s\ninputs:\n  - {name: x, shape: [%s, %s]}\n  - {name: w, shape: [%s, %s]}\n  - {name: b, shape: [%s]}\nops:\n  - {name: y0, op: linear, args: [x, w]}\n  - {name: y1, op: add, args: [y0, b]}\n  - {name: y, op: relu, args: [y1]}\noutputs: [y]\n' \
-    "$p" "$m" "$k" "$n" "$p" "$m" "$k" "$n" "$k" "$n" > "$f"
+  local p=$1 m=$2 k=$3 n=$4 chain=${5:-bias_relu} f="/tmp/gemm_$1_$2x$3x$4_${5:-bias_relu}.yaml"
+  {
+    printf 'name: gemm_%s_%sx%sx%s\nprecision: %s\ninputs:\n' "$p" "$m" "$k" "$n" "$p"
+    printf '  - {name: x, shape: [%s, %s]}\n  - {name: w, shape: [%s, %s]}\n' "$m" "$k" "$n" "$k"
+    if [ "$chain" = none ]; then
+      printf 'ops:\n  - {name: y, op: linear, args: [x, w]}\noutputs: [y]\n'
+    else
+      printf '  - {name: b, shape: [%s]}\nops:\n  - {name: y0, op: linear, args: [x, w]}\n' "$n"
+      printf '  - {name: y1, op: add, args: [y0, b]}\n  - {name: y, op: relu, args: [y1]}\noutputs: [y]\n'
+    fi
+  } > "$f"
   echo "$f"
 }
 
