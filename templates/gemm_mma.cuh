@@ -280,6 +280,7 @@ struct MmaFragment {
   static constexpr int kRows = 2 * Tile::kMI, kCols = 2 * Tile::kNI;
   static constexpr int kRowUnroll = 2;  // the two rows of one 16-row subtile
   static constexpr int kRowSharers = 4 * Tile::kWarpsN;
+  static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
   static constexpr int kThreads = Tile::kThreads;
   float acc[kRows][kCols];
   int r0, c0, sharer;
