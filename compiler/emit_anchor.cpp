@@ -22,6 +22,15 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
          std::to_string(t.stages) + ", fj::MmaKind::" + k + ">;";
 }
 
+// Columns the wgmma epilogue stages at a time: the widest that fits in the
+// shared memory the ring leaves (at least 16).
+int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32) {
+  const int64_t left = 227 * 1024 - wgmma_smem_bytes(t, three_tf32);
+  int chunk = 64;
+  while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
+  return chunk;
+}
+
 std::string reduce_op_type(OpKind op) {
   switch (op) {
     case OpKind::Max: return "fj::MaxOp";
@@ -299,7 +308,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (!kp.region.stores.empty()) {
       const std::string fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
                                           "the elementwise epilogue and its stores, at output coordinates");
-      run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
+      if (wgmma) {  // staged through shared memory: coalesced loads and stores
+        const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3");
+        smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * (chunk + 8));
+        run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ">(frag, m0, n0, " + shape.rows + ", " +
+                      shape.cols + ", smem,");
+      } else {
+        run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
+      }
       append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + ");"));
     }
     for (size_t r = 0; r < reductions.size(); ++r) {

@@ -58,6 +58,36 @@ __device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0,
   }
 }
 
+// The elementwise epilogue through shared memory, kChunk columns at a time:
+// the fragment goes to smem, then consecutive threads call f for consecutive
+// columns of a row, so a warp's loads and stores touch contiguous memory.
+// For fragments whose threads hold few adjacent columns (wgmma: 2 of every 8,
+// so a warp's store spans 8 rows). smem: kTileRows * (kChunk + 8) floats.
+template <int kChunk, class Frag, class F>
+__device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                      const F& f) {
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8;
+  static_assert(Frag::kTileCols % kChunk == 0, "chunks must split the tile");
+  const int rows = min(BM, M - m0);
+#pragma unroll 1
+  for (int c0 = 0; c0 < Frag::kTileCols; c0 += kChunk) {
+#pragma unroll
+    for (int i = 0; i < Frag::kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) {
+        const int c = frag.col(j) - c0;
+        if (c >= 0 && c < kChunk) smem[frag.row(i) * LD + c] = frag.acc[i][j];
+      }
+    Frag::sync();
+    const int cols = min(kChunk, N - n0 - c0);
+    for (int e = frag.thread(); e < BM * kChunk; e += Frag::kThreads) {
+      const int r = e / kChunk, c = e % kChunk;
+      if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+    }
+    Frag::sync();
+  }
+}
+
 // Pool fused into the epilogue. `Windows` describes where pool windows lie in
 // the tile (e.g. PoolTiledPixels): row(w, q) is the tile row of element q of
 // window w (0 <= w < P). value(acc, m, n) is applied to every element in
