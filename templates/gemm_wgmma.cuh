@@ -127,45 +127,35 @@ __device__ __forceinline__ void split_signed(float x, float& hi, float& lo) {
 __device__ __forceinline__ bool finite4(float4 v) {
   return fabsf(v.x) < fj::inf() && fabsf(v.y) < fj::inf() && fabsf(v.z) < fj::inf() && fabsf(v.w) < fj::inf();
 }
-// Splits the `n` float4s of a tile in place (hi) and into `lo`, thread t of
-// kThreads taking 4 at a time: all 4 loads first (raw and lo may alias as
-// far as the compiler knows, so they must not wait behind the stores), then
-// the math, then the stores. False if an element is not finite.
+// Splits float4 i of `raw` in place (hi) and into `lo`; false if x is not finite.
+template <bool kNearest>
+__device__ __forceinline__ bool split4(float4* raw, float4* lo, int i) {
+  float4 h = raw[i], l;
+  bool finite = true;
+  if constexpr (kNearest) {
+    finite = finite4(h);
+    split_nearest(h.x, h.x, l.x), split_nearest(h.y, h.y, l.y), split_nearest(h.z, h.z, l.z),
+        split_nearest(h.w, h.w, l.w);
+  } else {  // undo the nearest split (exact: hi + lo == x where hi is finite), split again
+    auto x = [](float hi, float lo) { return fabsf(hi) < fj::inf() ? hi + lo : hi; };
+    const float4 l0 = lo[i];
+    split_signed(x(h.x, l0.x), h.x, l.x), split_signed(x(h.y, l0.y), h.y, l.y), split_signed(x(h.z, l0.z), h.z, l.z),
+        split_signed(x(h.w, l0.w), h.w, l.w);
+  }
+  raw[i] = h;
+  lo[i] = l;
+  return finite;
+}
+// Splits the `n` float4s of a tile, thread t of kThreads taking 4 at a time
+// (their loads in flight together).
 template <bool kNearest, int kThreads>
 __device__ __forceinline__ bool split_tile(float4* raw, float4* lo, int n, int t) {
-  constexpr int U = 4;
   bool finite = true;
 #pragma unroll 1
-  for (int i0 = t; i0 < n; i0 += U * kThreads) {
-    float4 h[U], l[U];
+  for (int i = t; i < n; i += 4 * kThreads) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = i0 + u * kThreads;
-      if (i < n) {
-        h[u] = raw[i];
-        if constexpr (!kNearest) l[u] = lo[i];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if constexpr (kNearest) {
-        finite = finite && finite4(h[u]);
-        split_nearest(h[u].x, h[u].x, l[u].x), split_nearest(h[u].y, h[u].y, l[u].y),
-            split_nearest(h[u].z, h[u].z, l[u].z), split_nearest(h[u].w, h[u].w, l[u].w);
-      } else {  // undo the nearest split (exact: hi + lo == x where hi is finite), split again
-        auto x = [](float hi, float lo) { return fabsf(hi) < fj::inf() ? hi + lo : hi; };
-        split_signed(x(h[u].x, l[u].x), h[u].x, l[u].x), split_signed(x(h[u].y, l[u].y), h[u].y, l[u].y),
-            split_signed(x(h[u].z, l[u].z), h[u].z, l[u].z), split_signed(x(h[u].w, l[u].w), h[u].w, l[u].w);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = i0 + u * kThreads;
-      if (i < n) {
-        raw[i] = h[u];
-        lo[i] = l[u];
-      }
-    }
+    for (int u = 0; u < 4; ++u)
+      if (i + u * kThreads < n) finite = split4<kNearest>(raw, lo, i + u * kThreads) && finite;
   }
   return finite;
 }
@@ -200,7 +190,7 @@ struct WgmmaTile {
   // shared memory adds the epilogue's and 1 KiB of slack to align the ring.
   static constexpr int kRingBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB);
   // Registers per thread after setmaxnreg (producer / consumers).
-  static constexpr int kProducerRegs = 64, kConsumerRegs = kConsumers == 1 ? 232 : 224;
+  static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 1 ? 232 : 224;
   static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
