@@ -25,7 +25,7 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
 // shared memory the ring leaves (at least 16).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32) {
-  const int64_t left = 227 * 1024 - wgmma_smem_bytes(t, three_tf32);
+  const int64_t left = kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32);
   int chunk = 64;
   while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
   return chunk;
@@ -372,9 +372,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     run.push_back("});");  // the epilogue lambda
     const int64_t ring_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") - 1024;
     const int64_t smem_bytes = ring_bytes + smem_floats * 4 + 1024;
-    if (smem_bytes > 227 * 1024)
+    if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
-                   " bytes of shared memory, over the 227 KiB of sm_90");
+                   " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
     fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b, char* ring";

@@ -39,11 +39,11 @@ TileConfig heuristic_tile(const AnchorGeometry& geo, bool pool_fused) {
 
 constexpr int kSm90Sms = 132;  // H100 SXM / H200: codegen knows the arch, not the part
 
-// Largest stage count that fits (at most 8) with 4 KiB left for the
-// epilogue's shared memory (a row reduction needs 6 * BM floats).
+// Largest stage count that fits (at most 8) with room left for the
+// epilogue (wgmma_fits_with_epilogue).
 int max_stages(WgmmaConfig t, bool three_tf32) {
   for (t.stages = 8; t.stages > 2; --t.stages)
-    if (validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + 4096 <= 227 * 1024) break;
+    if (wgmma_fits_with_epilogue(t, three_tf32)) break;
   return t.stages;
 }
 

@@ -27,6 +27,11 @@ int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   return (t.stages + (three_tf32 ? 2 : 0)) * stage + 1024;
 }
 
+bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
+  const int64_t epilogue = std::max<int64_t>(int64_t{t.bm} * (16 + 8) * 4, 4096);
+  return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
+}
+
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
   if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128 (one or two consumer warpgroups)");
@@ -35,9 +40,9 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (three_tf32 && t.bn > 128)
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
-  if (wgmma_smem_bytes(t, three_tf32) > 227 * 1024)
+  if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
     return bad(std::to_string(wgmma_smem_bytes(t, three_tf32)) + " bytes of shared memory" +
-               (three_tf32 ? " (3xTF32 adds two lo tiles)" : "") + ", over the 227 KiB of sm_90");
+               (three_tf32 ? " (3xTF32 adds two lo tiles)" : "") + ", over the 226 KiB a wgmma kernel may take on sm_90");
   return Status::success();
 }
 

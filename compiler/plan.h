@@ -68,11 +68,18 @@ Expected<Heuristics> parse_heuristics(const std::string& config);
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
 Status validate_tile(const TileConfig& t);
 
+// Dynamic shared memory a wgmma kernel may ask for: sm_90's 227 KiB per
+// block less 1 KiB for its static shared memory (the mbarriers).
+constexpr int64_t kWgmmaDynamicSmemLimit = 226 * 1024;
+
 // Shared memory (bytes) of a wgmma tile for operands of `elem_bytes`
 // (3xTF32 adds two lo tiles); WgmmaTile::kSmemBytes computes the same.
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
 // Checks a wgmma tile: shapes WgmmaTile instantiates, within 227 KiB.
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
+// Whether the tile is valid and its ring leaves room for the smallest
+// epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
+bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
 
 // ---- the anchor's GEMM view --------------------------------------------------------
 

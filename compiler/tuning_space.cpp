@@ -30,7 +30,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         t.bn = bn;
         int most = 0;  // the deepest ring that fits, and one stage less
         for (t.stages = 2; t.stages <= 8; ++t.stages)
-          if (cg::validate_wgmma(t, three_tf32) && cg::wgmma_smem_bytes(t, three_tf32) + 4096 <= 227 * 1024)
+          if (cg::wgmma_fits_with_epilogue(t, three_tf32))
             most = t.stages;
         for (int stages : {most, most - 1}) {
           if (stages < 2) continue;

@@ -131,20 +131,31 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
     Precision p;
     int64_t m, k, n;
     std::string tail;
+    std::string config = "";
   };
   const Case cases[] = {{Precision::BF16, 1024, 8192, 8192, ""},  {Precision::F16, 512, 4096, 11008, ""},
                         {Precision::TF32, 4096, 4096, 4096, ""},  {Precision::FP32, 4096, 4096, 4096, ""},
                         {Precision::BF16, 100, 1000, 500, ""},    {Precision::BF16, 4096, 1024, 256, "logsumexp"},
-                        {Precision::FP32, 1024, 1024, 4096, "sum"}};
+                        {Precision::FP32, 1024, 1024, 4096, "sum"},
+                        // the deepest 3xTF32 ring of 128x64 the tuner tries
+                        {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x6x8"}};
   for (const Case& c : cases) {
     const Graph g = linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));
-    Program prog = generate(g);
+    Program prog = generate(g, "sm_90a", c.config);
     const std::string label = prog.name + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
                               std::to_string(c.n);
     auto cubin = compile_to_cubin(prog.source, prog.name, {"sm_90a", false, {"--ptxas-options=-v"}});
     ASSERT_TRUE(cubin.ok()) << label << ": " << cubin.error().str();
     EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << label << "\n" << cubin->log;
     EXPECT_EQ(cubin->log.find("C7514"), std::string::npos) << label << ": wgmma serialized\n" << cubin->log;
+    // The launch's dynamic shared memory and the kernel's static (mbarriers)
+    // within sm_90's 227 KiB per block, or cuFuncSetAttribute refuses it.
+    const size_t smem_at = cubin->log.find(" bytes smem");
+    ASSERT_NE(smem_at, std::string::npos) << cubin->log;
+    const size_t digits = cubin->log.find_last_not_of("0123456789", smem_at - 1) + 1;
+    const long static_smem = std::stol(cubin->log.substr(digits, smem_at - digits));
+    ASSERT_FALSE(prog.launches.empty());
+    EXPECT_LE(prog.launches[0].shared_bytes + static_smem, 227 * 1024) << label;
     if (!have_cuobjdump) continue;
     const std::string path = ::testing::TempDir() + "/" + prog.name + ".cubin";
     std::ofstream(path, std::ios::binary).write(cubin->cubin.data(), static_cast<std::streamsize>(cubin->cubin.size()));

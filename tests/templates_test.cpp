@@ -1,5 +1,6 @@
 // Each templates/*.cuh compiles on its own with nvcc (included first in a tiny
-// .cu that instantiates what it declares), for sm_80. Skipped without nvcc.
+// .cu that instantiates what it declares), for sm_80 (the Hopper-only
+// headers for sm_90a). Skipped without nvcc.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -139,6 +140,42 @@ extern "C" __global__ void k(const float* x, float* y) {
       100, 37, [](long long o) { return o * 37; }, [&](long long b, int r) { return x[b + r]; },
       [&](long long, long long b, int r, float v) { y[b + r] = v; });
 })"},
+      {"wgmma_ops.cuh", R"(
+template <int N>
+using Acc = float[2][N / 4];
+extern "C" __global__ void k(float* c, unsigned long long a, unsigned long long b) {
+  using namespace fj::sm90;
+  Acc<64> x{};
+  Acc<128> y{};
+  Acc<256> z{};
+  mma_bf16_m64n64<0>(x, a, b), mma_bf16_m64n128<1>(y, a, b), mma_bf16_m64n256<0>(z, a, b, 0);
+  mma_f16_m64n64<1>(x, a, b), mma_f16_m64n128<0>(y, a, b), mma_f16_m64n256<1>(z, a, b);
+  mma_tf32_m64n64(x, a, b), mma_tf32_m64n128(y, a, b, 0), mma_tf32_m64n256(z, a, b);
+  c[threadIdx.x] = x[0][threadIdx.x % 16] + y[1][threadIdx.x % 32] + z[0][threadIdx.x % 64];
+})"},
+      {"gemm_wgmma.cuh", R"(
+// Every kind and both consumer counts; the epilogue stores the fragment.
+template <class Tile>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  const fj::TileOrder order{3, 5, 2};
+  fj::wgmma_gemm<Tile>(a, b, 100, order, fj::align_smem_1024(smem), [&](auto& f, int m0, int n0, int) {
+    for (int i = 0; i < f.kRows; ++i)
+      for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
+    f.sync();
+  });
+}
+#define KERNEL(name, ...)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(__VA_ARGS__::kThreads, 1)                                        \
+      name(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) { \
+    extern __shared__ __align__(1024) char smem[];                                                              \
+    run<__VA_ARGS__>(&a, &b, c, smem);                                                                         \
+  }
+KERNEL(k_bf16, fj::WgmmaTile<128, 256, 4, fj::MmaKind::BF16>)
+KERNEL(k_f16, fj::WgmmaTile<64, 64, 8, fj::MmaKind::F16>)
+KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
+KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 4, fj::MmaKind::F32x3>)
+KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
+)"},
       {"pool.cuh", R"(
 struct P2 {
   static constexpr int kH = 9, kW = 10, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 1, kDH = 2, kDW = 1;
@@ -179,7 +216,8 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       if (it == instantiations().end()) continue;
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
-      const std::string cmd = std::string(kNvcc) + " -arch=sm_80 -std=c++17 -Werror all-warnings -I" +
+      const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh";
+      const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
                               (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";
       if (std::system(cmd.c_str()) != 0) {
