@@ -58,31 +58,50 @@ __device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0,
   }
 }
 
+// Chunk `chunk` (run-time) of the fragment to smem through Frag::stage_cols,
+// whose column range must be a compile-time constant.
+template <int kChunk, int I, int kChunks, class Frag>
+__device__ __forceinline__ void stage_chunk(const Frag& frag, float* smem, int ld, int chunk) {
+  if constexpr (I < kChunks) {
+    if (chunk == I)
+      frag.template stage_cols<I * kChunk, kChunk>(smem, ld);
+    else
+      stage_chunk<kChunk, I + 1, kChunks>(frag, smem, ld, chunk);
+  }
+}
+
 // The elementwise epilogue through shared memory, kChunk columns at a time:
-// the fragment goes to smem, then consecutive threads call f for consecutive
-// columns of a row, so a warp's loads and stores touch contiguous memory.
-// For fragments whose threads hold few adjacent columns (wgmma: 2 of every 8,
-// so a warp's store spans 8 rows). smem: kTileRows * (kChunk + 8) floats.
+// the fragment goes to smem (Frag::stage_cols), then consecutive threads call
+// f for consecutive columns of a row, so a warp's loads and stores touch
+// contiguous memory. For fragments whose threads hold few adjacent columns
+// (wgmma: 2 of every 8, so a warp's store spans 8 rows). Interior chunks run
+// unguarded. smem: kTileRows * (kChunk + 8) floats.
 template <int kChunk, class Frag, class F>
 __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                       const F& f) {
-  constexpr int BM = Frag::kTileRows, LD = kChunk + 8;
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8, kChunks = Frag::kTileCols / kChunk;
+  constexpr int kIters = BM * kChunk / Frag::kThreads;  // elements per thread per chunk
   static_assert(Frag::kTileCols % kChunk == 0, "chunks must split the tile");
+  static_assert(BM * kChunk % Frag::kThreads == 0, "threads must split a chunk");
   const int rows = min(BM, M - m0);
 #pragma unroll 1
-  for (int c0 = 0; c0 < Frag::kTileCols; c0 += kChunk) {
-#pragma unroll
-    for (int i = 0; i < Frag::kRows; ++i)
-#pragma unroll
-      for (int j = 0; j < Frag::kCols; ++j) {
-        const int c = frag.col(j) - c0;
-        if (c >= 0 && c < kChunk) smem[frag.row(i) * LD + c] = frag.acc[i][j];
-      }
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    const int c0 = chunk * kChunk;
+    stage_chunk<kChunk, 0, kChunks>(frag, smem, LD, chunk);
     Frag::sync();
     const int cols = min(kChunk, N - n0 - c0);
-    for (int e = frag.thread(); e < BM * kChunk; e += Frag::kThreads) {
-      const int r = e / kChunk, c = e % kChunk;
-      if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+    if (rows == BM && cols == kChunk) {
+#pragma unroll 4
+      for (int k = 0; k < kIters; ++k) {
+        const int e = frag.thread() + k * Frag::kThreads, r = e / kChunk, c = e % kChunk;
+        f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+      }
+    } else {
+#pragma unroll 1
+      for (int k = 0; k < kIters; ++k) {
+        const int e = frag.thread() + k * Frag::kThreads, r = e / kChunk, c = e % kChunk;
+        if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+      }
     }
     Frag::sync();
   }

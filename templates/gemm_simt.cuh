@@ -28,6 +28,10 @@
 //   static constexpr int kThreads;          // threads holding fragments
 //   int thread() const;                     // this thread's index among them
 //   static void sync();                     // barrier among exactly those threads
+// and, for the staged epilogue (tile_pointwise_staged), optionally
+//   template <int kC0, int kChunk> void stage_cols(float* smem, int ld) const;
+//                                           // acc of columns [kC0, kC0+kChunk) to
+//                                           // smem[row * ld + col - kC0]
 // Rows x cols is a cartesian product per thread (true for SIMT tiles and for
 // the mma.sync / wgmma accumulator layouts alike).
 #pragma once

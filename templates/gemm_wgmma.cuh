@@ -226,6 +226,17 @@ struct WgmmaFragment {
   static __device__ __forceinline__ void sync() {
     asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
   }
+  // The accumulators of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0],
+  // as float2 (each thread's column pairs are adjacent; conflict-free for ld % 32 == 8 or 24).
+  template <int kC0, int kChunk>
+  __device__ __forceinline__ void stage_cols(float* smem, int ld) const {
+    static_assert(kC0 % 8 == 0 && kChunk % 8 == 0 && kC0 + kChunk <= kTileCols, "8-column groups of the tile");
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = kC0 / 4; j < (kC0 + kChunk) / 4; j += 2)
+        *reinterpret_cast<float2*>(smem + row(i) * ld + col(j) - kC0) = make_float2(acc[i][j], acc[i][j + 1]);
+  }
   __device__ __forceinline__ float pick(int, int q, int j) const { return acc[q][j]; }
   // Both rows are unrolled (kRowUnroll == kRows): g is always 0.
   __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }

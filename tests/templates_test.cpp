@@ -154,14 +154,20 @@ extern "C" __global__ void k(float* c, unsigned long long a, unsigned long long 
   c[threadIdx.x] = x[0][threadIdx.x % 16] + y[1][threadIdx.x % 32] + z[0][threadIdx.x % 64];
 })"},
       {"gemm_wgmma.cuh", R"(
-// Every kind and both consumer counts; the epilogue stores the fragment.
+#include "fusejit/epilogue.cuh"
+// Every kind and both consumer counts; the epilogue stores the fragment
+// directly or staged through shared memory.
 template <class Tile>
 __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
   const fj::TileOrder order{3, 5, 2};
-  fj::wgmma_gemm<Tile>(a, b, 100, order, fj::align_smem_1024(smem), [&](auto& f, int m0, int n0, int) {
+  char* ring = fj::align_smem_1024(smem);
+  float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  fj::wgmma_gemm<Tile>(a, b, 100, order, ring, [&](auto& f, int m0, int n0, int) {
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
+    fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
+                                                         [&](float v, int m, int n) { c[m * 1000 + n] += v; });
   });
 }
 #define KERNEL(name, ...)                                                                                        \
