@@ -97,7 +97,7 @@ Expected<TuneReport> autotune(Engine& engine, const Graph& graph, const CompileO
   const CandidateResult* best = report.best();
   if (!best) return Error("autotune: no candidate produced a correct result\n" + report.table());
   if (tune.save) {
-    TuningDb db(TuningDb::default_dir());
+    TuningDb db(TuningDb::default_dir(), RemoteCache::process_default());
     TuningRecord rec;
     rec.config = best->config;
     rec.median_ms = best->median_ms;
@@ -117,7 +117,8 @@ Expected<TuneReport> autotune(Engine& engine, const Graph& graph, const CompileO
 Expected<std::optional<std::string>> stored_tuning(const Graph& graph, const CompileOptions& opts) {
   auto t = resolve(graph, opts);
   if (!t) return t.error();
-  auto rec = TuningDb(TuningDb::default_dir()).lookup(tuning_key(t->graph, t->device, t->arch));
+  TuningDb db(TuningDb::default_dir(), RemoteCache::process_default());
+  auto rec = db.lookup(tuning_key(t->graph, t->device, t->arch));
   if (!rec) return std::optional<std::string>();
   return std::optional<std::string>(rec->config);
 }

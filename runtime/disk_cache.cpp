@@ -71,6 +71,9 @@ CacheWarningSink set_cache_warning_sink(CacheWarningSink sink) {
   return sink;
 }
 
+void cache_warning(const std::string& message) { warn(message); }
+void cache_warning_once(const std::string& topic, const std::string& message) { warn_once(topic, message); }
+
 std::optional<uint64_t> parse_byte_size(const std::string& text) {
   size_t i = 0;
   uint64_t value = 0;

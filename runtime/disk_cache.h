@@ -35,6 +35,10 @@ namespace fusejit {
 // nullptr restores stderr. Process-wide.
 using CacheWarningSink = std::function<void(const std::string&)>;
 CacheWarningSink set_cache_warning_sink(CacheWarningSink sink);
+// Sends a warning to the sink (the other cache tiers use it too); the second
+// form only once per `topic` per process.
+void cache_warning(const std::string& message);
+void cache_warning_once(const std::string& topic, const std::string& message);
 
 struct DiskCacheStats {
   std::string dir;

@@ -7,7 +7,7 @@
 #include "fusejit/autotune.h"
 #include "compiler/program.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/disk_cache.h"
+#include "runtime/cache_tiers.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/loaded_program.h"
 #include "runtime/nvrtc_compiler.h"
@@ -78,21 +78,22 @@ Status CompiledKernel::launch(const std::vector<DevicePtr>& inputs,
 
 struct Engine::Impl {
   OnceCache<std::shared_ptr<CompiledKernel>> cache;  // this process, loaded kernels
-  DiskCache disk = DiskCache::open_default();       // every process of this user, CUBINs
+  CubinTiers tiers{DiskCache::open_default(),       // every process of this user, CUBINs,
+                   RemoteCache::process_default()}; // then Redis (docs/cache.md)
 };
 
 namespace {
-// A CUBIN from the disk cache, or NVRTC's (then stored; a failed store only warns).
-Expected<std::vector<char>> cubin_for(DiskCache& disk, const CacheKey& key, const Program& program,
-                                      const NvrtcOptions& nv, bool& from_disk) {
+// A CUBIN from the disk or remote cache, or NVRTC's (then stored; a failed store only warns).
+Expected<std::vector<char>> cubin_for(CubinTiers& tiers, const CacheKey& key, const Program& program,
+                                      const NvrtcOptions& nv, bool& from_disk, bool lookup = true) {
   from_disk = false;
-  if (auto hit = disk.load(key)) {
+  if (auto hit = lookup ? tiers.load(key) : std::nullopt) {
     from_disk = true;
-    return std::move(*hit);
+    return std::move(hit->cubin);
   }
   auto c = compile_to_cubin(program.source, program.name, nv);
   if (!c) return c.error();
-  (void)disk.store(key, c->cubin);
+  tiers.store(key, c->cubin);
   return std::move(c->cubin);
 }
 }  // namespace
@@ -139,15 +140,15 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
     if (!program) return program.error();
     CacheKey disk_key = cubin_cache_key(prepared, *arch, opts.config, nvrtc_option_list(nv), program->source);
     bool from_disk = false;
-    auto cubin = cubin_for(impl_->disk, disk_key, *program, nv, from_disk);
+    auto cubin = cubin_for(impl_->tiers, disk_key, *program, nv, from_disk);
     if (!cubin) return cubin.error();
     std::vector<KernelArg> args = kernel_args(prepared);
     int num_outputs = static_cast<int>(prepared.outputs.size());
     int num_inputs = static_cast<int>(args.size()) - num_outputs;
     auto loaded = LoadedProgram::load(*program, *cubin, num_inputs, num_outputs, opts.device);
     if (!loaded && from_disk) {  // a cached CUBIN the driver refuses: drop it, compile afresh
-      (void)impl_->disk.remove(disk_key);
-      cubin = cubin_for(impl_->disk, disk_key, *program, nv, from_disk);
+      impl_->tiers.remove(disk_key);
+      cubin = cubin_for(impl_->tiers, disk_key, *program, nv, from_disk, /*lookup=*/false);
       if (!cubin) return cubin.error();
       loaded = LoadedProgram::load(*program, *cubin, num_inputs, num_outputs, opts.device);
     }
@@ -174,15 +175,15 @@ Expected<CubinResult> Engine::compile_cubin(const Graph& graph, const std::strin
   if (!program) return program.error();
   NvrtcOptions nv = nvrtc_options_for(*resolved, opts);
   CacheKey key = cubin_cache_key(*g, *resolved, opts.config, nvrtc_option_list(nv), program->source);
-  if (auto hit = impl_->disk.load(key)) {
+  if (auto hit = impl_->tiers.load(key)) {
     CubinResult r;
-    r.cubin = std::move(*hit);
+    r.cubin = std::move(hit->cubin);
     r.options = nvrtc_option_list(nv);
-    r.log = "(from the disk cache: " + impl_->disk.entry_path(key) + ")";
+    r.log = "(from the " + hit->from + ")";
     return r;
   }
   auto c = compile_to_cubin(program->source, program->name, nv);
-  if (c) (void)impl_->disk.store(key, c->cubin);
+  if (c) impl_->tiers.store(key, c->cubin);
   return c;
 }
 
@@ -201,9 +202,14 @@ Expected<Program> Engine::emit(const Graph& graph, const CompileOptions& opts) c
 
 CacheStats Engine::cache_stats() const {
   CacheStats st = impl_->cache.stats();
-  DiskCacheStats d = impl_->disk.stats();
+  DiskCacheStats d = impl_->tiers.disk().stats();
+  TierStats t = impl_->tiers.stats();
   st.disk_hits = d.hits;
   st.disk_stores = d.stores;
+  st.disk_misses = t.disk_misses;
+  st.remote_hits = t.remote_hits;
+  st.remote_misses = t.remote_misses;
+  st.remote_stores = t.remote_stores;
   return st;
 }
 void Engine::clear_cache() { impl_->cache.clear(); }

@@ -27,19 +27,28 @@ std::string TuningDb::default_dir() {
   return base.empty() ? "" : base + "/tuning";
 }
 
-TuningDb::TuningDb(std::string dir) : dir_(std::move(dir)) {}
+TuningDb::TuningDb(std::string dir, std::shared_ptr<RemoteCache> remote)
+    : dir_(std::move(dir)), remote_(std::move(remote)) {}
 
 std::string TuningDb::path(const CacheKey& key) const { return dir_ + "/" + key.digest() + ".tune"; }
 
 std::optional<TuningRecord> TuningDb::lookup(const CacheKey& key) const {
-  if (dir_.empty()) return std::nullopt;
-  FileRead r = read_private_file(path(key), 1 << 20);
-  if (r.outcome == ReadOutcome::Absent) return std::nullopt;
-  if (r.outcome != ReadOutcome::Ok) {
+  FileRead r;
+  if (!dir_.empty()) r = read_private_file(path(key), 1 << 20);
+  if (r.outcome == ReadOutcome::Ok) return parse(key, r.bytes);
+  if (r.outcome != ReadOutcome::Absent && !dir_.empty()) {
     std::fprintf(stderr, "fusejit: warning: ignoring tuning record %s: %s\n", path(key).c_str(), r.problem.c_str());
     return std::nullopt;
   }
-  std::istringstream in(r.bytes);
+  std::optional<std::string> remote = remote_ ? remote_->get(RemoteCache::kTuning, key) : std::nullopt;
+  if (!remote) return std::nullopt;
+  auto rec = parse(key, *remote);
+  if (rec && !dir_.empty() && make_private_dir(dir_)) (void)write_file_atomically(dir_, path(key), *remote);
+  return rec;
+}
+
+std::optional<TuningRecord> TuningDb::parse(const CacheKey& key, const std::string& text) const {
+  std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line) || line != kMagic) return std::nullopt;
   TuningRecord rec;
@@ -74,14 +83,15 @@ std::optional<TuningRecord> TuningDb::lookup(const CacheKey& key) const {
 }
 
 Status TuningDb::save(const CacheKey& key, const TuningRecord& rec) const {
-  if (dir_.empty()) return Error("no cache directory (set FUSEJIT_CACHE_DIR or HOME)");
-  if (Status s = make_private_dir(dir_); !s) return s;
   std::string text = std::string(kMagic) + "\n";
   for (const auto& [name, value] : key.parts) text += "key " + name + " " + value + "\n";
   char nums[256];
   std::snprintf(nums, sizeof nums, "winner_ms %.6f\nspread_ms %.6f\ndefault_ms %.6f\ncreated %lld\n", rec.median_ms,
                 rec.spread_ms, rec.default_ms, static_cast<long long>(rec.created_unix));
   text += "winner " + rec.config + "\n" + nums + "candidates\n" + rec.table;
+  if (remote_) (void)remote_->put(RemoteCache::kTuning, key, text);  // failures have warned
+  if (dir_.empty()) return Error("no cache directory (set FUSEJIT_CACHE_DIR or HOME)");
+  if (Status s = make_private_dir(dir_); !s) return s;
   return write_file_atomically(dir_, path(key), text);
 }
 

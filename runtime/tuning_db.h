@@ -1,14 +1,18 @@
 // runtime/tuning_db.h — the autotuner's winners on disk, one small file per
 // (graph, device) in <cache dir>/tuning/. Same rules as the CUBIN cache:
 // private 0700 directory, files owned by the current user only, atomic
-// writes; a problem is a warning and a miss, never a failure.
+// writes; a problem is a warning and a miss, never a failure. With a remote
+// tier (runtime/remote_cache.h), a local miss reads through it (and keeps
+// the record locally) and save() writes the record there too.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "runtime/cuda_driver.h"
 #include "runtime/disk_cache_key.h"
+#include "runtime/remote_cache.h"
 
 namespace fusejit {
 
@@ -28,13 +32,15 @@ CacheKey tuning_key(const Graph& prepared, const DeviceInfo& device, const std::
 class TuningDb {
  public:
   static std::string default_dir();  // <DiskCache::default_dir()>/tuning
-  explicit TuningDb(std::string dir);
+  explicit TuningDb(std::string dir, std::shared_ptr<RemoteCache> remote = nullptr);
   std::string path(const CacheKey& key) const;
   std::optional<TuningRecord> lookup(const CacheKey& key) const;
   Status save(const CacheKey& key, const TuningRecord& record) const;
 
  private:
+  std::optional<TuningRecord> parse(const CacheKey& key, const std::string& text) const;
   std::string dir_;
+  std::shared_ptr<RemoteCache> remote_;
 };
 
 }  // namespace fusejit

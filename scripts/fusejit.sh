@@ -21,6 +21,9 @@ install_missing() {
   have_header gtest/gtest.h || [ -e /usr/src/googletest/CMakeLists.txt ] || pkgs+=(libgtest-dev)
   command -v python3 >/dev/null || pkgs+=(python3)
   python3 -c "import pytest" 2>/dev/null || pkgs+=(python3-pytest)   # the Python bridge's tests
+  have_header hiredis/hiredis.h || pkgs+=(libhiredis-dev)   # the remote cache tier (docs/cache.md)
+  have_header openssl/hmac.h || pkgs+=(libssl-dev)           # its HMAC-SHA256
+  command -v redis-server >/dev/null || pkgs+=(redis-server) # its tests start one
   if ((${#pkgs[@]})); then
     echo "== installing: ${pkgs[*]}"
     local sudo=""

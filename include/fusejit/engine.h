@@ -68,6 +68,8 @@ struct CacheStats {
   size_t entries = 0;     // kernels held now
   uint64_t disk_hits = 0;    // CUBINs read from the disk cache (docs/cache.md)
   uint64_t disk_stores = 0;  // CUBINs written to it
+  uint64_t disk_misses = 0;  // CUBIN lookups the disk cache missed
+  uint64_t remote_hits = 0, remote_misses = 0, remote_stores = 0;  // the remote tier, if on
 };
 
 // A kernel loaded on one device, ready to launch.

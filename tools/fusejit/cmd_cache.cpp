@@ -1,5 +1,8 @@
 // fusejit cache stats|list|clear|explain — inspect the on-disk kernel cache.
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "fusejit/engine.h"
@@ -9,6 +12,7 @@
 #include "runtime/disk_cache_entry.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/nvrtc_options.h"
+#include "runtime/remote_cache.h"
 #include "tools/fusejit/commands.h"
 
 namespace fusejit::cli {
@@ -33,16 +37,38 @@ int print_disabled(const DiskCache& cache) {
   return 1;
 }
 
+// The remote tier: its URL and the hit/miss counters every client keeps in Redis.
+void print_remote_stats() {
+  const char* url = std::getenv("FUSEJIT_REMOTE_CACHE");
+  std::shared_ptr<RemoteCache> remote = RemoteCache::from_env();  // warns when it is off
+  if (!remote) {
+    std::printf("remote:    %s\n", url && *url ? "off (see the warning)" : "off (FUSEJIT_REMOTE_CACHE is not set)");
+    return;
+  }
+  auto counters = remote->server_stats();
+  if (!counters) {
+    std::printf("remote:    %s: unreachable (%s)\n", url, counters.error().message.c_str());
+    return;
+  }
+  std::map<std::string, std::string> c(counters->begin(), counters->end());
+  auto n = [&](const char* k) { return c.count(k) ? c[k] : std::string("0"); };
+  std::printf("remote:    %s: %s hits, %s misses, %s stores, %s refused (all clients); %s keys in the db\n", url,
+              n("hits").c_str(), n("misses").c_str(), n("stores").c_str(), n("refused").c_str(), n("keys").c_str());
+}
+
 int run_stats(DiskCache& cache) {
   DiskCacheStats s = cache.stats();
   std::printf("directory: %s\n", s.dir.empty() ? "(none)" : s.dir.c_str());
   if (!s.enabled) {
     std::printf("status:    disabled (%s)\n", s.disabled_reason.c_str());
-    return 0;
+  } else {
+    std::printf("entries:   %llu\n", static_cast<unsigned long long>(s.entries));
+    std::printf("size:      %s of %s (%llu bytes)\n", human_bytes(s.bytes).c_str(),
+                human_bytes(s.max_bytes).c_str(), static_cast<unsigned long long>(s.bytes));
   }
-  std::printf("entries:   %llu\n", static_cast<unsigned long long>(s.entries));
-  std::printf("size:      %s of %s (%llu bytes)\n", human_bytes(s.bytes).c_str(),
-              human_bytes(s.max_bytes).c_str(), static_cast<unsigned long long>(s.bytes));
+  std::printf("memory:    per Engine, in its process (Engine::cache_stats(); `fusejit compile --verbose`)\n");
+  std::printf("disk:      hits and misses per process (Engine::cache_stats(); `fusejit compile --verbose`)\n");
+  print_remote_stats();
   return 0;
 }
 
@@ -158,7 +184,8 @@ const Command kCache{
     "Compiled CUBINs are kept in $FUSEJIT_CACHE_DIR, else $XDG_CACHE_HOME/fusejit, else\n"
     "~/.cache/fusejit (see docs/cache.md), bounded by $FUSEJIT_CACHE_MAX_BYTES (default 2G,\n"
     "0 disables the cache); least recently used entries are evicted first.\n"
-    "  stats     the directory, the number of entries, their size and the bound\n"
+    "  stats     the directory, the number of entries, their size and the bound; with\n"
+    "            $FUSEJIT_REMOTE_CACHE, the remote tier's hits/misses/stores/refused (all clients)\n"
     "  list      one line per entry, oldest use first; --verify checks every checksum\n"
     "            (exit 1 if any entry is damaged)\n"
     "  clear     removes every entry\n"

@@ -44,6 +44,11 @@ int run_compile(const std::vector<std::string>& argv) {
     std::printf("options:");
     for (const auto& o : cubin->options) std::printf(" %s", o.c_str());
     std::printf("\n%s", cubin->log.c_str());
+    CacheStats st = engine.cache_stats();
+    std::printf("\ncache tiers (hits/misses): disk %llu/%llu, remote %llu/%llu (%llu stored)\n",
+                (unsigned long long)st.disk_hits, (unsigned long long)st.disk_misses,
+                (unsigned long long)st.remote_hits, (unsigned long long)st.remote_misses,
+                (unsigned long long)st.remote_stores);
   }
   return 0;
 }
@@ -55,7 +60,8 @@ const Command kCompile{
     "usage: fusejit compile SPEC.yaml --arch ARCH -o FILE [--config STR] [--verbose]\n\n"
     "Generates the CUDA source for the spec and compiles it with NVRTC to a CUBIN for\n"
     "ARCH (sm_80, sm_89, sm_90, sm_90a; default sm_90a). Works without a GPU.\n"
-    "  --verbose      print the NVRTC option list and log\n",
+    "  --verbose      print the NVRTC option list and log (or which cache tier served the\n"
+    "                 CUBIN) and the cache tiers' hits/misses\n",
     run_compile};
 
 }  // namespace fusejit::cli
