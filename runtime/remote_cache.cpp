@@ -12,6 +12,8 @@
 
 #if FUSEJIT_HAVE_REDIS
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 #endif
 
 namespace fusejit {
@@ -33,6 +35,36 @@ std::optional<int> env_int(const char* name, int lo, int hi) {
   }
   return static_cast<int>(n);
 }
+
+#if FUSEJIT_HAVE_REDIS
+// hiredis write()s to the socket: a server that died mid-write would raise
+// SIGPIPE and kill the host process. Blocked in this thread for the call; a
+// SIGPIPE raised meanwhile is consumed before unblocking.
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlock() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{0, 0};
+      sigtimedwait(&pipe_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
+#endif
 
 }  // namespace
 
@@ -125,6 +157,7 @@ struct RemoteCache::Impl {
 
   // One command; nullptr (connection dropped, failure counted) on any I/O error.
   redisReply* command(std::initializer_list<std::string_view> args, std::string& err) {
+    SigpipeBlock no_sigpipe;
     if (!ctx) {
       ctx = redisConnectWithTimeout(cfg.host.c_str(), cfg.port, tv(cfg.connect_timeout_ms));
       if (!ctx || ctx->err) {

@@ -203,6 +203,8 @@ void expect_degrades(bool hang) {
   ASSERT_EQ(tiers.stats().remote_stores, 1u);
   if (hang) server.pause();
   else server.kill();
+  // A large SET on the open connection to a dead server: no SIGPIPE kills us.
+  tiers.store(key_named("big"), std::vector<char>(8 << 20, 'b'));
 
   auto t0 = Clock::now();
   EXPECT_FALSE(tiers.load(real->key));
@@ -212,20 +214,21 @@ void expect_degrades(bool hang) {
   t0 = Clock::now();
   tiers.store(real->key, compiled->cubin);
   double store_ms = ms_since(t0);
-  // Each call: at most one connect and one I/O timeout, plus scheduling slack.
-  double bound = cfg.connect_timeout_ms + cfg.io_timeout_ms + 150;
+  // Each call: at most one connect and one I/O timeout, plus slack for the
+  // disk cache's fsync and a loaded machine.
+  double bound = cfg.connect_timeout_ms + cfg.io_timeout_ms + 250;
   EXPECT_LT(load_ms, bound);
   EXPECT_LT(store_ms, bound);
   EXPECT_TRUE(tiers.disk().load(real->key)) << "the CUBIN was not kept locally";
 
-  // More calls trip the breaker; afterwards they return at once.
+  // More calls trip the breaker (if they have not yet); then they return at once.
   for (int i = 0; i < 3; ++i) (void)tiers.load(key_named("more" + std::to_string(i)));
   t0 = Clock::now();
-  for (int i = 0; i < 20; ++i) {
-    (void)tiers.load(key_named("after" + std::to_string(i)));
-    tiers.store(key_named("after" + std::to_string(i)), bytes("y"));
+  for (int i = 0; i < 20; ++i) {  // the remote tier alone (disk stores fsync)
+    (void)tiers.remote()->get(RemoteCache::kCubin, key_named("after" + std::to_string(i)));
+    (void)tiers.remote()->put(RemoteCache::kCubin, key_named("after" + std::to_string(i)), "y");
   }
-  EXPECT_LT(ms_since(t0), 100.0) << "calls after the breaker tripped still waited";
+  EXPECT_LT(ms_since(t0), 50.0) << "calls after the breaker tripped still waited";
   EXPECT_FALSE(tiers.remote()->stats().enabled);
   int breaker_warnings = 0;
   for (const auto& w : warnings.warnings()) breaker_warnings += w.find("times in a row") != std::string::npos;
