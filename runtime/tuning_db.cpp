@@ -5,6 +5,7 @@
 
 #include "runtime/disk_cache.h"
 #include "runtime/disk_cache_files.h"
+#include "runtime/log.h"
 
 namespace fusejit {
 namespace {
@@ -36,7 +37,7 @@ std::optional<TuningRecord> TuningDb::lookup(const CacheKey& key) const {
   FileRead r = read_private_file(path(key), 1 << 20);
   if (r.outcome == ReadOutcome::Absent) return std::nullopt;
   if (r.outcome != ReadOutcome::Ok) {
-    std::fprintf(stderr, "fusejit: warning: ignoring tuning record %s: %s\n", path(key).c_str(), r.problem.c_str());
+    log::warn("ignoring tuning record " + path(key) + ": " + r.problem);
     return std::nullopt;
   }
   std::istringstream in(r.bytes);

@@ -21,6 +21,12 @@ install_missing() {
   have_header gtest/gtest.h || [ -e /usr/src/googletest/CMakeLists.txt ] || pkgs+=(libgtest-dev)
   command -v python3 >/dev/null || pkgs+=(python3)
   python3 -c "import pytest" 2>/dev/null || pkgs+=(python3-pytest)   # the Python bridge's tests
+  # pip install ./python in a venv (ctest python_package_test), with Debian's python3
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || pkgs+=(python3-venv)
+  /usr/bin/python3 -c "import pip" 2>/dev/null || pkgs+=(python3-pip)
+  /usr/bin/python3 -c "import setuptools" 2>/dev/null || pkgs+=(python3-setuptools)
+  /usr/bin/python3 -c "import wheel" 2>/dev/null || pkgs+=(python3-wheel)
+  command -v pkg-config >/dev/null || pkgs+=(pkg-config)   # examples/consumer's fusejit.pc check
   if ((${#pkgs[@]})); then
     echo "== installing: ${pkgs[*]}"
     local sudo=""

@@ -25,6 +25,8 @@ int run_compile(const std::vector<std::string>& argv) {
   Engine engine;
   CompileOptions opts;
   opts.config = a.get("config");
+  bool verbose = a.flags.count("verbose") > 0;
+  opts.resource_usage = verbose;
   std::string arch = a.get("arch", "sm_90a");
   auto cubin = engine.compile_cubin(*g, arch, opts);
   if (!cubin) {
@@ -40,10 +42,16 @@ int run_compile(const std::vector<std::string>& argv) {
   }
   std::printf("%s: %zu bytes of CUBIN for %s (NVRTC %s)\n", out.c_str(), cubin->cubin.size(), arch.c_str(),
               nvrtc_version().c_str());
-  if (a.flags.count("verbose")) {
+  if (verbose) {
     std::printf("options:");
     for (const auto& o : cubin->options) std::printf(" %s", o.c_str());
-    std::printf("\n%s", cubin->log.c_str());
+    std::printf("\n");
+    for (const KernelResources& k : cubin->resources)
+      std::printf("kernel %s: %d registers, %lld bytes smem (static), %lld bytes stack, "
+                  "%lld/%lld bytes spill stores/loads, %lld bytes cmem[0]\n",
+                  k.function.c_str(), k.registers, (long long)k.shared_bytes, (long long)k.stack_bytes,
+                  (long long)k.spill_stores, (long long)k.spill_loads, (long long)k.constant_bytes);
+    if (!cubin->log.empty()) std::printf("%s\n", cubin->log.c_str());
   }
   return 0;
 }
@@ -55,7 +63,9 @@ const Command kCompile{
     "usage: fusejit compile SPEC.yaml --arch ARCH -o FILE [--config STR] [--verbose]\n\n"
     "Generates the CUDA source for the spec and compiles it with NVRTC to a CUBIN for\n"
     "ARCH (sm_80, sm_89, sm_90, sm_90a; default sm_90a). Works without a GPU.\n"
-    "  --verbose      print the NVRTC option list and log\n",
+    "  --verbose, -v  compile afresh with ptxas -v (not from the disk cache) and print the\n"
+    "                 NVRTC options, each kernel's registers, shared memory, stack and\n"
+    "                 spills, and NVRTC's log\n",
     run_compile};
 
 }  // namespace fusejit::cli
