@@ -77,7 +77,7 @@ TEST(Log, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(c.got.size(), 800u);
 }
 
-TEST(Log, EngineCompileLogsPhaseTimes) {
+TEST(Log, NvrtcCompileLogsItsTime) {
   Capture c;
   log::set_level(log::Level::Info);
   NvrtcOptions opts;
