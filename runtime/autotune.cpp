@@ -9,6 +9,7 @@
 #include "fusejit/autotune.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_check.h"
+#include "runtime/log.h"
 #include "runtime/nvrtc_options.h"
 #include "runtime/tuner_core.h"
 #include "runtime/tuning_db.h"
@@ -96,6 +97,12 @@ Expected<TuneReport> autotune(Engine& engine, const Graph& graph, const CompileO
   TuneReport report = run_tuner(tuning_candidates(t->graph, t->arch), runner, tune);
   const CandidateResult* best = report.best();
   if (!best) return Error("autotune: no candidate produced a correct result\n" + report.table());
+  if (log::enabled(log::Level::Info)) {
+    char ms[64];
+    std::snprintf(ms, sizeof ms, "%.4f ms (default %.4f ms)", best->median_ms, report.candidates[0].median_ms);
+    log::info("autotune: " + std::to_string(report.candidates.size()) + " candidates for " + t->arch +
+              ", best '" + best->config + "' " + ms);
+  }
   if (tune.save) {
     TuningDb db(TuningDb::default_dir(), RemoteCache::process_default());
     TuningRecord rec;
@@ -109,7 +116,8 @@ Expected<TuneReport> autotune(Engine& engine, const Graph& graph, const CompileO
     report.db_path = db.path(key);
     Status s = db.save(key, rec);
     report.saved = s.ok();
-    if (!s) std::fprintf(stderr, "fusejit: warning: tuning result not saved: %s\n", s.error().message.c_str());
+    if (!s) log::warn("tuning result not saved: " + s.error().message);
+    else log::info("autotune: winner saved to " + report.db_path);
   }
   return report;
 }
@@ -119,7 +127,11 @@ Expected<std::optional<std::string>> stored_tuning(const Graph& graph, const Com
   if (!t) return t.error();
   TuningDb db(TuningDb::default_dir(), RemoteCache::process_default());
   auto rec = db.lookup(tuning_key(t->graph, t->device, t->arch));
-  if (!rec) return std::optional<std::string>();
+  if (!rec) {
+    log::info("autotune: no stored config for this graph on " + t->device.name + "; heuristics");
+    return std::optional<std::string>();
+  }
+  log::info("autotune: using the stored config '" + rec->config + "'");
   return std::optional<std::string>(rec->config);
 }
 

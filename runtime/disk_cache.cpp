@@ -16,6 +16,7 @@
 #include "runtime/disk_cache_entry.h"
 #include "runtime/disk_cache_files.h"
 #include "runtime/file_lock.h"
+#include "runtime/log.h"
 
 namespace fusejit {
 namespace {
@@ -35,7 +36,7 @@ CacheWarningSink& warning_sink() {
 void warn(const std::string& message) {
   std::lock_guard<std::mutex> lock(warning_mutex());
   if (warning_sink()) warning_sink()(message);
-  else std::fprintf(stderr, "%s\n", message.c_str());
+  else log::warn(message.rfind("fusejit: ", 0) == 0 ? message.substr(9) : message);
 }
 
 // Warns about `topic` (a directory or a file) once per process.

@@ -31,8 +31,9 @@
 
 namespace fusejit {
 
-// Where warnings go (stderr by default). Returns the previous sink; passing
-// nullptr restores stderr. Process-wide.
+// Where warnings go (by default the library's log: stderr, FUSEJIT_LOG,
+// runtime/log.h). Returns the previous sink; nullptr restores the default.
+// Process-wide.
 using CacheWarningSink = std::function<void(const std::string&)>;
 CacheWarningSink set_cache_warning_sink(CacheWarningSink sink);
 // Sends a warning to the sink (the other cache tiers use it too); the second

@@ -10,6 +10,7 @@
 #include "runtime/cache_tiers.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/loaded_program.h"
+#include "runtime/log.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/nvrtc_options.h"
 
@@ -49,13 +50,18 @@ Expected<Program> generate(const Graph& prepared, const std::string& arch,
   CodegenOptions codegen;
   codegen.arch = arch;
   codegen.config = opts.config;
-  return generate_program(prepared, codegen);
+  long long start = log::now_ns();
+  auto p = generate_program(prepared, codegen);
+  if (p && log::enabled(log::Level::Info))
+    log::info("codegen " + p->name + " for " + arch + ": " + log::elapsed_ms(start));
+  return p;
 }
 
 NvrtcOptions nvrtc_options_for(const std::string& arch, const CompileOptions& opts) {
   NvrtcOptions nv;
   nv.arch = arch;
   nv.line_info = opts.line_info;
+  if (opts.resource_usage) nv.extra.push_back("--ptxas-options=-v");
   return nv;
 }
 
@@ -89,8 +95,10 @@ Expected<std::vector<char>> cubin_for(CubinTiers& tiers, const CacheKey& key, co
   from_disk = false;
   if (auto hit = lookup ? tiers.load(key) : std::nullopt) {
     from_disk = true;
+    log::info("cache hit: " + program.name + " (from the " + hit->from + ")");
     return std::move(hit->cubin);
   }
+  log::debug("cache miss: " + program.name);
   auto c = compile_to_cubin(program.source, program.name, nv);
   if (!c) return c.error();
   tiers.store(key, c->cubin);
@@ -135,7 +143,10 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
                                      nvrtc_option_list(nv), *arch, opts.device);
 
   const Graph& prepared = *g;
-  return impl_->cache.get_or_build(key, [&]() -> Expected<std::shared_ptr<CompiledKernel>> {
+  bool built = false;
+  auto result = impl_->cache.get_or_build(key, [&]() -> Expected<std::shared_ptr<CompiledKernel>> {
+    built = true;
+    log::debug("memory cache miss: compiling for " + *arch);
     auto program = generate(prepared, *arch, opts);
     if (!program) return program.error();
     CacheKey disk_key = cubin_cache_key(prepared, *arch, opts.config, nvrtc_option_list(nv), program->source);
@@ -163,6 +174,8 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
     kernel->loaded_ = loaded.take();
     return kernel;
   });
+  if (!built && result) log::debug("memory cache hit: " + (*result)->name());
+  return result;
 }
 
 Expected<CubinResult> Engine::compile_cubin(const Graph& graph, const std::string& arch,
@@ -175,13 +188,20 @@ Expected<CubinResult> Engine::compile_cubin(const Graph& graph, const std::strin
   if (!program) return program.error();
   NvrtcOptions nv = nvrtc_options_for(*resolved, opts);
   CacheKey key = cubin_cache_key(*g, *resolved, opts.config, nvrtc_option_list(nv), program->source);
+  if (opts.resource_usage) {  // ptxas's info is only in a fresh compile's log
+    auto c = compile_to_cubin(program->source, program->name, nv);
+    if (c) c->resources = parse_ptxas_info(c->log);
+    return c;
+  }
   if (auto hit = impl_->tiers.load(key)) {
+    log::info("cache hit: " + program->name + " (from the " + hit->from + ")");
     CubinResult r;
     r.cubin = std::move(hit->cubin);
     r.options = nvrtc_option_list(nv);
     r.log = "(from the " + hit->from + ")";
     return r;
   }
+  log::debug("cache miss: " + program->name);
   auto c = compile_to_cubin(program->source, program->name, nv);
   if (c) impl_->tiers.store(key, c->cubin);
   return c;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "runtime/embedded_templates.h"
+#include "runtime/log.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/nvrtc_options.h"
 
@@ -182,8 +183,11 @@ Expected<CubinResult> compile_to_cubin(const std::string& source, const std::str
   std::vector<const char*> option_ptrs;
   for (const auto& o : result.options) option_ptrs.push_back(o.c_str());
 
+  long long start = log::now_ns();
   r = nvrtcCompileProgram(prog.get(), static_cast<int>(option_ptrs.size()), option_ptrs.data());
   result.log = program_log(prog.get());
+  log::info("nvrtc " + program_name + " for " + opts.arch + ": " + log::elapsed_ms(start) +
+            (r == NVRTC_SUCCESS ? "" : " (failed)"));
   if (r != NVRTC_SUCCESS) {
     std::string saved = save_failed_source(source, program_name);
     return Error("NVRTC could not compile '" + program_name + "' for " + opts.arch + " (" +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fusejit/cubin.h"  // CubinResult, KernelResources
 #include "fusejit/error.h"
 
 namespace fusejit {
@@ -15,11 +16,6 @@ struct NvrtcOptions {
   std::vector<std::string> extra;     // appended after the fixed options
 };
 
-struct CubinResult {
-  std::vector<char> cubin;
-  std::string log;                    // NVRTC's log (warnings), may be empty
-  std::vector<std::string> options;   // the exact option list used (recorded)
-};
 
 // Compiles `source` (which may #include "fusejit/<name>.cuh": the embedded
 // templates are always provided as headers). On failure the Error holds the

@@ -5,6 +5,7 @@
 
 #include "runtime/disk_cache.h"
 #include "runtime/disk_cache_files.h"
+#include "runtime/log.h"
 
 namespace fusejit {
 namespace {
@@ -37,7 +38,7 @@ std::optional<TuningRecord> TuningDb::lookup(const CacheKey& key) const {
   if (!dir_.empty()) r = read_private_file(path(key), 1 << 20);
   if (r.outcome == ReadOutcome::Ok) return parse(key, r.bytes);
   if (r.outcome != ReadOutcome::Absent && !dir_.empty()) {
-    std::fprintf(stderr, "fusejit: warning: ignoring tuning record %s: %s\n", path(key).c_str(), r.problem.c_str());
+    log::warn("ignoring tuning record " + path(key) + ": " + r.problem);
     return std::nullopt;
   }
   std::optional<std::string> remote = remote_ ? remote_->get(RemoteCache::kTuning, key) : std::nullopt;

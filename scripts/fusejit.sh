@@ -24,6 +24,12 @@ install_missing() {
   have_header hiredis/hiredis.h || pkgs+=(libhiredis-dev)   # the remote cache tier (docs/cache.md)
   have_header openssl/hmac.h || pkgs+=(libssl-dev)           # its HMAC-SHA256
   command -v redis-server >/dev/null || pkgs+=(redis-server) # its tests start one
+  # pip install ./python in a venv (ctest python_package_test), with Debian's python3
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || pkgs+=(python3-venv)
+  /usr/bin/python3 -c "import pip" 2>/dev/null || pkgs+=(python3-pip)
+  /usr/bin/python3 -c "import setuptools" 2>/dev/null || pkgs+=(python3-setuptools)
+  /usr/bin/python3 -c "import wheel" 2>/dev/null || pkgs+=(python3-wheel)
+  command -v pkg-config >/dev/null || pkgs+=(pkg-config)   # examples/consumer's fusejit.pc check
   if ((${#pkgs[@]})); then
     echo "== installing: ${pkgs[*]}"
     local sudo=""

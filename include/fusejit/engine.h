@@ -17,8 +17,8 @@
 // Launch arguments are device pointers to contiguous tensors: the graph's
 // inputs in declaration order, then its outputs in Graph::outputs order (see
 // CompiledKernel::args()). The types below equal cuda.h's CUdeviceptr and
-// CUstream, so callers holding those pass them directly. Program and
-// CubinResult are declared in compiler/program.h and runtime/nvrtc_compiler.h.
+// CUstream, so callers holding those pass them directly. Program is declared
+// in compiler/program.h, CubinResult in fusejit/cubin.h.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ using DevicePtr = unsigned long long;  // CUdeviceptr
 using StreamHandle = CUstream_st*;     // CUstream; nullptr = the default stream
 
 struct Program;
-struct CubinResult;
+struct CubinResult;  // fusejit/cubin.h
 class LoadedProgram;
 
 // Runtime autotuning (include/fusejit/autotune.h): off; use the tuning
@@ -52,6 +52,9 @@ struct CompileOptions {
   int device = 0;             // CUDA device ordinal (compile() only)
   AutotuneMode autotune = AutotuneMode::Off;  // compile() only; ignored when `config` is set
   double tune_budget_s = 120;                 // Force: wall-clock budget of the tuning run
+  // compile_cubin() only: compile afresh (no disk cache) with ptxas -v and fill
+  // CubinResult::resources (registers, spills, shared memory per kernel).
+  bool resource_usage = false;
 };
 
 struct KernelArg {

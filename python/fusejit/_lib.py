@@ -1,8 +1,9 @@
 """ctypes bindings to libfusejit_c.so (include/fusejit/fusejit.h).
 
 The library is found, on first use, at $FUSEJIT_LIB (only there when set),
-else ../../build/capi/libfusejit_c.so relative to this package, else through
-the system loader ("libfusejit_c.so").
+else next to this file (where `pip install ./python` puts it), else at
+../../build/capi/libfusejit_c.so relative to this package (a source checkout),
+else through the system loader ("libfusejit_c.so").
 """
 import ctypes
 import os
@@ -136,8 +137,10 @@ def library_candidates():
     env = os.environ.get("FUSEJIT_LIB")
     if env:
         return [env]
-    local = Path(__file__).resolve().parent.parent.parent / "build" / "capi" / LIB_NAME
-    return [str(local), LIB_NAME]
+    here = Path(__file__).resolve().parent
+    packaged = here / LIB_NAME
+    local = here.parent.parent / "build" / "capi" / LIB_NAME
+    return [str(packaged), str(local), LIB_NAME]
 
 
 def _load():

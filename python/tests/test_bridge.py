@@ -142,3 +142,13 @@ def test_spec_builder_numbers():
     assert specs.number(-float("inf")) == "-.inf"
     assert specs.number(float("nan")) == ".nan"
     assert float(specs.number(1e-5)) == 1e-5
+
+
+def test_library_candidates(monkeypatch):
+    pkg = Path(fusejit.__file__).resolve().parent
+    monkeypatch.setenv("FUSEJIT_LIB", "/somewhere/libfusejit_c.so")
+    assert fusejit.library_candidates() == ["/somewhere/libfusejit_c.so"]  # the override, alone
+    monkeypatch.delenv("FUSEJIT_LIB")
+    found = fusejit.library_candidates()
+    assert found[0] == str(pkg / "libfusejit_c.so")  # where pip install ./python puts it
+    assert found[-1] == "libfusejit_c.so"  # the system loader, last

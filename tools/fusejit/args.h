@@ -44,6 +44,7 @@ inline ParsedArgs parse_args(const std::vector<std::string>& args, const std::se
     }
     std::string key = a.substr(a.rfind("--", 0) == 0 ? 2 : 1);
     if (key == "o") key = "output";
+    if (key == "v") key = "verbose";
     std::optional<std::string> value;
     if (auto eq = key.find('='); eq != std::string::npos) {
       value = key.substr(eq + 1);

@@ -25,6 +25,7 @@ int run_compile(const std::vector<std::string>& argv) {
   Engine engine;
   CompileOptions opts;
   opts.config = a.get("config");
+  bool verbose = a.flags.count("verbose") > 0;
   std::string arch = a.get("arch", "sm_90a");
   auto cubin = engine.compile_cubin(*g, arch, opts);
   if (!cubin) {
@@ -40,7 +41,7 @@ int run_compile(const std::vector<std::string>& argv) {
   }
   std::printf("%s: %zu bytes of CUBIN for %s (NVRTC %s)\n", out.c_str(), cubin->cubin.size(), arch.c_str(),
               nvrtc_version().c_str());
-  if (a.flags.count("verbose")) {
+  if (verbose) {
     std::printf("options:");
     for (const auto& o : cubin->options) std::printf(" %s", o.c_str());
     std::printf("\n%s", cubin->log.c_str());
@@ -49,6 +50,19 @@ int run_compile(const std::vector<std::string>& argv) {
                 (unsigned long long)st.disk_hits, (unsigned long long)st.disk_misses,
                 (unsigned long long)st.remote_hits, (unsigned long long)st.remote_misses,
                 (unsigned long long)st.remote_stores);
+    // Registers, shared memory and spills are in ptxas's log of a fresh compile only.
+    CompileOptions fresh = opts;
+    fresh.resource_usage = true;
+    auto res = engine.compile_cubin(*g, arch, fresh);
+    if (!res) {
+      std::fprintf(stderr, "fusejit compile: %s\n", res.error().str().c_str());
+      return 1;
+    }
+    for (const KernelResources& k : res->resources)
+      std::printf("kernel %s: %d registers, %lld bytes smem (static), %lld bytes stack, "
+                  "%lld/%lld bytes spill stores/loads, %lld bytes cmem[0]\n",
+                  k.function.c_str(), k.registers, (long long)k.shared_bytes, (long long)k.stack_bytes,
+                  (long long)k.spill_stores, (long long)k.spill_loads, (long long)k.constant_bytes);
   }
   return 0;
 }
@@ -60,8 +74,9 @@ const Command kCompile{
     "usage: fusejit compile SPEC.yaml --arch ARCH -o FILE [--config STR] [--verbose]\n\n"
     "Generates the CUDA source for the spec and compiles it with NVRTC to a CUBIN for\n"
     "ARCH (sm_80, sm_89, sm_90, sm_90a; default sm_90a). Works without a GPU.\n"
-    "  --verbose      print the NVRTC option list and log (or which cache tier served the\n"
-    "                 CUBIN) and the cache tiers' hits/misses\n",
+    "  --verbose, -v  print the NVRTC option list and log (or which cache tier served the\n"
+    "                 CUBIN), the cache tiers' hits/misses, and each kernel's registers,\n"
+    "                 shared memory, stack and spills (from a second, fresh compile with ptxas -v)\n",
     run_compile};
 
 }  // namespace fusejit::cli

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/nvrtc_compiler.h"
 #include "tools/fusejit/commands.h"
 
 namespace fusejit::cli {
@@ -14,7 +15,14 @@ void print_help() {
       "fusejit — JIT kernel generator for conv/GEMM + epilogue chains\n\n"
       "usage: fusejit <command> [options]\n\ncommands:\n");
   for (const Command* c : kCommands) std::printf("  %-10s %s\n", c->name, c->summary);
-  std::printf("\n`fusejit help <command>` or `fusejit <command> --help` shows a command's options.\n");
+  std::printf("  %-10s %s\n", "version", "print the version and NVRTC's");
+  std::printf("\n`fusejit help <command>` or `fusejit <command> --help` shows a command's options.\n"
+              "FUSEJIT_LOG=error|warn|info|debug sets which library messages go to stderr (default warn).\n");
+}
+
+int print_version() {
+  std::printf("fusejit %s (NVRTC %s)\n", FUSEJIT_CLI_VERSION, fusejit::nvrtc_version().c_str());
+  return 0;
 }
 
 const Command* find(const char* name) {
@@ -38,10 +46,7 @@ int main(int argc, char** argv) {
     print_help();
     return argc < 2 ? 2 : 0;
   }
-  if (!std::strcmp(argv[1], "--version")) {
-    std::printf("fusejit %s\n", FUSEJIT_CLI_VERSION);
-    return 0;
-  }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) return print_version();
   if (!std::strcmp(argv[1], "help")) {
     if (argc < 3) {
       print_help();
