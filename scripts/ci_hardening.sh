@@ -54,9 +54,9 @@ stage_asan() {
 stage_tsan() {
   local b=$root/build-tsan
   configure "$b" -DFUSEJIT_SANITIZE=thread
-  cmake --build "$b" -j "$jobs" --target fusejit_tests
+  cmake --build "$b" -j "$jobs" --target fusejit_tsan_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    no_aslr "$b/tests/fusejit_tests" --gtest_filter='Stress.*:RuntimeEngine.*:EngineDiskCache.*:DiskCache.*:Tuner.*'
+    no_aslr "$b/tests/fusejit_tsan_tests" --gtest_filter='Stress.*:RuntimeEngine.*:EngineDiskCache.*:DiskCache.*:Tuner.*'
 }
 
 stage_fuzz() {
