@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "compiler/program.h"
 #include "compiler/tuning_space.h"
 #include "fusejit/builder.h"
 #include "fusejit/engine.h"
