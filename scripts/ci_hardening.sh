@@ -55,7 +55,7 @@ stage_tsan() {
   local b=$root/build-tsan
   configure "$b" -DFUSEJIT_SANITIZE=thread
   cmake --build "$b" -j "$jobs" --target fusejit_tsan_tests
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \
     no_aslr "$b/tests/fusejit_tsan_tests" --gtest_filter='Stress.*:RuntimeEngine.*:EngineDiskCache.*:DiskCache.*:Tuner.*'
 }
 
