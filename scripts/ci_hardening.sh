@@ -71,7 +71,7 @@ stage_fuzz() {
     echo "== fuzz_$t for ${fuzz_seconds}s"
     "$b/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$b/fuzz/crash-$t-" "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
-    grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units' "$log" || true
+    grep -E '^Done [0-9]+ runs|stat::number_of_executed_units' "$log" || true
     if [ "$rc" -ne 0 ]; then
       tail -n 60 "$log" >&2
       echo "fuzz_$t failed (rc $rc; the input is in $b/fuzz/crash-$t-*)" >&2
