@@ -99,7 +99,7 @@ using namespace fusejit::capi;
 extern "C" {
 
 const char* fj_status_name(fj_status status) {
-  switch (status) {
+  switch (enum_bits(status)) {
     case FJ_OK:
       return "FJ_OK";
     case FJ_ERR_INVALID_ARGUMENT:
@@ -158,7 +158,7 @@ fj_status fj_device_arch(int device, char** arch) {
 }
 
 const char* fj_dtype_name(fj_dtype dtype) {
-  switch (dtype) {
+  switch (enum_bits(dtype)) {
     case FJ_F32:
       return "f32";
     case FJ_F16:
@@ -170,7 +170,7 @@ const char* fj_dtype_name(fj_dtype dtype) {
 }
 
 int fj_dtype_size(fj_dtype dtype) {
-  switch (dtype) {
+  switch (enum_bits(dtype)) {
     case FJ_F32:
       return 4;
     case FJ_F16:

@@ -179,13 +179,13 @@ fj_status fj_engine_emit(fj_engine* engine, const fj_spec* spec, const fj_option
     if (!engine) return null_argument("engine");
     if (!spec) return null_argument("spec");
     if (!text) return null_argument("text");
-    if (what != FJ_EMIT_SOURCE && what != FJ_EMIT_PLAN)
-      return fail(FJ_ERR_INVALID_ARGUMENT,
-                  "unknown emit kind " + std::to_string(static_cast<int>(what)));
+    int kind = enum_bits(what);
+    if (kind != FJ_EMIT_SOURCE && kind != FJ_EMIT_PLAN)
+      return fail(FJ_ERR_INVALID_ARGUMENT, "unknown emit kind " + std::to_string(kind));
     fj_options opts = options_or_default(options);
     auto program = engine->engine->emit(spec->graph, opts.compile);
     if (!program) return fail(FJ_ERR_COMPILE, message_of(program.error()));
-    char* out = dup_string(what == FJ_EMIT_SOURCE ? program->source : program->plan_text);
+    char* out = dup_string(kind == FJ_EMIT_SOURCE ? program->source : program->plan_text);
     if (!out) return fail(FJ_ERR_INTERNAL, "out of memory");
     *text = out;
     return FJ_OK;

@@ -2,7 +2,9 @@
 // the error plumbing every entry point goes through.
 #pragma once
 
+#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -43,6 +45,16 @@ namespace fusejit::capi {
 // Records `message` as this thread's last error and returns `status`.
 fj_status fail(fj_status status, const std::string& message);
 void clear_error();
+
+// A C caller may pass any int as an enum, but in C++ reading an enum object
+// outside its enumerators' range is undefined (UBSan: "not a valid value"):
+// entry points read the raw bits and check them before use.
+template <class E>
+int enum_bits(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<int>(v);
+}
 
 // Runs an entry point's body: clears the last error on success and turns any
 // C++ exception into FJ_ERR_INTERNAL. Never throws.

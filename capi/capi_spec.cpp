@@ -136,11 +136,12 @@ fj_status fj_options_set_config(fj_options* options, const char* config) {
 fj_status fj_options_set_autotune(fj_options* options, fj_autotune mode) {
   return guarded([&]() -> fj_status {
     if (!options) return null_argument("options");
-    if (mode != FJ_AUTOTUNE_OFF && mode != FJ_AUTOTUNE_USE_DB && mode != FJ_AUTOTUNE_FORCE)
+    int raw = enum_bits(mode);
+    if (raw != FJ_AUTOTUNE_OFF && raw != FJ_AUTOTUNE_USE_DB && raw != FJ_AUTOTUNE_FORCE)
       return fail(FJ_ERR_INVALID_ARGUMENT,
-                  "unknown autotune mode " + std::to_string(static_cast<int>(mode)) +
+                  "unknown autotune mode " + std::to_string(raw) +
                       " (FJ_AUTOTUNE_OFF, FJ_AUTOTUNE_USE_DB or FJ_AUTOTUNE_FORCE)");
-    options->autotune = mode;
+    options->autotune = static_cast<fj_autotune>(raw);
     return FJ_OK;
   });
 }

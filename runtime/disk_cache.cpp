@@ -24,6 +24,17 @@ namespace {
 constexpr const char* kEntrySuffix = ".entry";
 constexpr int64_t kStaleTempNs = int64_t(3600) * 1000000000;  // a writer died an hour ago
 
+// Files of ours only: entries and temp files another user owns are never
+// loaded (read_private_file), counted, evicted nor cleared.
+std::vector<DirEntry> mine(std::vector<DirEntry> files) {
+  uid_t me = ::geteuid();
+  files.erase(std::remove_if(files.begin(), files.end(), [me](const DirEntry& e) { return e.owner != me; }),
+              files.end());
+  return files;
+}
+std::vector<DirEntry> own_entries(const std::string& dir) { return mine(scan_dir(dir, kEntrySuffix)); }
+std::vector<DirEntry> own_temps(const std::string& dir) { return mine(scan_dir_prefix(dir, temp_file_prefix())); }
+
 std::mutex& warning_mutex() {
   static std::mutex m;
   return m;
@@ -146,11 +157,13 @@ DiskCache::DiskCache(std::string dir, uint64_t max_bytes) : state_(std::make_uni
     s.disabled_reason = "the size bound is 0";
     return;
   }
-  if (Status made = make_private_dir(s.dir); !made) {
+  std::string note;
+  if (Status made = make_private_dir(s.dir, &note); !made) {
     s.disabled_reason = made.error().message;
     warn_once(s.dir, "fusejit: kernel cache disabled: " + s.disabled_reason + "; compiling without it");
     return;
   }
+  if (!note.empty()) warn_once(s.dir + " mode", "fusejit: kernel cache: " + note);
   s.enabled = true;
 }
 
@@ -239,10 +252,10 @@ void DiskCache::evict_to_bound() {
   State& s = *state_;
   auto lock = FileLock::acquire(s.dir + "/.lock");  // one evictor at a time; best effort without
   int64_t now = now_unix_ns();
-  for (const DirEntry& temp : scan_dir_prefix(s.dir, temp_file_prefix()))
+  for (const DirEntry& temp : own_temps(s.dir))
     if (now - temp.mtime_ns > kStaleTempNs) ::unlink(temp.path.c_str());
 
-  std::vector<DirEntry> entries = scan_dir(s.dir, kEntrySuffix);
+  std::vector<DirEntry> entries = own_entries(s.dir);
   uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
   if (total <= s.max_bytes) return;
@@ -275,8 +288,8 @@ Status DiskCache::clear() {
   auto lock = FileLock::acquire(s.dir + "/.lock");
   std::string failures;
   int64_t now = now_unix_ns();
-  std::vector<DirEntry> doomed = scan_dir(s.dir, kEntrySuffix);
-  for (const DirEntry& temp : scan_dir_prefix(s.dir, temp_file_prefix()))
+  std::vector<DirEntry> doomed = own_entries(s.dir);
+  for (const DirEntry& temp : own_temps(s.dir))
     if (now - temp.mtime_ns > kStaleTempNs) doomed.push_back(temp);  // young ones are being written
   for (const DirEntry& e : doomed)
     if (::unlink(e.path.c_str()) != 0 && errno != ENOENT)
@@ -295,7 +308,7 @@ DiskCacheStats DiskCache::stats() const {
   out.enabled = s.enabled;
   out.disabled_reason = s.disabled_reason;
   if (s.enabled) {
-    for (const DirEntry& e : scan_dir(s.dir, kEntrySuffix)) {
+    for (const DirEntry& e : own_entries(s.dir)) {
       ++out.entries;
       out.bytes += e.bytes;
     }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace fusejit {
@@ -69,7 +70,7 @@ int64_t now_unix_ns() {
   return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-Status make_private_dir(const std::string& dir) {
+Status make_private_dir(const std::string& dir, std::string* note) {
   if (dir.empty()) return Error("empty directory name");
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos < dir.size() && dir[pos] != '/') continue;
@@ -85,6 +86,17 @@ Status make_private_dir(const std::string& dir) {
   if (st.st_uid != ::geteuid())
     return Error("'" + dir + "' is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
                  std::to_string(::geteuid()) + ")");
+  // Others could plant or replace entries (CUBINs run on the GPU): take their
+  // write permission away, or refuse the directory if that fails.
+  mode_t mode = st.st_mode & 07777;
+  if (mode & (S_IWGRP | S_IWOTH)) {
+    mode_t fixed = mode & ~mode_t(S_IWGRP | S_IWOTH);
+    char text[64];
+    std::snprintf(text, sizeof text, "%04o to %04o", unsigned(mode), unsigned(fixed));
+    if (::chmod(dir.c_str(), fixed) != 0)
+      return Error("'" + dir + "' is writable by others (mode " + text + " failed: " + errno_text(errno) + ")");
+    if (note) *note = "'" + dir + "' was writable by others: changed its mode from " + text;
+  }
   return Status::success();
 }
 

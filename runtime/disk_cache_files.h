@@ -13,8 +13,9 @@
 namespace fusejit {
 
 // mkdir -p with mode 0700 for every directory it creates; then checks that
-// `dir` is a directory owned by the current user.
-Status make_private_dir(const std::string& dir);
+// `dir` is a directory owned by the current user. A `dir` that group or others
+// may write loses those bits (chmod; *note says so) or is refused.
+Status make_private_dir(const std::string& dir, std::string* note = nullptr);
 
 enum class ReadOutcome { Ok, Absent, Refused, Failed };
 

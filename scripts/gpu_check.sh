@@ -5,6 +5,10 @@
 #   test      ctest: every test, GPU tests included (autotune excluded)
 #   runs      `fusejit run` on every example, the seeds at full size
 #   memcheck  compute-sanitizer memcheck on the seeds at reduced size
+#   sanitize  compute-sanitizer memcheck, racecheck and initcheck on every
+#             example (tests/specs/<name>_small.yaml where one exists, the
+#             seeds' seedN_small.yaml), one launch each; SANITIZE_TOOLS picks
+#             tools (e.g. "racecheck") to split it over device calls
 #   tune      `fusejit tune` on the three seeds + the GPU autotune test
 #   python    the C API test and the Python bridge's pytest suite
 #   gemm      the GEMM mainloop tests (GpuGemm, CodegenWgmma: SASS + spills) and
@@ -67,6 +71,36 @@ stage_memcheck() {
     note "memcheck $(basename "$spec" .yaml): rc=$rc $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | tail -1)"
     rm -f "$log"
   done
+}
+
+# The spec to sanitize for an example: its reduced-size copy when there is one.
+small_spec() {
+  local name=$(basename "$1" .yaml)
+  case "$name" in seed[0-9]_*) name=${name%%_*};; esac
+  if [ -f "tests/specs/${name}_small.yaml" ]; then echo "tests/specs/${name}_small.yaml"; else echo "$1"; fi
+}
+
+stage_sanitize() {
+  local cs=compute-sanitizer
+  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
+  export FUSEJIT_CACHE_DIR=${FUSEJIT_CACHE_DIR:-/tmp/fj-cache}  # compile each spec once for all tools
+  : > "$out/sanitize.log"
+  local failed=0
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
+    for example in examples/*.yaml; do
+      local spec log rc
+      spec=$(small_spec "$example")
+      log=$(mktemp)
+      timeout 300 $cs --tool "$tool" --error-exitcode 9 "$build/fusejit" run "$spec" --no-time > "$log" 2>&1
+      rc=$?
+      { echo "== $tool $spec (rc=$rc)"; cat "$log"; } >> "$out/sanitize.log"
+      [ $rc -eq 0 ] || failed=$((failed + 1))
+      note "$tool $(basename "$spec" .yaml): rc=$rc $(grep -oE '(ERROR|RACECHECK) SUMMARY: [0-9]* (errors|hazards[^)]*)' "$log" | tail -1)"
+      rm -f "$log"
+    done
+  done
+  note "sanitize: $failed failing run(s)"
+  [ $failed -eq 0 ]
 }
 
 stage_tune() {
