@@ -34,8 +34,8 @@ install(FILES ${PROJECT_BINARY_DIR}/fusejit.pc DESTINATION ${CMAKE_INSTALL_LIBDI
 
 # The test: install to a temporary prefix, build examples/consumer against it, run it.
 if(FUSEJIT_BUILD_TESTS)
-  list(GET CUDAToolkit_INCLUDE_DIRS 0 cuda_include)
-  get_filename_component(cuda_root "${cuda_include}" DIRECTORY)
+  # The toolkit's root is bin/'s parent (include/ may lie under targets/<arch>/).
+  get_filename_component(cuda_root "${CUDAToolkit_BIN_DIR}" DIRECTORY)
   add_test(NAME install_consumer_test
     COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
             -DWORK_DIR=${PROJECT_BINARY_DIR}/install_consumer_test -DGENERATOR=${CMAKE_GENERATOR}
