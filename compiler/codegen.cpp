@@ -27,8 +27,8 @@ Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
   if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
   assign_buffers(ctx, plan);
-  const bool wgmma = plan.kernels[0].mainloop == Mainloop::Wgmma;
-  if (g.precision == Precision::TF32 && !wgmma)
+  const Mainloop mainloop = plan.kernels[0].mainloop;
+  if (g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
     plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");
 
   std::set<std::string> names;
@@ -63,8 +63,13 @@ Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
   if (half) module.includes.push_back("fusejit/fj_half.cuh");  // slow to parse: only when needed
   std::set<KernelKind> kinds;
   for (const KernelPlan& kp : plan.kernels) kinds.insert(kp.kind);
-  module.includes.push_back(wgmma ? "fusejit/gemm_wgmma.cuh" : "fusejit/gemm_simt.cuh");
-  if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) module.includes.push_back("fusejit/conv_simt.cuh");
+  module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/gemm_wgmma.cuh"
+                            : mainloop == Mainloop::Mma ? "fusejit/gemm_mma.cuh"
+                                                        : "fusejit/gemm_simt.cuh");
+  if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
+    module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps
+    if (mainloop == Mainloop::Mma) module.includes.push_back("fusejit/conv_mma.cuh");
+  }
   module.includes.push_back("fusejit/epilogue.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");

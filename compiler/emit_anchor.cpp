@@ -1,6 +1,7 @@
-// Emitter for the anchor kernel: constants for every extent, the SIMT
-// mainloop from templates/gemm_simt.cuh (+ conv_simt.cuh), and the epilogue
-// from templates/epilogue.cuh calling the generated node functions.
+// Emitter for the anchor kernel: constants for every extent, the mainloop
+// (SIMT: templates/gemm_simt.cuh + conv_simt.cuh; wgmma: gemm_wgmma.cuh;
+// mma.sync: gemm_mma.cuh + conv_mma.cuh), and the epilogue from
+// templates/epilogue.cuh calling the generated node functions.
 #include <algorithm>
 #include <limits>
 
@@ -20,6 +21,16 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
   const std::string k = kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
   return "using Tile = fj::WgmmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
          std::to_string(t.stages) + ", fj::MmaKind::" + k + ">;";
+}
+
+std::string mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
+  const std::string k = kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
+  const int elem = kind == "bf16" || kind == "f16" ? 2 : 4;
+  out.push_back("using Tile = fj::MmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+                std::to_string(t.bk(elem)) + ", " + std::to_string(t.wm()) + ", " + std::to_string(t.wn()) + ", " +
+                std::to_string(t.stages) + ">;");
+  out.push_back("using Kind = fj::mma::" + k + ";");
+  return k;
 }
 
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
@@ -86,9 +97,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const Node& a = g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   const TileConfig& t = kp.tile;
-  const bool wgmma = kp.mainloop == Mainloop::Wgmma;
+  const bool wgmma = kp.mainloop == Mainloop::Wgmma, mma = kp.mainloop == Mainloop::Mma;
   const WgmmaConfig& wt = kp.wgmma;
-  const int tile_m = wgmma ? wt.bm : t.bm, tile_n = kp.tile_n();
+  const MmaConfig& mt = kp.mma;
+  const int tile_m = kp.tile_m(), tile_n = kp.tile_n();
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   const std::string T = ctype(g.node(a.operands[0]).type.dtype);
@@ -107,6 +119,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   if (wgmma) {
     s.aliases.push_back(wgmma_alias(wt, kp.mma_kind));
     s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
+  } else if (mma) {
+    if (geo.op != OpKind::Conv2d) return Error("codegen: the mma.sync mainloop takes conv2d anchors only");
+    mma_aliases(mt, kp.mma_kind, s.aliases);
+    s.aliases.push_back("using Frag = fj::MmaFragment<Tile>;");
   } else {
     s.aliases.push_back(tile_alias(t));
     s.aliases.push_back("using Frag = fj::SimtFragment<Tile>;");
@@ -151,16 +167,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (pool) {
       const auto& k = g.node(pool->op).attr_ints("kernel_size");
       const int64_t pw_out = geo.ow / k[1];
-      const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), pw_out);
+      const int64_t per_tile = std::min<int64_t>(tile_m / (k[0] * k[1]), pw_out);
       s.aliases.push_back("using Pixels = fj::PoolTiledPixels<ConvShape, Tile::BM, " + std::to_string(k[0]) + ", " +
                           std::to_string(k[1]) + ", " + std::to_string(per_tile) + ">;  // pool-window-major rows");
       const int64_t blocks_w = (pw_out + per_tile - 1) / per_tile;
       m_tiles = geo.batch_n * (geo.oh / k[0]) * blocks_w;
     } else {
       s.aliases.push_back("using Pixels = fj::DensePixels<ConvShape>;  // row m = (n, oh, ow)");
-      m_tiles = (geo.m + t.bm - 1) / t.bm;
+      m_tiles = (geo.m + tile_m - 1) / tile_m;
     }
-    if (m_tiles * t.bm > int_max) return Error("codegen: conv GEMM M exceeds 2^31 rows");
+    if (m_tiles * tile_m > int_max) return Error("codegen: conv GEMM M exceeds 2^31 rows");
     // The kernel taps as a constant-memory table (each warp reads one entry
     // per load: a broadcast) instead of divisions per load.
     std::string taps = "fj::NoTaps<ConvShape>";
@@ -197,12 +213,20 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.structs.push_back(ts);
     }
     append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
-                 "const int g = blockIdx.z;  // group",
-                 "const fj::ConvA<" + T + ", ConvShape, Pixels, " + taps + "> a{" + em.load_param(a.operands[0]) +
-                     ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)};",
-                 "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + em.load_param(a.operands[1]) +
-                     " + (long long)g * kCoutPerGroup * kGemmK};",
-                 "Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+                 "const int g = blockIdx.z;  // group"});
+    const std::string gather = "fj::ConvA<" + T + ", ConvShape, Pixels, " + taps + ">{" + em.load_param(a.operands[0]) +
+                               ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)}";
+    const std::string w = em.load_param(a.operands[1]) + " + (long long)g * kCoutPerGroup * kGemmK";
+    if (mma) {
+      append(run, {"const fj::MmaConvA<" + T + ", ConvShape, Pixels, " + taps + "> a{" + gather + "};",
+                   "const fj::MmaNKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
+                   "Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kGemmK, frag, smem_raw);",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+    } else {
+      append(run, {"const " + gather.substr(0, gather.find('{')) + " a" + gather.substr(gather.find('{')) + ";",
+                   "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
+                   "Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+    }
     shape.rows = "Pixels::kRows";
     shape.cols = "kCoutPerGroup";
     shape.coords = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;", "const int i0 = px.n;",
@@ -269,8 +293,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
 
   // ---- epilogue --------------------------------------------------------------
   // SimtTile::kSmemFloats (rows padded by 4), reused by the epilogue; the
-  // wgmma epilogue has shared memory of its own after the ring.
-  int64_t smem_floats = wgmma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
+  // wgmma epilogue has shared memory of its own after the ring; mma.sync's
+  // reuses the ring.
+  int64_t smem_floats = wgmma || mma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
   const std::string coord_call = coord_args(rank);
   auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
     std::vector<std::string> out = {head};
@@ -289,10 +314,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
                                           "fj_post_pool", "after the pool, at pooled coordinates");
     // Columns staged at a time: the largest split of the tile within 32 KiB.
-    int chunk = t.bn;
-    while (chunk > 1 && (t.bn % chunk || (t.bm + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
-    smem_floats = std::max<int64_t>(smem_floats, (t.bm + 1) * chunk);
-    const int64_t per_tile = std::min<int64_t>(t.bm / (k[0] * k[1]), geo.ow / k[1]);
+    int chunk = tile_n;
+    while (chunk > 1 && (tile_n % chunk || (tile_m + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
+    smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
+    const int64_t per_tile = std::min<int64_t>(tile_m / (k[0] * k[1]), geo.ow / k[1]);
     run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(per_tile) + ", " +
                   (pn.op == OpKind::MaxPool2d ? "true" : "false") +
                   ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + ">(");
@@ -325,7 +350,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string pre =
           em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, rn.operands[0], false),
                        "fj_pre_reduce_" + suffix, "the value " + g.describe(tail.op) + " reduces");
-      const int64_t row_sharers = wgmma ? 4 : t.bn / t.tn;  // Frag::kRowSharers
+      const int64_t row_sharers = wgmma ? 4 : mma ? 4 * (mt.bn / mt.wn()) : t.bn / t.tn;  // Frag::kRowSharers
       smem_floats = std::max<int64_t>(smem_floats, (row_sharers + 2) * tile_m);
       const std::string value_head = "[&](float acc, int m, int n) -> float {";
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
@@ -391,6 +416,25 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             1,
                             {"const __grid_constant__ fj::TmaDescriptor tma_a",
                              "const __grid_constant__ fj::TmaDescriptor tma_b"});
+  } else if (mma) {
+    const int elem = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+    const int64_t ring_bytes = mma_smem_bytes(mt);
+    const int64_t smem_bytes = std::max(ring_bytes, smem_floats * 4);
+    if (smem_bytes > kWgmmaDynamicSmemLimit)
+      return Error("codegen: the mma tile " + mt.str() + " and its epilogue need " + std::to_string(smem_bytes) +
+                   " bytes of shared memory, over 226 KiB");
+    s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
+    fn.params = "const Params& p, char* smem_raw";
+    fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem) +
+               ", false), \"shared memory for the mainloop\");"};
+    s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (mma.sync " + kp.mma_kind + ", " + mt.str() + ")";
+    launch.block = {static_cast<unsigned>(mt.threads()), 1, 1};
+    launch.shared_bytes = static_cast<unsigned>(smem_bytes);
+    // 3xTF32 keeps split operands live: one block per SM's register budget.
+    const int min_blocks = kp.mma_kind == "f32x3" || mt.threads() > 256 ? 1 : 2;
+    launch.args = em.finish(name, mt.threads(),
+                            {"extern __shared__ __align__(128) char smem_raw[];", s.ns + "::run(p, smem_raw);"},
+                            min_blocks);
   } else {
     if (smem_floats * 4 > 48 * 1024)
       return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +

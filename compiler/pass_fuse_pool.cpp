@@ -60,7 +60,9 @@ void fuse_pool(PlanContext& ctx, Plan& plan) {
   const ValueId pooled = ctx.node(pool).operands[0];
   if (exits.size() != 1 || outside_users.size() != 1 || ctx.is_output(pooled))
     return refuse("other consumers need the full conv-shaped result");
-  const int max_rows = ctx.heur.tile ? ctx.heur.tile->bm : 128;
+  const int max_rows = kp.mainloop == Mainloop::Mma ? (ctx.heur.mma ? ctx.heur.mma->bm : 128)
+                       : ctx.heur.tile                ? ctx.heur.tile->bm
+                                                      : 128;
   if (std::string why = pool_blocker(ctx, analyze_anchor(ctx.g, kp.root), pool, max_rows); !why.empty())
     return refuse(why);
 

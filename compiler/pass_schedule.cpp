@@ -5,6 +5,8 @@
 // wgmma tiles: the (BM, BN) with the least estimated time per SM (waves of
 // tiles over 132 SMs, times the tile's area over its relative efficiency),
 // then as many pipeline stages as shared memory holds (at most 8).
+// mma.sync tiles: BM 128 (64 when M is small), the narrowest BN that covers N
+// (up to 128), 3 stages (two blocks fit on an SM).
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
@@ -87,12 +89,32 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   return Status::success();
 }
 
+Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
+  for (const FusedTail& t : kp.tails)
+    if (!t.partial && op_category(ctx.node(t.op).op) != OpCategory::Pool) min_bn = geo.n;
+  MmaConfig tile;
+  if (ctx.heur.mma) {
+    tile = *ctx.heur.mma;
+  } else {
+    tile.bm = geo.m <= 64 ? 64 : 128;
+    tile.bn = cover(std::max(geo.n, min_bn), {16, 32, 64, 128});
+  }
+  if (Status s = validate_mma(tile); !s) return Error("codegen: " + s.error().message);
+  if (tile.bn < min_bn)
+    return Error("codegen: mma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
+                 ", which a fused row reduction needs");
+  kp.mma = tile;
+  return Status::success();
+}
+
 }  // namespace
 
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, geo);
+  if (kp.mainloop == Mainloop::Mma) return choose_mma_tile(ctx, kp, geo);
   bool pool_fused = false;
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;
   TileConfig tile = ctx.heur.tile ? *ctx.heur.tile : heuristic_tile(geo, pool_fused);

@@ -20,7 +20,27 @@ std::string WgmmaConfig::str() const {
   return s.str();
 }
 
-std::string_view mainloop_name(Mainloop m) { return m == Mainloop::Wgmma ? "wgmma" : "ffma"; }
+std::string MmaConfig::str() const {
+  std::ostringstream s;
+  s << bm << "x" << bn << ", " << stages << " stages, " << threads() << " threads";
+  return s.str();
+}
+
+std::string_view mainloop_name(Mainloop m) {
+  return m == Mainloop::Wgmma ? "wgmma" : m == Mainloop::Mma ? "mma" : "ffma";
+}
+
+int64_t mma_smem_bytes(const MmaConfig& t) { return int64_t{t.stages} * 128 * (t.bm + t.bn); }
+
+Status validate_mma(const MmaConfig& t) {
+  auto bad = [&](const std::string& why) { return Error("invalid mma tile " + t.str() + ": " + why); };
+  if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128");
+  if (t.bn != 16 && t.bn != 32 && t.bn != 64 && t.bn != 128) return bad("bn must be 16, 32, 64 or 128");
+  if (t.stages < 2 || t.stages > 6) return bad("stages must be in [2, 6]");
+  if (mma_smem_bytes(t) > kWgmmaDynamicSmemLimit)
+    return bad(std::to_string(mma_smem_bytes(t)) + " bytes of shared memory, over 226 KiB");
+  return Status::success();
+}
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
@@ -104,8 +124,8 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     int64_t num = 0;
     if (key == "mainloop") {
-      if (val != "auto" && val != "ffma" && val != "wgmma")
-        return Error("codegen config: mainloop must be auto, ffma or wgmma, got '" + val + "'");
+      if (val != "auto" && val != "ffma" && val != "wgmma" && val != "mma")
+        return Error("codegen config: mainloop must be auto, ffma, wgmma or mma, got '" + val + "'");
       h.mainloop = val;
     } else if (key == "wgmma_tile") {
       std::vector<int64_t> parts;
@@ -125,6 +145,22 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
       if (Status s = validate_wgmma(t, false); !s) return Error("codegen config: " + s.error().message);
       h.wgmma = t;
+    } else if (key == "mma_tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 3) return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+      MmaConfig t;
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.stages = static_cast<int>(parts[2]);
+      if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
+      h.mma = t;
     } else if (key == "tile") {
       std::vector<int64_t> parts;
       std::string part;
@@ -153,7 +189,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, fuse_pool, fuse_reductions, conv_tap_table, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, pointwise_threads, row_threads)");
     }
   }
   return h;

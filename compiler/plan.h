@@ -23,16 +23,29 @@ struct TileConfig {
   std::string str() const;  // "128x128x8 (8x8 per thread)"
 };
 
-// The anchor's mainloop: the SIMT FFMA loop (any arch, any layout) or the
-// sm_90a tensor-core pipeline (templates/gemm_wgmma.cuh: TMA + wgmma).
-enum class Mainloop { Simt, Wgmma };
-std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma"
+// The anchor's mainloop: the SIMT FFMA loop (any arch, any layout), the
+// sm_90a tensor-core pipeline (templates/gemm_wgmma.cuh: TMA + wgmma), or the
+// sm_80+ one (templates/gemm_mma.cuh: cp.async + mma.sync; conv2d's im2col
+// gather in templates/conv_mma.cuh).
+enum class Mainloop { Simt, Wgmma, Mma };
+std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma", "mma"
 
 // The wgmma mainloop's tile (WgmmaTile) and rasterization.
 struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
   std::string str() const;  // "128x256, 4 stages, raster group 8"
+};
+
+// The mma.sync mainloop's tile (MmaTile): k-tiles of 128 bytes (BK = 32 fp32
+// or 64 16-bit elements), 2 x 4 warps (WM = BM / 2, WN = max(16, BN / 4)).
+struct MmaConfig {
+  int bm = 128, bn = 128, stages = 3;
+  int wm() const { return bm / 2; }
+  int wn() const { return bn / 4 < 16 ? 16 : bn / 4; }
+  int bk(int elem_bytes) const { return 128 / elem_bytes; }
+  int threads() const { return (bm / wm()) * (bn / wn()) * 32; }
+  std::string str() const;  // "128x128, 3 stages, 256 threads"
 };
 
 // Elementwise kernels over materialized tensors: one element per thread,
@@ -49,9 +62,10 @@ struct RowConfig {
 };
 
 struct Heuristics {
-  std::string mainloop = "auto";   // auto | ffma | wgmma (wgmma: an error where it cannot run)
+  std::string mainloop = "auto";   // auto | ffma | wgmma | mma (wgmma, mma: an error where it cannot run)
   std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
+  std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
@@ -60,8 +74,8 @@ struct Heuristics {
 };
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
-// spaces. Keys: mainloop=auto|ffma|wgmma, tile=BMxBNxTMxTN[xBK],
-// wgmma_tile=BMxBNxSTAGES[xGROUP], fuse_pool=0|1, fuse_reductions=0|1,
+// spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
+// wgmma_tile=BMxBNxSTAGES[xGROUP], mma_tile=BMxBNxSTAGES, fuse_pool=0|1, fuse_reductions=0|1,
 // conv_tap_table=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -80,6 +94,11 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
+
+// Shared memory (bytes) of an mma.sync tile's ring (128-byte rows of k).
+int64_t mma_smem_bytes(const MmaConfig& t);
+// Checks an mma.sync tile: shapes MmaTile instantiates, within 226 KiB.
+Status validate_mma(const MmaConfig& t);
 
 // ---- the anchor's GEMM view --------------------------------------------------------
 
@@ -135,9 +154,11 @@ struct KernelPlan {
   std::vector<FusedTail> tails;  // Anchor only: the fused pool or row reductions
   TileConfig tile;               // Anchor only: the SIMT tile
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
-  std::string mma_kind;          // Wgmma: bf16 | f16 | tf32 | f32x3 (fj::MmaKind)
+  std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3
   WgmmaConfig wgmma;             // Wgmma only
-  int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : tile.bn; }  // anchor columns per tile
+  MmaConfig mma;                 // Mma only
+  int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
+  int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : mainloop == Mainloop::Mma ? mma.bn : tile.bn; }
   std::vector<std::string> notes;
   std::string name;  // kernel name, set by the emitter
 };

@@ -47,6 +47,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     if (kp.root >= 0) s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
     if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Wgmma)
       s << ", wgmma " << kp.mma_kind << " tile " << kp.wgmma.str();
+    else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma)
+      s << ", mma " << kp.mma_kind << " tile " << kp.mma.str();
     else if (kp.kind == KernelKind::Anchor)
       s << ", tile " << kp.tile.str();
     if (kp.kind == KernelKind::RowFinish) {
@@ -93,7 +95,8 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
   if (kp.kind == KernelKind::Anchor) {
     const Node& a = g.node(kp.root);
     name += "_" + std::string(op_name(a.op));
-    if (kp.mainloop == Mainloop::Wgmma) name += "_wgmma_" + kp.mma_kind;  // the precision is a mainloop property
+    if (kp.mainloop != Mainloop::Simt)  // the precision is a mainloop property
+      name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind;
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));

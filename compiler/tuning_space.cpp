@@ -6,10 +6,10 @@
 namespace fusejit {
 namespace {
 
-// Whether codegen puts the graph's anchor on the wgmma mainloop for `arch`.
-bool uses_wgmma(const Graph& g, const std::string& arch) {
+// Whether codegen puts the graph's anchor on `mainloop` ("_wgmma_", "_mma_") for `arch`.
+bool uses(const Graph& g, const std::string& arch, const char* mainloop) {
   auto p = generate_program(g, {arch, ""});
-  return p && p->name.find("_wgmma_") != std::string::npos;
+  return p && p->name.find(mainloop) != std::string::npos;
 }
 
 }  // namespace
@@ -19,7 +19,18 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
   auto anchor = g.anchor();
   if (!anchor) return out;
   const cg::AnchorGeometry geo = cg::analyze_anchor(g, *anchor);
-  if (uses_wgmma(g, arch)) {
+  if (uses(g, arch, "_mma_")) {
+    for (int bm : {128, 64}) {
+      if (bm > 2 * geo.m && bm > 64) continue;
+      for (int bn : {128, 64, 32, 16}) {
+        if (bn > 2 * geo.n && bn > 16) continue;
+        for (int stages : {3, 4})
+          out.push_back("mma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(stages));
+      }
+    }
+    out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
+  }
+  if (uses(g, arch, "_wgmma_")) {
     const bool three_tf32 = g.precision == Precision::FP32;
     for (int bm : {128, 64}) {
       if (bm > 2 * geo.m && bm > 64) continue;

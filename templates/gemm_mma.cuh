@@ -6,7 +6,8 @@
 //   BF16, F16  operands bf16 / f16 in global memory, m16n8k16
 //   TF32       operands fp32, rounded to tf32 (cvt.rna) when read from smem, m16n8k8
 //   F32x3      3xTF32, fp32-accurate: x = hi + lo, hi = tf32(x), lo = tf32(x - hi);
-//              acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
+//              per k tile, s = a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
+//              in the tensor core, then acc += s in fp32
 // The header never names __half / __nv_bfloat16 (fp32 programs need no
 // cuda_fp16.h): operands only need sizeof(Elem) == Kind::kElemBytes.
 //
@@ -344,6 +345,11 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
   const int k_tiles = ceil_div(K, BK);
 
   constexpr int KS = BK / Kind::kK;  // mma k steps per k tile
+  // 3xTF32: one k tile's products summed in the tensor core, then added to
+  // acc with FADD. The tensor core's accumulation truncates, so summing all
+  // of K there would make the error grow with K (measured: rel L2 1.6e-5 at
+  // K = 2304 on conv, over fp32's 1e-5).
+  [[maybe_unused]] float tile_sum[2 * MI][2 * NI];
   int write_stage = 0, read_stage = 0;
   auto issue = [&](int kt) {  // one commit group per k tile (empty past the end)
     if (kt < k_tiles) {
@@ -394,10 +400,25 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
     // Fragments double-buffered: step kk+1 is read while step kk's mmas run.
     unsigned af[2][MI][4], bf[2][NI][2];
     load_frags(as, bs, 0, af[0], bf[0]);
+    if constexpr (Kind::kSplit) {  // the k-tile's sum starts from 0 in the tensor core
+#pragma unroll
+      for (int i = 0; i < 2 * MI; ++i)
+#pragma unroll
+        for (int j = 0; j < 2 * NI; ++j) tile_sum[i][j] = 0.f;
+    }
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       if (kk + 1 < KS) load_frags(as, bs, kk + 1, af[(kk + 1) % 2], bf[(kk + 1) % 2]);
-      mma::mma_step<Kind>(frag.acc, af[kk % 2], bf[kk % 2]);
+      if constexpr (Kind::kSplit)
+        mma::mma_step<Kind>(tile_sum, af[kk % 2], bf[kk % 2]);
+      else
+        mma::mma_step<Kind>(frag.acc, af[kk % 2], bf[kk % 2]);
+    }
+    if constexpr (Kind::kSplit) {  // ... and is added to acc in fp32, rounded to nearest
+#pragma unroll
+      for (int i = 0; i < 2 * MI; ++i)
+#pragma unroll
+        for (int j = 0; j < 2 * NI; ++j) frag.acc[i][j] += tile_sum[i][j];
     }
   }
   mma::cp_async_wait<0>();

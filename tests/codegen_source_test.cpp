@@ -48,9 +48,10 @@ TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
   Program p = emit(g);
   ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
   EXPECT_TRUE(p.scratch.empty());
-  EXPECT_EQ(p.name, "fj_conv2d_k3_relu_add");
-  EXPECT_EQ(p.launches[0].kernel, "fj_conv2d_k3_relu_add");
-  EXPECT_NE(p.source.find("extern \"C\" __global__ void __launch_bounds__(256, 2) fj_conv2d_k3_relu_add("),
+  // fp32 with K = 576: 3xTF32 on mma.sync (one block per SM: the split operands' registers).
+  EXPECT_EQ(p.name, "fj_conv2d_mma_f32x3_k3_relu_add");
+  EXPECT_EQ(p.launches[0].kernel, "fj_conv2d_mma_f32x3_k3_relu_add");
+  EXPECT_NE(p.source.find("extern \"C\" __global__ void __launch_bounds__(256, 1) fj_conv2d_mma_f32x3_k3_relu_add("),
             std::string::npos);
   for (const char* c : {"kBatch = 128;", "kCin = 64;", "kH = 128;", "kW = 128;", "kCout = 128;", "kKH = 3;",
                         "kOH = 126;", "kOW = 126;", "kGemmK = 576;"})

@@ -102,6 +102,29 @@ extern "C" __global__ void k(const float* x, const float* w, float* y) {
   const auto win = fj::PoolTiledPixels<S, 32, 2, 2, 2>::window(32, 1);
   y[0] += win.ok ? win.n + win.ph + win.pw + fj::PoolTiledPixels<S, 32, 2, 2, 2>::row(1, 3) : 0;
 })"},
+      {"conv_mma.cuh", R"(
+#include "fusejit/fj_half.cuh"
+struct S {
+  static constexpr int kBatch = 2, kCin = 4, kH = 13, kW = 11, kCout = 6, kKH = 3, kKW = 3, kSH = 1, kSW = 2,
+                       kPH = 1, kPW = 0, kDH = 2, kDW = 1, kGroups = 2, kOH = 11, kOW = 5;
+};
+using Tile = fj::MmaTile<64, 16, 32, 32, 16, 2>;  // 2 warps: rows 32 at a time
+using Tile16 = fj::MmaTile<128, 64, 64, 64, 16, 3>;  // 8 warps, 16-bit: two threads per row
+template <class Kind, class T, class Tl, class Pixels>
+__device__ void run(const T* x, const T* w, float* y, char* smem) {
+  fj::MmaFragment<Tl> f;
+  const fj::MmaConvA<T, S, Pixels> a{{x, Pixels{}, 2}};
+  fj::mma_mainloop<Tl, Kind>(a, fj::MmaNKMajorB<T, 3, a.K, a.K>{w}, 0, 0, a.K, f, smem);
+  const fj::Pixel p = Pixels{}.pixel(f.row(0));
+  if (p.ok) y[(p.n * 6 + f.col(0)) * 55 + p.oh * 5 + p.ow] = f.acc[0][0];
+}
+extern "C" __global__ void k(const float* x, const float* w, const __nv_bfloat16* xb, const __nv_bfloat16* wb,
+                             float* y) {
+  extern __shared__ __align__(128) char smem[];
+  run<fj::mma::TF32, float, Tile, fj::DensePixels<S>>(x, w, y, smem);
+  run<fj::mma::F32x3, float, Tile, fj::PoolTiledPixels<S, 64, 2, 2, 2>>(x, w, y, smem);
+  run<fj::mma::BF16, __nv_bfloat16, Tile16, fj::DensePixels<S>>(xb, wb, y, smem);
+})"},
       {"epilogue.cuh", R"(
 #include "fusejit/conv_simt.cuh"
 #include "fusejit/gemm_simt.cuh"

@@ -1,0 +1,269 @@
+// The conv2d mma.sync mainloop (no GPU needed): conv anchors for sm_80 and
+// sm_90a pick it by default in every precision (3xTF32 "f32x3" in fp32 mode),
+// mainloop=mma forces it and mainloop=ffma keeps SIMT, mma_tile= reaches the
+// plan and its bad values are config errors naming the key, and the CUDA
+// sources NVRTC makes of it compile to CUBINs for both archs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "compiler/codegen.h"
+#include "fusejit/builder.h"
+#include "runtime/nvrtc_compiler.h"
+
+namespace fusejit {
+namespace {
+
+const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16};
+
+std::string mma_kind(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "f32x3";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+    case Precision::F16: return "f16";
+  }
+  return "?";
+}
+
+Graph finish(GraphBuilder& g) {
+  auto built = g.build();
+  EXPECT_TRUE(built.ok()) << built.error().str();
+  return built.ok() ? built.take() : Graph{};
+}
+
+// Seed 1, smaller: relu(conv(x)) + bias[C,1,1].
+Graph seed1_like(Precision p) {
+  GraphBuilder g(p, "seed1_like");
+  auto x = g.input("x", {2, 16, 18, 18});
+  auto w = g.input("conv_w", {32, 16, 3, 3});
+  auto b = g.input("conv_b", {32});
+  auto bias = g.input("bias", {32, 1, 1});
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  g.output("y", g.conv2d(x, w, b, o).relu().add(bias));
+  return finish(g);
+}
+
+// Seed 3, smaller: MaxPool2d(4)(tanh(conv(x)) * 2 + bias[C,1,1]).
+Graph seed3_like(Precision p) {
+  GraphBuilder g(p, "seed3_like");
+  auto x = g.input("x", {2, 8, 34, 34});
+  auto w = g.input("conv_w", {64, 8, 3, 3});
+  auto b = g.input("conv_b", {64});
+  auto bias = g.input("bias", {64, 1, 1});
+  Pool2dOptions pool;
+  pool.kernel = {4, 4};
+  g.output("y", g.conv2d(x, w, b).tanh().mul(2.0).add(bias).max_pool2d(pool));
+  return finish(g);
+}
+
+// Grouped (4), dilated (2) conv without bias; hardswish; overlapping max pool.
+Graph grouped_dilated(Precision p) {
+  GraphBuilder g(p, "grouped_dilated");
+  auto x = g.input("x", {2, 32, 20, 20});
+  auto w = g.input("w", {64, 8, 3, 3});
+  Conv2dOptions o;
+  o.padding = {2, 2};
+  o.dilation = {2, 2};
+  o.groups = 4;
+  Pool2dOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.padding = {1, 1};
+  g.output("y", g.conv2d(x, w, std::nullopt, o).hardswish().max_pool2d(pool));
+  return finish(g);
+}
+
+// tanh(min over channels, keepdim).
+Graph channel_min(Precision p) {
+  GraphBuilder g(p, "channel_min");
+  auto x = g.input("x", {2, 16, 16, 16});
+  auto w = g.input("w", {32, 16, 3, 3});
+  auto b = g.input("b", {32});
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  g.output("y", g.conv2d(x, w, b, o).min({1}, true).tanh());
+  return finish(g);
+}
+
+// Seed 1's K (64 x 3 x 3 = 576) on a small image: relu(conv(x)) + bias.
+Graph seed1_deep_k(Precision p) {
+  GraphBuilder g(p, "seed1_deep_k");
+  auto x = g.input("x", {2, 64, 10, 10});
+  auto w = g.input("conv_w", {32, 64, 3, 3});
+  auto b = g.input("conv_b", {32});
+  auto bias = g.input("bias", {32, 1, 1});
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  g.output("y", g.conv2d(x, w, b, o).relu().add(bias));
+  return finish(g);
+}
+
+struct GraphMaker {
+  const char* name;
+  Graph (*make)(Precision);
+};
+const GraphMaker kGraphs[] = {
+    {"seed1_like", seed1_like}, {"seed3_like", seed3_like}, {"grouped_dilated", grouped_dilated},
+    {"channel_min", channel_min}, {"seed1_deep_k", seed1_deep_k}};
+
+struct CompileJob {
+  std::string label, arch, name, source;
+};
+
+// Compiles every job on all cores (at least 2); one message per failure.
+// Jobs with the same arch and source compile once.
+std::vector<std::string> compile_all(std::vector<CompileJob> jobs) {
+  std::set<std::pair<std::string, std::string>> seen;
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const CompileJob& j) { return !seen.insert({j.arch, j.source}).second; }),
+             jobs.end());
+  std::vector<std::string> failures;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      const CompileJob& job = jobs[i];
+      std::string failure;
+      Expected<CubinResult> c = compile_to_cubin(job.source, job.name, {job.arch, false, {}});
+      if (!c) failure = job.label + " (" + job.arch + "): " + c.error().str().substr(0, 4000);
+      else if (c->cubin.size() < 4 || std::string(c->cubin.data() + 1, 3) != "ELF")
+        failure = job.label + " (" + job.arch + "): not an ELF CUBIN";
+      if (failure.empty()) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(failure);
+    }
+  };
+  const unsigned n = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  return failures;
+}
+
+// Every conv graph in every precision picks mma.sync for sm_80 and sm_90a,
+// by default and when forced, and its source compiles for both archs.
+TEST(CodegenConvMma, ConvAnchorsRunMmaOnSm80AndSm90a) {
+  std::vector<CompileJob> jobs;
+  for (const GraphMaker& maker : kGraphs)
+    for (Precision p : kPrecisions) {
+      const Graph g = maker.make(p);
+      const std::string kind = mma_kind(p);
+      for (const char* arch : {"sm_80", "sm_90a"})
+        for (const char* config : {"", "mainloop=mma"}) {
+          const std::string label = std::string(maker.name) + " " + std::string(precision_name(p)) + " " + arch +
+                                    " config '" + config + "'";
+          auto prog = generate_program(g, {arch, config});
+          if (!prog) {
+            ADD_FAILURE() << label << ": codegen: " << prog.error().str();
+            continue;
+          }
+          // By default fp32 (3xTF32) may keep FFMA where the plan says why
+          // (a short K, where FFMA is faster); mainloop=mma forces it.
+          if (p == Precision::FP32 && *config == '\0' && prog->name.find("_mma_") == std::string::npos) {
+            EXPECT_NE(prog->plan_text.find("not mma.sync"), std::string::npos) << label << "\n" << prog->plan_text;
+            continue;
+          }
+          EXPECT_NE(prog->name.find("_mma_" + kind), std::string::npos) << label << ": kernel " << prog->name;
+          EXPECT_NE(prog->plan_text.find("mma " + kind + " tile"), std::string::npos) << label << "\n"
+                                                                                     << prog->plan_text;
+          jobs.push_back({label, arch, prog->name, prog->source});
+        }
+    }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// A forced tile reaches the plan, and compiles.
+TEST(CodegenConvMma, MmaTileConfigReachesThePlan) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : kPrecisions) {
+    const Graph g = seed1_like(p);
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const std::string label = std::string("seed1_like ") + std::string(precision_name(p)) + " " + arch;
+      auto prog = generate_program(g, {arch, "mainloop=mma,mma_tile=64x32x3"});
+      ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+      EXPECT_NE(prog->name.find("_mma_" + mma_kind(p)), std::string::npos) << prog->name;
+      EXPECT_NE(prog->plan_text.find("mma " + mma_kind(p) + " tile 64x32"), std::string::npos) << prog->plan_text;
+      jobs.push_back({label + " mma_tile=64x32x3", arch, prog->name, prog->source});
+    }
+  }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// fp32 mode runs 3xTF32 mma.sync by default where K is long (seed 1's 576).
+TEST(CodegenConvMma, Fp32DefaultsTo3xTf32ForSeed1K) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto prog = generate_program(seed1_deep_k(Precision::FP32), {arch, ""});
+    ASSERT_TRUE(prog.ok()) << prog.error().str();
+    EXPECT_NE(prog->name.find("_mma_f32x3"), std::string::npos) << arch << ": " << prog->name << "\n"
+                                                                << prog->plan_text;
+    EXPECT_NE(prog->plan_text.find("mma f32x3 tile"), std::string::npos) << prog->plan_text;
+  }
+}
+
+TEST(CodegenConvMma, FfmaConfigKeepsTheSimtConv) {
+  for (const GraphMaker& maker : kGraphs)
+    for (Precision p : kPrecisions)
+      for (const char* arch : {"sm_80", "sm_90a"}) {
+        const std::string label = std::string(maker.name) + " " + std::string(precision_name(p)) + " " + arch;
+        auto prog = generate_program(maker.make(p), {arch, "mainloop=ffma"});
+        ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+        EXPECT_EQ(prog->name.find("_mma_"), std::string::npos) << label << ": kernel " << prog->name;
+        EXPECT_EQ(prog->plan_text.find("mma " + mma_kind(p) + " tile"), std::string::npos) << label << "\n"
+                                                                                         << prog->plan_text;
+        EXPECT_NE(prog->plan_text.find("mainloop=ffma"), std::string::npos) << label << "\n" << prog->plan_text;
+      }
+}
+
+TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
+  const Graph g = seed1_like(Precision::BF16);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (const char* bad : {"mma_tile=100x64x3", "mma_tile=128x64x9", "mainloop=mma,mma_tile=100x64x3",
+                            "mainloop=mma,mma_tile=128x64x9", "mma_tile=128x64", "mma_tile=128x48x3",
+                            "mma_tile=128x64x1"}) {
+      auto p = generate_program(g, {arch, bad});
+      EXPECT_FALSE(p.ok()) << bad << " (" << arch << ") was accepted";
+      if (p.ok()) continue;
+      EXPECT_NE(p.error().message.find("codegen config"), std::string::npos) << bad << ": " << p.error().message;
+      EXPECT_NE(p.error().message.find("mma_tile"), std::string::npos) << bad << ": " << p.error().message;
+    }
+    // The bounds themselves are valid.
+    for (const char* good : {"mma_tile=64x16x2", "mma_tile=128x128x3", "mma_tile=64x64x6"}) {
+      auto p = generate_program(g, {arch, good});
+      EXPECT_TRUE(p.ok()) << good << " (" << arch << "): " << p.error().str();
+    }
+  }
+}
+
+// mainloop=mma where mma.sync cannot run: a linear anchor (accepted or a clear
+// error, never a crash), and a conv for an arch older than sm_80 (an error).
+TEST(CodegenConvMma, ForcedMmaElsewhereWorksOrIsAClearError) {
+  for (Precision p : kPrecisions) {
+    GraphBuilder b(p, "linear_forced_mma");
+    auto x = b.input("x", {64, 64});
+    auto w = b.input("w", {64, 64});
+    auto bias = b.input("b", {64});
+    b.output("y", b.linear(x, w, bias).relu());
+    const Graph g = finish(b);
+    auto prog = generate_program(g, {"sm_80", "mainloop=mma"});
+    const std::string label = std::string("linear ") + std::string(precision_name(p));
+    if (prog.ok()) {
+      EXPECT_NE(prog->name.find("_mma_" + mma_kind(p)), std::string::npos) << label << ": kernel " << prog->name;
+      auto cubin = compile_to_cubin(prog->source, prog->name, {"sm_80", false, {}});
+      EXPECT_TRUE(cubin.ok()) << label << ": " << cubin.error().str().substr(0, 4000);
+    } else {
+      EXPECT_NE(prog.error().message.find("mainloop=mma"), std::string::npos) << label << ": " << prog.error().message;
+    }
+  }
+  auto old = generate_program(seed1_like(Precision::BF16), {"sm_75", "mainloop=mma"});
+  ASSERT_FALSE(old.ok()) << "mainloop=mma accepted for sm_75: " << old->name;
+  EXPECT_NE(old.error().message.find("mainloop=mma"), std::string::npos) << old.error().message;
+}
+
+}  // namespace
+}  // namespace fusejit

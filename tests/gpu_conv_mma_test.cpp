@@ -1,0 +1,257 @@
+// GPU: the conv2d mma.sync mainloop (im2col gather by cp.async) against fp64.
+// Hand-listed conv geometries (stride 1/2, padding 0..3, dilation 1/2,
+// groups 1/2/4, odd H and W, Cin not a multiple of 8, Cout not a multiple of
+// any tile, batch 1..4, kernels 1x1 to 7x7 incl. a ResNet stem) x precision
+// (fp32 = 3xTF32, tf32, bf16, f16) x epilogue kind (pointwise, fused 2x2 max
+// and avg pool, min / sum over channels, global average pool), with the
+// default plan, with mainloop=mma forced and with a small forced mma tile,
+// each at its mode's tolerance with NaN-poisoned outputs (check_kernel).
+// NaN and Inf inputs propagate as in PyTorch. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "compiler/program.h"
+#include "fusejit/builder.h"
+#include "fusejit/engine.h"
+#include "fusejit/reference.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_check.h"
+
+namespace fusejit {
+namespace {
+
+struct ConvGeom {
+  int64_t n, cin, h, w, cout, k, stride, pad, dil, groups;
+  int64_t oh() const { return (h + 2 * pad - dil * (k - 1) - 1) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - dil * (k - 1) - 1) / stride + 1; }
+};
+
+struct ConvCase {
+  Precision precision;
+  ConvGeom g;
+  // bias_relu | gelu | tanh2_bias | maxpool2 | avgpool2 | chmin_tanh | chsum | gap
+  std::string tail;
+};
+
+std::string label(const ConvCase& c) {
+  const ConvGeom& g = c.g;
+  return std::string(precision_name(c.precision)) + " x[" + std::to_string(g.n) + "," + std::to_string(g.cin) + "," +
+         std::to_string(g.h) + "," + std::to_string(g.w) + "] -> " + std::to_string(g.cout) + " k" +
+         std::to_string(g.k) + " s" + std::to_string(g.stride) + " p" + std::to_string(g.pad) + " d" +
+         std::to_string(g.dil) + " g" + std::to_string(g.groups) + " " + c.tail;
+}
+
+// The mma kind the kernel name carries for a precision (fj::MmaKind).
+std::string mma_kind(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "f32x3";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+    case Precision::F16: return "f16";
+  }
+  return "?";
+}
+
+Expected<Graph> build(const ConvCase& c) {
+  const ConvGeom& geo = c.g;
+  GraphBuilder g(c.precision, "conv_mma_case");
+  auto x = g.input("x", {geo.n, geo.cin, geo.h, geo.w});
+  auto w = g.input("w", {geo.cout, geo.cin / geo.groups, geo.k, geo.k});
+  auto b = g.input("b", {geo.cout});
+  const bool needs_bias = c.tail == "bias_relu" || c.tail == "tanh2_bias" || c.tail == "maxpool2";
+  Value bias;
+  if (needs_bias) bias = g.input("bias", {geo.cout, 1, 1});  // every input must be read
+  Conv2dOptions o;
+  o.stride = {geo.stride, geo.stride};
+  o.padding = {geo.pad, geo.pad};
+  o.dilation = {geo.dil, geo.dil};
+  o.groups = geo.groups;
+  auto y = g.conv2d(x, w, b, o);
+  if (c.tail == "bias_relu") y = y.relu().add(bias);
+  if (c.tail == "gelu") y = y.gelu();
+  if (c.tail == "tanh2_bias") y = y.tanh().mul(2.0).add(bias);
+  if (c.tail == "maxpool2") y = y.tanh().mul(2.0).add(bias).max_pool2d({});
+  if (c.tail == "avgpool2") y = y.relu().avg_pool2d({});
+  if (c.tail == "chmin_tanh") y = y.min({1}, true).tanh();
+  if (c.tail == "chsum") y = y.sum({1});
+  if (c.tail == "gap") y = y.relu().global_avg_pool();
+  g.output("y", y);
+  return g.build();
+}
+
+std::vector<ConvCase> cases() {
+  // {n, cin, h, w, cout, k, stride, pad, dil, groups}
+  const ConvGeom geoms[] = {
+      {2, 16, 18, 18, 32, 3, 1, 1, 1, 1},   // seed 1, smaller
+      {1, 3, 17, 23, 10, 3, 1, 0, 1, 1},    // Cin 3, odd H/W, Cout 10
+      {2, 3, 33, 31, 33, 7, 2, 3, 1, 1},    // ResNet stem: 7x7 s2 p3
+      {3, 5, 17, 23, 130, 1, 1, 0, 1, 1},   // 1x1, Cout over a 128 tile
+      {4, 12, 15, 15, 64, 5, 1, 2, 1, 1},   // 5x5
+      {2, 8, 20, 20, 16, 3, 2, 1, 1, 2},    // strided, 2 groups
+      {1, 16, 21, 19, 48, 3, 1, 2, 2, 4},   // dilated, 4 groups
+      {2, 12, 17, 17, 36, 3, 1, 1, 2, 4},   // Cin/g = 3, Cout/g = 9
+      {1, 64, 14, 14, 130, 3, 1, 1, 1, 1},  // K = 576
+      {2, 5, 9, 11, 20, 5, 2, 0, 1, 1},     // 3x4 output
+      {4, 32, 8, 8, 128, 1, 2, 0, 1, 1},    // 1x1 stride 2 (a downsample)
+      {1, 4, 23, 17, 10, 3, 1, 3, 1, 2},    // padding 3, Cout/g = 5
+      {2, 256, 7, 7, 64, 3, 1, 1, 1, 1},    // K = 2304: many k-tiles through the ring
+      {1, 24, 13, 13, 33, 5, 2, 1, 2, 1},   // dilated and strided
+  };
+  const char* tails[] = {"bias_relu", "gelu", "tanh2_bias", "maxpool2", "avgpool2", "chmin_tanh", "chsum", "gap"};
+  std::vector<ConvCase> out;
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
+    for (const ConvGeom& g : geoms) {
+      std::string tail = tails[t++ % 8];
+      if ((tail == "maxpool2" || tail == "avgpool2") && (g.oh() < 2 || g.ow() < 2)) tail = "tanh2_bias";
+      out.push_back({p, g, tail});
+    }
+  return out;
+}
+
+// 80 for "sm_80", 90 for "sm_90a"; 0 when unknown.
+int sm_number(const std::string& arch) { return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0; }
+
+void run_cases(const std::string& config) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  const int sm = sm_number(*arch);
+  const bool forced = config.find("mainloop=mma") != std::string::npos;
+  const bool ffma = config.find("mainloop=ffma") != std::string::npos;
+  if (forced && sm < 80) GTEST_SKIP() << "mma.sync needs sm_80 or newer; the device is " << *arch;
+  Engine engine;
+  CompileOptions opts;
+  opts.config = config;
+  CheckOptions check;
+  check.time = false;
+  check.samples = 20000;
+  int failures = 0, mma = 0, explained_simt = 0, compiled = 0, index = 0;
+  for (const ConvCase& c : cases()) {
+    if (failures >= 5) break;  // enough to debug; keep the log readable
+    ++index;
+    auto g = build(c);
+    ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
+    auto kernel = engine.compile(*g, opts);
+    if (!kernel) {
+      ADD_FAILURE() << label(c) << " does not compile with config '" << config << "': " << kernel.error().str();
+      ++failures;
+      continue;
+    }
+    ++compiled;
+    const std::string& name = (*kernel)->name();
+    const bool on_mma = name.find("_mma_") != std::string::npos;
+    mma += on_mma;
+    if (ffma) {
+      EXPECT_FALSE(on_mma) << label(c) << ": mainloop=ffma, but the kernel is " << name;
+    } else if (forced || sm >= 80) {  // conv2d on sm_80+ runs mma.sync by default
+      // By default, fp32 (3xTF32) may keep FFMA where the planner says why
+      // (a short K, where FFMA is faster).
+      const bool explained = !forced && !on_mma && c.precision == Precision::FP32 &&
+                             (*kernel)->program().plan_text.find("not mma.sync") != std::string::npos;
+      explained_simt += explained;
+      if (!explained && name.find("_mma_" + mma_kind(c.precision)) == std::string::npos) {
+        ADD_FAILURE() << label(c) << ": expected the mma.sync " << mma_kind(c.precision) << " mainloop with config '"
+                      << config << "' on " << *arch << ", got kernel " << name << "\n"
+                      << (*kernel)->program().plan_text;
+        ++failures;
+      }
+    }
+    for (uint64_t seed : {1u, 2u}) {  // fresh inputs: the same function on any input
+      check.seed = seed * 7919 + static_cast<uint64_t>(index);
+      auto r = check_kernel(**kernel, *g, check);
+      if (!r || !r->pass) {
+        ADD_FAILURE() << label(c) << " (" << name << ", config '" << config << "', seed " << check.seed << "):\n"
+                      << (r ? r->summary() : r.error().str()) << "\n"
+                      << (*kernel)->program().plan_text;
+        ++failures;
+        break;
+      }
+    }
+  }
+  if (failures < 5 && !ffma && sm >= 80)
+    EXPECT_EQ(mma + explained_simt, compiled) << "not every conv ran on the mma.sync mainloop";
+  if (!ffma && sm >= 80) EXPECT_GT(mma, 0) << "no case ran on the mma.sync mainloop";
+}
+
+TEST(GpuConvMma, DefaultPlansMatchReference) { run_cases(""); }
+TEST(GpuConvMma, ForcedMmaMatchesReference) { run_cases("mainloop=mma"); }
+TEST(GpuConvMma, SmallMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=64x32x3"); }
+// The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
+TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
+
+// NaN and Inf in x reach the output as in PyTorch (the fp64 reference): a NaN
+// poisons every output whose window covers it (in every channel); an Inf gives
+// +-Inf there (NaN where signs meet). 3xTF32 must not turn Inf into NaN by its
+// hi/lo split (Inf - Inf).
+TEST(GpuConvMma, NanAndInfPropagate) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  const int sm = sm_number(*arch);
+  Engine engine;
+  for (Precision p : {Precision::FP32, Precision::BF16}) {
+    for (const std::string config : {"", "mainloop=mma"}) {
+      if (!config.empty() && sm < 80) continue;
+      const ConvCase c{p, {2, 8, 12, 12, 16, 3, 1, 1, 1, 1}, "gelu"};
+      const std::string what = label(c) + " config '" + config + "'";
+      auto g = build(c);
+      ASSERT_TRUE(g) << g.error().str();
+      CompileOptions opts;
+      opts.config = config;
+      auto kernel = engine.compile(*g, opts);
+      ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
+      if (!config.empty())
+        EXPECT_NE((*kernel)->name().find("_mma_" + mma_kind(p)), std::string::npos) << (*kernel)->name();
+      std::vector<HostTensor> inputs = make_random_inputs(*g, 99);
+      const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+      auto at = [&](int64_t n, int64_t ch, int64_t h, int64_t w) {
+        return ((n * c.g.cin + ch) * c.g.h + h) * c.g.w + w;
+      };
+      inputs[0].data[at(0, 2, 3, 4)] = nan;
+      inputs[0].data[at(1, 5, 6, 6)] = inf;
+      inputs[0].data[at(1, 0, 10, 1)] = -inf;
+      inputs[0].data[at(0, 7, 11, 11)] = inf;  // a corner: windows with padding
+      std::vector<DeviceBuffer> buffers;
+      std::vector<DevicePtr> in, out;
+      for (const HostTensor& t : inputs) {
+        std::vector<uint8_t> bytes = to_device_bytes(t);
+        auto buf = DeviceBuffer::allocate(bytes.size());
+        ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok());
+        in.push_back(buf->ptr());
+        buffers.push_back(buf.take());
+      }
+      const TensorType& type = g->node(g->outputs[0].value).type;
+      auto y = DeviceBuffer::allocate(static_cast<size_t>(type.numel()) * dtype_size(type.dtype));
+      ASSERT_TRUE(y.ok() && y->fill_bytes(0xFF).ok());
+      out.push_back(y->ptr());
+      ASSERT_TRUE((*kernel)->launch(in, out).ok());
+      ASSERT_TRUE(device_synchronize().ok());
+      std::vector<uint8_t> bytes(y->size());
+      ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok());
+      HostTensor result = from_device_bytes(type, bytes.data());
+      auto ref = evaluate_reference(*g, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.error().str();
+      int64_t non_finite = 0, mismatches = 0;
+      for (int64_t i = 0; i < type.numel(); ++i) {
+        const double r = (*ref)[0][i];
+        const float v = result.data[i];
+        if (std::isfinite(r)) continue;
+        ++non_finite;
+        const bool ok = std::isnan(r) ? std::isnan(v) : static_cast<double>(v) == r;
+        if (!ok && ++mismatches <= 5)
+          ADD_FAILURE() << what << " (" << (*kernel)->name() << ") element " << i << ": " << v << ", reference " << r;
+      }
+      EXPECT_EQ(mismatches, 0) << what;
+      EXPECT_GT(non_finite, 0) << what << ": the NaN and Inf inputs reached no output";
+      Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), p);
+      EXPECT_TRUE(cmp.pass) << what << " (" << (*kernel)->name() << "): " << cmp.summary();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
