@@ -20,10 +20,13 @@
 //   using Elem;                          // element type in global memory
 //   static constexpr bool kKContiguous;  // smem tile [rows][BK] (true) or [BK][BN]
 //   template <class Layout, int kThreads>
-//   void load(unsigned smem_dst, int mn0, int k0, int thread) const;
-//     starts copying the tile at (mn0 = m0 or n0, k0) into Layout (an
-//     mma::SmemTile at shared address smem_dst), zero outside the problem:
-//     cp.async (no commit, no wait) or plain stores.
+//   Cursor begin(int mn0, int thread) const;
+//     this thread's part of the block tile at mn0 = m0 or n0 (what it can
+//     work out once per tile: row pointers, shared-memory offsets), with
+//   void Cursor::load(unsigned smem_dst, int k0) const;
+//     starts copying the k-tile at k0 into Layout (an mma::SmemTile at shared
+//     address smem_dst), zero outside the problem: cp.async (no commit, no
+//     wait) or plain stores.
 //
 // MmaFragment implements the fragment interface documented in gemm_simt.cuh
 // with the mma.sync m16n8 accumulator layout.
@@ -237,8 +240,16 @@ struct MmaDense {
   static constexpr bool kKContiguous = kKContiguous_;
   const T* __restrict__ p;
   template <class Layout, int kThreads>
-  __device__ __forceinline__ void load(unsigned dst, int mn0, int k0, int tid) const {
-    mma::copy_tile<T, R, C, LD, Layout, kThreads>(p, dst, kKContiguous ? mn0 : k0, kKContiguous ? k0 : mn0, tid);
+  struct Cursor {
+    const T* __restrict__ p;
+    int mn0, tid;
+    __device__ __forceinline__ void load(unsigned dst, int k0) const {
+      mma::copy_tile<T, R, C, LD, Layout, kThreads>(p, dst, kKContiguous ? mn0 : k0, kKContiguous ? k0 : mn0, tid);
+    }
+  };
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ Cursor<Layout, kThreads> begin(int mn0, int tid) const {
+    return {p, mn0, tid};
   }
 };
 // A[m][k] = p[m * LDA + k] (linear's x, matmul's A).
@@ -351,10 +362,12 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
   // K = 2304 on conv, over fp32's 1e-5).
   [[maybe_unused]] float tile_sum[2 * MI][2 * NI];
   int write_stage = 0, read_stage = 0;
+  const auto a_tile = a.template begin<LA, T>(m0, tid);
+  const auto b_tile = b.template begin<LB, T>(n0, tid);
   auto issue = [&](int kt) {  // one commit group per k tile (empty past the end)
     if (kt < k_tiles) {
-      a.template load<LA, T>(sa + write_stage * LA::kBytes, m0, kt * BK, tid);
-      b.template load<LB, T>(sb + write_stage * LB::kBytes, n0, kt * BK, tid);
+      a_tile.load(sa + write_stage * LA::kBytes, kt * BK);
+      b_tile.load(sb + write_stage * LB::kBytes, kt * BK);
     }
     mma::cp_async_commit();
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
