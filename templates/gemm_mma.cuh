@@ -4,7 +4,8 @@
 // C[m][n] = sum_k A[m][k] * B[k][n] for one BM x BN tile, fp32 accumulation.
 // Precision kinds (tag types in fj::mma):
 //   BF16, F16  operands bf16 / f16 in global memory, m16n8k16
-//   TF32       operands fp32, rounded to tf32 (cvt.rna) when read from smem, m16n8k8
+//   TF32       operands fp32, their raw bits to the tensor core (it uses the top
+//              19: truncation, as wgmma's TF32; no cvt per fragment), m16n8k8
 //   F32x3      3xTF32, fp32-accurate: x = hi + lo, hi = tf32(x), lo = tf32(x - hi);
 //              per k tile, s = a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (small terms first)
 //              in the tensor core, then acc += s in fp32
@@ -162,13 +163,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[2 * MI][2 * NI], unsigned 
       mma_rows<kOpTf32>(acc, mi, a[mi], bl);   // a_hi * b_lo
       mma_rows<kOpTf32>(acc, mi, a[mi], b);    // a_hi * b_hi
     }
-  } else {
-    if constexpr (Kind::kOp == kOpTf32) {
-#pragma unroll
-      for (int i = 0; i < MI * 4; ++i) a[i / 4][i % 4] = to_tf32(__uint_as_float(a[i / 4][i % 4]));
-#pragma unroll
-      for (int i = 0; i < NI * 2; ++i) b[i / 2][i % 2] = to_tf32(__uint_as_float(b[i / 2][i % 2]));
-    }
+  } else {  // TF32: the raw fp32 bits (the tensor core reads the top 19), as on wgmma
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) mma_rows<Kind::kOp>(acc, mi, a[mi], b);
   }
