@@ -100,6 +100,13 @@ Status make_private_dir(const std::string& dir, std::string* note) {
   return Status::success();
 }
 
+std::string private_file_problem(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return "is not a regular file";
+  if (st.st_uid != ::geteuid())
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(::geteuid()) + ")";
+  return "";
+}
+
 FileRead read_private_file(const std::string& path, uint64_t limit, bool head_only) {
   FileRead r;
   Fd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)};
@@ -113,15 +120,9 @@ FileRead read_private_file(const std::string& path, uint64_t limit, bool head_on
     r.problem = errno_text(errno);
     return r;
   }
-  if (!S_ISREG(r.info.st_mode)) {
+  if (std::string problem = private_file_problem(r.info); !problem.empty()) {
     r.outcome = ReadOutcome::Refused;
-    r.problem = "is not a regular file";
-    return r;
-  }
-  if (r.info.st_uid != ::geteuid()) {
-    r.outcome = ReadOutcome::Refused;
-    r.problem = "is owned by uid " + std::to_string(r.info.st_uid) + ", not by you (uid " +
-                std::to_string(::geteuid()) + ")";
+    r.problem = std::move(problem);
     return r;
   }
   uint64_t size = static_cast<uint64_t>(r.info.st_size);

@@ -26,6 +26,10 @@ struct FileRead {
   std::string problem;  // Refused / Failed: why
 };
 
+// Why a file the cache opened may not be used: "is not a regular file", "is
+// owned by uid N, not by you (uid M)"; "" when it is a regular file of ours.
+std::string private_file_problem(const struct stat& st);
+
 // Reads a regular file owned by the current user, without following a final
 // symlink: at most `limit` bytes (a longer file is read only up to `limit`
 // when `head_only`, else it is Failed: "larger than ...").

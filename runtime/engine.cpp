@@ -7,6 +7,7 @@
 #include "fusejit/autotune.h"
 #include "compiler/program.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cache_counters.h"
 #include "runtime/cache_tiers.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/loaded_program.h"
@@ -107,7 +108,22 @@ Expected<std::vector<char>> cubin_for(CubinTiers& tiers, const CacheKey& key, co
 }  // namespace
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
-Engine::~Engine() = default;
+
+// This Engine's memory and disk hits and misses go to the cache directory's
+// counters (`fusejit cache stats`, docs/cache.md). Never throws: a failure is
+// one warning; a disabled cache records nothing (it warned when opened).
+Engine::~Engine() {
+  try {
+    DiskCache& disk = impl_->tiers.disk();
+    if (!disk.enabled()) return;
+    CacheStats memory = impl_->cache.stats();
+    TierStats tiers = impl_->tiers.stats();  // disk_hits here equals the DiskCache's own count
+    CacheCounters counters(disk.dir());
+    if (Status s = counters.add({memory.hits, memory.misses, tiers.disk_hits, tiers.disk_misses}); !s)
+      cache_warning_once(counters.path(), "fusejit: kernel cache: hit/miss counters: " + s.error().message);
+  } catch (...) {  // e.g. bad_alloc: the counters are not worth an abort
+  }
+}
 
 Expected<std::string> Engine::device_arch(int device) {
   auto info = device_info(device);

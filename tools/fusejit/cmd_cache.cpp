@@ -8,6 +8,7 @@
 #include "fusejit/engine.h"
 #include "fusejit/spec.h"
 #include "compiler/program.h"
+#include "runtime/cache_counters.h"
 #include "runtime/disk_cache.h"
 #include "runtime/disk_cache_entry.h"
 #include "runtime/nvrtc_compiler.h"
@@ -56,6 +57,32 @@ void print_remote_stats() {
               n("hits").c_str(), n("misses").c_str(), n("stores").c_str(), n("refused").c_str(), n("keys").c_str());
 }
 
+// The memory and disk tiers: what every Engine that used this directory added
+// to its counters file when it was destroyed (runtime/cache_counters.h).
+void print_tier_counters(const DiskCache& cache) {
+  if (!cache.enabled()) {
+    std::printf("memory:    not counted (the kernel cache is disabled)\n");
+    std::printf("disk:      not counted (the kernel cache is disabled)\n");
+    return;
+  }
+  CacheCounters counters(cache.dir());
+  Expected<CounterTotals> totals = counters.read();
+  if (!totals) {
+    cache_warning("fusejit: kernel cache: " + totals.error().message);
+    std::printf("memory:    unknown (see the warning)\n");
+    std::printf("disk:      unknown (see the warning)\n");
+    return;
+  }
+  const TierCounts& c = totals->counts;
+  std::printf("memory:    %llu hits, %llu misses (since the last clear, all processes)\n",
+              (unsigned long long)c.memory_hits, (unsigned long long)c.memory_misses);
+  std::printf("disk:      %llu hits, %llu misses (since the last clear, all processes)\n",
+              (unsigned long long)c.disk_hits, (unsigned long long)c.disk_misses);
+  if (totals->ignored)
+    std::printf("           (%llu malformed or torn lines in %s ignored)\n", (unsigned long long)totals->ignored,
+                counters.path().c_str());
+}
+
 int run_stats(DiskCache& cache) {
   DiskCacheStats s = cache.stats();
   std::printf("directory: %s\n", s.dir.empty() ? "(none)" : s.dir.c_str());
@@ -66,8 +93,7 @@ int run_stats(DiskCache& cache) {
     std::printf("size:      %s of %s (%llu bytes)\n", human_bytes(s.bytes).c_str(),
                 human_bytes(s.max_bytes).c_str(), static_cast<unsigned long long>(s.bytes));
   }
-  std::printf("memory:    per Engine, in its process (Engine::cache_stats(); `fusejit compile --verbose`)\n");
-  std::printf("disk:      hits and misses per process (Engine::cache_stats(); `fusejit compile --verbose`)\n");
+  print_tier_counters(cache);
   print_remote_stats();
   return 0;
 }
@@ -98,7 +124,13 @@ int run_clear(DiskCache& cache) {
     std::fprintf(stderr, "fusejit cache: %s\n", s.error().message.c_str());
     return 1;
   }
-  std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(entries), cache.dir().c_str());
+  if (Status reset = CacheCounters(cache.dir()).reset(); !reset) {
+    std::fprintf(stderr, "fusejit cache: removed %llu entries, but not the hit/miss counters: %s\n",
+                 static_cast<unsigned long long>(entries), reset.error().message.c_str());
+    return 1;
+  }
+  std::printf("removed %llu entries from %s; hit/miss counters reset\n", static_cast<unsigned long long>(entries),
+              cache.dir().c_str());
   return 0;
 }
 
@@ -184,11 +216,13 @@ const Command kCache{
     "Compiled CUBINs are kept in $FUSEJIT_CACHE_DIR, else $XDG_CACHE_HOME/fusejit, else\n"
     "~/.cache/fusejit (see docs/cache.md), bounded by $FUSEJIT_CACHE_MAX_BYTES (default 2G,\n"
     "0 disables the cache); least recently used entries are evicted first.\n"
-    "  stats     the directory, the number of entries, their size and the bound; with\n"
-    "            $FUSEJIT_REMOTE_CACHE, the remote tier's hits/misses/stores/refused (all clients)\n"
+    "  stats     the directory, the number of entries, their size and the bound; the memory\n"
+    "            and disk tiers' hits/misses since the last clear (every process whose Engine\n"
+    "            has ended); with $FUSEJIT_REMOTE_CACHE, the remote tier's hits/misses/stores/\n"
+    "            refused (all clients)\n"
     "  list      one line per entry, oldest use first; --verify checks every checksum\n"
     "            (exit 1 if any entry is damaged)\n"
-    "  clear     removes every entry\n"
+    "  clear     removes every entry and resets the hit/miss counters\n"
     "  explain   prints the key compiling SPEC would use and whether it is cached; on a miss,\n"
     "            which key parts differ from the nearest entries (e.g. 'nvrtc: 13.0 -> 13.1').\n"
     "            --arch defaults to device 0's arch (sm_90a without a device); --config and\n"
