@@ -35,7 +35,8 @@ int64_t mma_smem_bytes(const MmaConfig& t) { return int64_t{t.stages} * 128 * (t
 Status validate_mma(const MmaConfig& t) {
   auto bad = [&](const std::string& why) { return Error("invalid mma tile " + t.str() + ": " + why); };
   if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128");
-  if (t.bn != 16 && t.bn != 32 && t.bn != 64 && t.bn != 128) return bad("bn must be 16, 32, 64 or 128");
+  if (t.bn != 16 && t.bn != 32 && t.bn != 64 && t.bn != 128 && t.bn != 256)
+    return bad("bn must be 16, 32, 64, 128 or 256");
   if (t.stages < 2 || t.stages > 6) return bad("stages must be in [2, 6]");
   if (mma_smem_bytes(t) > kWgmmaDynamicSmemLimit)
     return bad(std::to_string(mma_smem_bytes(t)) + " bytes of shared memory, over 226 KiB");

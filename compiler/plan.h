@@ -38,11 +38,12 @@ struct WgmmaConfig {
 };
 
 // The mma.sync mainloop's tile (MmaTile): k-tiles of 128 bytes (BK = 32 fp32
-// or 64 16-bit elements), 2 x 4 warps (WM = BM / 2, WN = max(16, BN / 4)).
+// or 64 16-bit elements), warps of WM = BM / 2 rows by WN = BN / 4 columns
+// (at least 16, at most 32: BN = 256 takes 2 x 8 warps).
 struct MmaConfig {
   int bm = 128, bn = 128, stages = 3;
   int wm() const { return bm / 2; }
-  int wn() const { return bn / 4 < 16 ? 16 : bn / 4; }
+  int wn() const { return bn / 4 < 16 ? 16 : bn / 4 > 32 ? 32 : bn / 4; }
   int bk(int elem_bytes) const { return 128 / elem_bytes; }
   int threads() const { return (bm / wm()) * (bn / wn()) * 32; }
   std::string str() const;  // "128x128, 3 stages, 256 threads"

@@ -22,7 +22,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
   if (uses(g, arch, "_mma_")) {
     for (int bm : {128, 64}) {
       if (bm > 2 * geo.m && bm > 64) continue;
-      for (int bn : {128, 64, 32, 16}) {
+      for (int bn : {256, 128, 64, 32, 16}) {
         if (bn > 2 * geo.n && bn > 16) continue;
         for (int stages : {3, 4})
           out.push_back("mma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(stages));
