@@ -180,6 +180,8 @@ void run_cases(const std::string& config) {
 TEST(GpuConvMma, DefaultPlansMatchReference) { run_cases(""); }
 TEST(GpuConvMma, ForcedMmaMatchesReference) { run_cases("mainloop=mma"); }
 TEST(GpuConvMma, SmallMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=64x32x3"); }
+// 256 columns: 2 x 8 warps (512 threads), 32 row sharers in the reductions, wide pool chunks.
+TEST(GpuConvMma, WideMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=128x256x3"); }
 // The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
 TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 
