@@ -17,20 +17,22 @@ std::string tile_alias(const TileConfig& t) {
          (t.warp_along_m ? "true" : "false") + ">;";
 }
 
-std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
-  const std::string k = kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
-  return "using Tile = fj::WgmmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-         std::to_string(t.stages) + ", fj::MmaKind::" + k + ">;";
+// The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").
+std::string kind_enum(const std::string& kind) {
+  return kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
 }
 
-std::string mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
-  const std::string k = kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
+  return "using Tile = fj::WgmmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+         std::to_string(t.stages) + ", fj::MmaKind::" + kind_enum(kind) + ">;";
+}
+
+void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
   const int elem = kind == "bf16" || kind == "f16" ? 2 : 4;
   out.push_back("using Tile = fj::MmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
                 std::to_string(t.bk(elem)) + ", " + std::to_string(t.wm()) + ", " + std::to_string(t.wn()) + ", " +
                 std::to_string(t.stages) + ">;");
-  out.push_back("using Kind = fj::mma::" + k + ";");
-  return k;
+  out.push_back("using Kind = fj::mma::" + kind_enum(kind) + ";");
 }
 
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
@@ -121,7 +123,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
     if (geo.op != OpKind::Conv2d) return Error("codegen: the mma.sync mainloop takes conv2d anchors only");
-    mma_aliases(mt, kp.mma_kind, s.aliases);
+    add_mma_aliases(mt, kp.mma_kind, s.aliases);
     s.aliases.push_back("using Frag = fj::MmaFragment<Tile>;");
   } else {
     s.aliases.push_back(tile_alias(t));

@@ -64,9 +64,9 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     // 3xTF32 runs three mmas per product and the gather is the same: with a
     // short K (little reuse per gathered element) FFMA is faster (H100, seed 3,
     // K=72: 5.59 vs 4.19 ms; seed 1, K=576: 7.57 vs 9.91 ms).
-    if (kind == "f32x3" && ctx.heur.mainloop == "auto" && analyze_anchor(ctx.g, kp.root).k < kMinKFor3xTf32Conv) {
-      kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync 3xTF32: K=" +
-                         std::to_string(analyze_anchor(ctx.g, kp.root).k) + " is below " +
+    const int64_t k = analyze_anchor(ctx.g, kp.root).k;
+    if (kind == "f32x3" && ctx.heur.mainloop == "auto" && k < kMinKFor3xTf32Conv) {
+      kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync 3xTF32: K=" + std::to_string(k) + " is below " +
                          std::to_string(kMinKFor3xTf32Conv) + ", where FFMA is faster (mainloop=mma forces it)");
       return Status::success();
     }
