@@ -8,17 +8,22 @@
 #include "compiler/cuda_source.h"
 #include "compiler/emitters.h"
 #include "compiler/passes.h"
+#include "compiler/simplify.h"
 
 namespace fusejit {
 
-Expected<Program> generate_program(const Graph& g, const CodegenOptions& opts) {
+Expected<Program> generate_program(const Graph& written, const CodegenOptions& opts) {
   using namespace cg;
-  if (Status s = verify_graph(g); !s) return Error("codegen needs a prepared graph: " + s.error().str());
+  // Verifies, then simplifies (unless simplify=0): the passes plan that graph.
+  Expected<SimplifiedGraph> simplified = simplify_for_codegen(written, opts.config);
+  if (!simplified) return simplified.error();
+  const Graph& g = simplified->graph;
   Expected<Heuristics> heur = parse_heuristics(opts.config);
   if (!heur) return heur.error();
 
   PlanContext ctx(g, *heur, opts.arch);
   Plan plan;
+  plan.notes = simplified->notes;
   mark_leaf_exprs(ctx);
   if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
   if (Status s = choose_mainloop(ctx, plan); !s) return s.error();

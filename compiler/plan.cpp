@@ -181,16 +181,19 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       t.tn = static_cast<int>(parts[3]);
       if (Status s = validate_tile(t); !s) return Error("codegen config: " + s.error().message);
       h.tile = t;
-    } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table") {
+    } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
-      (key == "fuse_pool" ? h.fuse_pool : key == "fuse_reductions" ? h.fuse_reductions : h.conv_tap_table) = val == "1";
+      (key == "fuse_pool"         ? h.fuse_pool
+       : key == "fuse_reductions" ? h.fuse_reductions
+       : key == "simplify"        ? h.simplify
+                                  : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {
       if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
         return Error("codegen config: " + key + " must be a multiple of 32 in [32, 1024]");
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

@@ -70,6 +70,7 @@ struct Heuristics {
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
+  bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -77,7 +78,7 @@ struct Heuristics {
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], mma_tile=BMxBNxSTAGES, fuse_pool=0|1, fuse_reductions=0|1,
-// conv_tap_table=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
+// conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
