@@ -7,7 +7,10 @@ include(CMakePackageConfigHelpers)
 set_target_properties(fusejit_lib PROPERTIES EXPORT_NAME fusejit)
 add_library(fusejit::fusejit ALIAS fusejit_lib)
 add_library(fusejit::fusejit_c ALIAS fusejit_c)
-# Installed binaries find libnvrtc and yaml-cpp where they were linked from.
+# Installed binaries find libnvrtc, yaml-cpp (and libLLVM-14, with the CPU
+# backend) where they were linked from. The static libfusejit.a exports
+# libLLVM-14.so by absolute path as a link-only dependency (fusejitConfig.cmake
+# checks that it is there).
 set_target_properties(fusejit fusejit_c PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
 set(FUSEJIT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fusejit)

@@ -1,4 +1,5 @@
 // runtime/engine.cpp — Graph -> codegen -> NVRTC -> loaded kernel, cached.
+// Backend::Cpu goes through runtime/engine_cpu.cpp (LLVM) instead.
 #include "fusejit/engine.h"
 
 #include <type_traits>
@@ -9,6 +10,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/cache_counters.h"
 #include "runtime/cache_tiers.h"
+#include "runtime/engine_cpu.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/loaded_program.h"
 #include "runtime/log.h"
@@ -19,6 +21,21 @@ namespace fusejit {
 
 static_assert(std::is_same_v<DevicePtr, CUdeviceptr>, "DevicePtr must equal CUdeviceptr");
 static_assert(std::is_same_v<StreamHandle, CUstream>, "StreamHandle must equal CUstream");
+
+std::string_view backend_name(Backend b) {
+  switch (b) {
+    case Backend::Cuda: return "cuda";
+    case Backend::Cpu: return "cpu";
+    case Backend::Auto: return "auto";
+  }
+  return "?";
+}
+
+std::optional<Backend> parse_backend(std::string_view text) {
+  for (Backend b : {Backend::Cuda, Backend::Cpu, Backend::Auto})
+    if (text == backend_name(b)) return b;
+  return std::nullopt;
+}
 
 namespace {
 
@@ -72,9 +89,18 @@ NvrtcOptions nvrtc_options_for(const std::string& arch, const CompileOptions& op
 
 const std::string& CompiledKernel::name() const { return program_->name; }
 const Program& CompiledKernel::program() const { return *program_; }
+const CpuProgram* CompiledKernel::cpu_program() const {
+  return cpu_ ? &cpu_executable_program(*cpu_) : nullptr;
+}
 
 Status CompiledKernel::launch(const std::vector<DevicePtr>& inputs,
                               const std::vector<DevicePtr>& outputs, StreamHandle stream) const {
+  if (backend_ == Backend::Cpu) {  // host pointers, synchronous; no stream
+    if (!cpu_) return Error("kernel '" + name() + "' is not loaded");
+    Status s = run_cpu_executable(*cpu_, inputs, outputs);
+    if (!s) return Error("kernel '" + name() + "': " + s.error().message);
+    return s;
+  }
   if (!loaded_) return Error("kernel '" + name() + "' is not loaded");
   Status s = loaded_->run(inputs, outputs, stream);
   if (!s) return Error("kernel '" + name() + "': " + s.error().message);
@@ -87,7 +113,48 @@ struct Engine::Impl {
   OnceCache<std::shared_ptr<CompiledKernel>> cache;  // this process, loaded kernels
   CubinTiers tiers{DiskCache::open_default(),       // every process of this user, CUBINs,
                    RemoteCache::process_default()}; // then Redis (docs/cache.md)
+  CpuDiskCounts cpu_disk;  // CPU objects go to the disk tier only (engine_cpu.h)
+
+  Expected<std::shared_ptr<CompiledKernel>> compile_cpu(const Graph& graph, const CompileOptions& opts);
 };
+
+// Backend::Cpu: the same prepared graph and argument order as CUDA; the
+// kernel's Program carries the name and plan (cpu_program() the rest).
+Expected<std::shared_ptr<CompiledKernel>> Engine::Impl::compile_cpu(const Graph& graph,
+                                                                   const CompileOptions& opts) {
+  if (!cpu_backend_available()) return generate_cpu_program(graph, {}).error();  // "not in this build"
+  if (opts.autotune != AutotuneMode::Off && opts.config.empty())
+    return Error("autotuning needs the CUDA backend (the CPU backend runs heuristics or `config`)");
+  auto g = prepared_copy(graph);
+  if (!g) return g.error();
+  const Graph& prepared = *g;
+  std::string key = cpu_memory_key(hash_hex(structural_hash(prepared)), opts.config);
+  bool built = false;
+  auto result = cache.get_or_build(key, [&]() -> Expected<std::shared_ptr<CompiledKernel>> {
+    built = true;
+    log::debug("memory cache miss: compiling for cpu");
+    std::vector<KernelArg> args = kernel_args(prepared);
+    int num_outputs = static_cast<int>(prepared.outputs.size());
+    int num_inputs = static_cast<int>(args.size()) - num_outputs;
+    auto exe = build_cpu_executable(prepared, opts.config, tiers.disk(), num_inputs, num_outputs, cpu_disk);
+    if (!exe) return exe.error();
+    const CpuProgram& cp = cpu_executable_program(**exe);
+    auto program = std::make_shared<Program>();
+    program->name = cp.name;
+    program->plan_text = cp.plan_text;
+    program->scratch = cp.scratch;
+    std::shared_ptr<CompiledKernel> kernel(new CompiledKernel());
+    kernel->program_ = std::move(program);
+    kernel->arch_ = "cpu";
+    kernel->device_ = -1;
+    kernel->args_ = std::move(args);
+    kernel->backend_ = Backend::Cpu;
+    kernel->cpu_ = exe.take();
+    return kernel;
+  });
+  if (!built && result) log::debug("memory cache hit: " + (*result)->name());
+  return result;
+}
 
 namespace {
 // A CUBIN from the disk or remote cache, or NVRTC's (then stored; a failed store only warns).
@@ -117,9 +184,11 @@ Engine::~Engine() {
     DiskCache& disk = impl_->tiers.disk();
     if (!disk.enabled()) return;
     CacheStats memory = impl_->cache.stats();
-    TierStats tiers = impl_->tiers.stats();  // disk_hits here equals the DiskCache's own count
+    TierStats tiers = impl_->tiers.stats();
     CacheCounters counters(disk.dir());
-    if (Status s = counters.add({memory.hits, memory.misses, tiers.disk_hits, tiers.disk_misses}); !s)
+    uint64_t disk_hits = tiers.disk_hits + impl_->cpu_disk.hits.load();  // CUBINs and CPU objects
+    uint64_t disk_misses = tiers.disk_misses + impl_->cpu_disk.misses.load();
+    if (Status s = counters.add({memory.hits, memory.misses, disk_hits, disk_misses}); !s)
       cache_warning_once(counters.path(), "fusejit: kernel cache: hit/miss counters: " + s.error().message);
   } catch (...) {  // e.g. bad_alloc: the counters are not worth an abort
   }
@@ -133,6 +202,10 @@ Expected<std::string> Engine::device_arch(int device) {
 
 Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
                                                           const CompileOptions& opts) {
+  Backend backend = opts.backend;
+  if (backend == Backend::Auto)  // without LLVM: Cuda, whose error says what is missing
+    backend = cpu_backend_available() && !cuda_device_present(opts.device) ? Backend::Cpu : Backend::Cuda;
+  if (backend == Backend::Cpu) return impl_->compile_cpu(graph, opts);
   if (auto s = use_device(opts.device); !s) return s.error();
   if (opts.autotune != AutotuneMode::Off && opts.config.empty()) {
     CompileOptions tuned = opts;
@@ -148,6 +221,7 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
       if (!report) return report.error();
       tuned.config = report->best()->config;
     }
+    tuned.backend = Backend::Cuda;
     return compile(graph, tuned);
   }
   auto g = prepared_copy(graph);
@@ -242,7 +316,7 @@ CacheStats Engine::cache_stats() const {
   TierStats t = impl_->tiers.stats();
   st.disk_hits = d.hits;
   st.disk_stores = d.stores;
-  st.disk_misses = t.disk_misses;
+  st.disk_misses = t.disk_misses + impl_->cpu_disk.misses.load();
   st.remote_hits = t.remote_hits;
   st.remote_misses = t.remote_misses;
   st.remote_stores = t.remote_stores;

@@ -1,7 +1,9 @@
 #include "runtime/kernel_check.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/cuda_driver.h"
 
@@ -41,6 +43,18 @@ std::vector<OutputCheck> compare_all(const Graph& g, const ReferenceData& ref, c
   return checks;
 }
 
+TimingStats stats_of(std::vector<double> ms) {
+  TimingStats st;
+  st.iters = static_cast<int>(ms.size());
+  if (ms.empty()) return st;
+  std::sort(ms.begin(), ms.end());
+  st.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  st.min_ms = ms.front();
+  st.max_ms = ms.back();
+  for (double v : ms) st.mean_ms += v / static_cast<double>(ms.size());
+  return st;
+}
+
 Expected<TimingStats> time_kernel(const CompiledKernel& kernel, const std::vector<DevicePtr>& in,
                                   const std::vector<DevicePtr>& out, const CheckOptions& opts) {
   auto flush = DeviceBuffer::allocate(opts.l2_flush_bytes, kernel.device());
@@ -62,15 +76,42 @@ Expected<TimingStats> time_kernel(const CompiledKernel& kernel, const std::vecto
     if (!t) return t.error();
     ms.push_back(*t);
   }
-  TimingStats st;
-  st.iters = static_cast<int>(ms.size());
-  if (ms.empty()) return st;
-  std::sort(ms.begin(), ms.end());
-  st.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-  st.min_ms = ms.front();
-  st.max_ms = ms.back();
-  for (double v : ms) st.mean_ms += v / static_cast<double>(ms.size());
-  return st;
+  return stats_of(std::move(ms));
+}
+
+// The CPU backend: host buffers, a wall-clock timing per trial (launch is
+// synchronous there), the caches flushed by writing a buffer before each.
+Expected<CheckResult> check_kernel_host(const CompiledKernel& kernel, const Graph& g, const ReferenceData& ref,
+                                        const CheckOptions& opts) {
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<DevicePtr> in_ptrs, out_ptrs;
+  for (const HostTensor& t : ref.inputs) bufs.push_back(to_device_bytes(t));
+  std::vector<TensorType> out_types;
+  for (const Output& o : g.outputs) out_types.push_back(g.node(o.value).type);
+  for (const TensorType& t : out_types)  // NaN poison: unwritten elements fail
+    bufs.emplace_back(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_size(t.dtype)), uint8_t{0xFF});
+  for (size_t i = 0; i < bufs.size(); ++i)
+    (i < ref.inputs.size() ? in_ptrs : out_ptrs).push_back(reinterpret_cast<DevicePtr>(bufs[i].data()));
+  if (Status s = kernel.launch(in_ptrs, out_ptrs); !s) return s.error();
+  std::vector<HostTensor> outs;
+  for (size_t k = 0; k < out_types.size(); ++k)
+    outs.push_back(from_device_bytes(out_types[k], bufs[ref.inputs.size() + k].data()));
+  CheckResult r;
+  r.outputs = compare_all(g, ref, outs);
+  r.pass = std::all_of(r.outputs.begin(), r.outputs.end(), [](const OutputCheck& c) { return c.cmp.pass; });
+  if (!opts.time) return r;
+  std::vector<uint8_t> flush(std::min<size_t>(opts.l2_flush_bytes, size_t{64} << 20));
+  for (int i = 0; i < opts.warmup; ++i)
+    if (Status s = kernel.launch(in_ptrs, out_ptrs); !s) return s.error();
+  std::vector<double> ms;
+  for (int i = 0; i < opts.iters; ++i) {
+    std::memset(flush.data(), i, flush.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status s = kernel.launch(in_ptrs, out_ptrs); !s) return s.error();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.timing = stats_of(std::move(ms));
+  return r;
 }
 
 }  // namespace
@@ -102,6 +143,7 @@ Expected<CheckResult> check_kernel(const CompiledKernel& kernel, const Graph& g,
 
 Expected<CheckResult> check_kernel(const CompiledKernel& kernel, const Graph& g, const ReferenceData& ref,
                                    const CheckOptions& opts) {
+  if (kernel.backend() == Backend::Cpu) return check_kernel_host(kernel, g, ref, opts);
   const std::vector<HostTensor>& inputs = ref.inputs;
   std::vector<DeviceBuffer> bufs;
   std::vector<DevicePtr> in_ptrs, out_ptrs;

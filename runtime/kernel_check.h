@@ -55,8 +55,9 @@ Expected<ReferenceData> make_reference_data(const Graph& graph, const CheckOptio
 
 // Uploads make_random_inputs(graph, seed), poisons outputs with NaN bytes,
 // launches once, compares, then (opts.time) times with CUDA events, warm-up
-// and an L2 flush before each trial. `graph` must be the prepared graph the
-// kernel was compiled from.
+// and an L2 flush before each trial. A CPU-backend kernel runs on host
+// buffers, timed by the wall clock, caches flushed by a 64 MiB write. `graph`
+// must be the prepared graph the kernel was compiled from.
 Expected<CheckResult> check_kernel(const CompiledKernel& kernel, const Graph& graph, const CheckOptions& opts = {});
 Expected<CheckResult> check_kernel(const CompiledKernel& kernel, const Graph& graph, const ReferenceData& ref,
                                    const CheckOptions& opts);

@@ -5,8 +5,10 @@
 //   if (!kernel) { report(kernel.error()); ... }
 //   Status s = (*kernel)->launch({x, w, b}, {y}, stream);
 //
-// compile() needs a CUDA device (it loads the module); compile_cubin() and
-// emit() do not. CUBINs are cached on disk across processes (docs/cache.md:
+// compile() needs a CUDA device (it loads the module), unless
+// CompileOptions::backend is Cpu (LLVM, host code, synchronous launches on
+// host pointers; object files cached on disk like CUBINs); compile_cubin()
+// and emit() are CUDA-only and need no device. CUBINs are cached on disk across processes (docs/cache.md:
 // $FUSEJIT_CACHE_DIR, ...; FUSEJIT_CACHE_MAX_BYTES=0 turns it off). Compiled
 // kernels are also cached in memory per Engine: the key is
 // the graph's structural hash, the codegen config, the exact NVRTC options,
@@ -23,7 +25,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusejit/error.h"
@@ -37,15 +41,28 @@ using DevicePtr = unsigned long long;  // CUdeviceptr
 using StreamHandle = CUstream_st*;     // CUstream; nullptr = the default stream
 
 struct Program;
+struct CpuProgram;   // compiler/cpu_program.h
 struct CubinResult;  // fusejit/cubin.h
 class LoadedProgram;
+namespace cpu { class CpuExecutable; }
 
 // Runtime autotuning (include/fusejit/autotune.h): off; use the tuning
 // database's winner for this graph and device when there is one; or tune now
 // (and store the winner) before compiling.
 enum class AutotuneMode { Off, UseDb, Force };
 
+// Where a compiled kernel runs. Cuda: NVRTC -> CUBIN -> a CUDA device.
+// Cpu: LLVM -> host object code (docs/cpu.md; needs a build with LLVM).
+// Auto: Cuda when a CUDA device is present, else Cpu.
+enum class Backend { Cuda, Cpu, Auto };
+std::string_view backend_name(Backend);  // "cuda", "cpu", "auto"
+std::optional<Backend> parse_backend(std::string_view);
+
 struct CompileOptions {
+  // compile() only; compile_cubin() and emit() are CUDA. Cuda by default: with
+  // Auto, a default compile() on a machine without a GPU would silently run
+  // on the CPU (the C API's default options included).
+  Backend backend = Backend::Cuda;
   std::string arch = "auto";  // "auto": the device's arch (9.0 -> sm_90a), else e.g. "sm_80"
   std::string config;         // scheduler config for codegen; empty = heuristics
   bool line_info = true;      // -lineinfo, for profilers
@@ -80,13 +97,19 @@ class CompiledKernel {
  public:
   const std::string& name() const;  // the program's name, e.g. "fj_conv2d_relu"
   const std::vector<KernelArg>& args() const { return args_; }  // inputs, then outputs
+  // CUDA: the generated program. CPU: name, plan_text and scratch only (no
+  // source, no launches); the LLVM IR and host launches are in cpu_program().
   const Program& program() const;
-  const std::vector<char>& cubin() const { return cubin_; }
-  const std::string& arch() const { return arch_; }
-  int device() const { return device_; }
+  const CpuProgram* cpu_program() const;  // Backend::Cpu; nullptr for Cuda
+  const std::vector<char>& cubin() const { return cubin_; }  // empty for Cpu
+  const std::string& arch() const { return arch_; }  // "cpu" for the CPU backend
+  Backend backend() const { return backend_; }        // Cuda or Cpu (never Auto)
+  int device() const { return device_; }  // -1 for Cpu
 
   // Enqueues the program's launches on `stream`. Wrong pointer counts or null
-  // pointers are Errors. Does not synchronize.
+  // pointers are Errors. Does not synchronize. On the CPU backend the
+  // pointers are host addresses, `stream` is ignored and the call returns when
+  // the kernel has run.
   Status launch(const std::vector<DevicePtr>& inputs, const std::vector<DevicePtr>& outputs,
                 StreamHandle stream = nullptr) const;
 
@@ -99,6 +122,8 @@ class CompiledKernel {
   int device_ = 0;
   std::vector<KernelArg> args_;
   std::shared_ptr<LoadedProgram> loaded_;
+  Backend backend_ = Backend::Cuda;
+  std::shared_ptr<const cpu::CpuExecutable> cpu_;  // Backend::Cpu
 };
 
 class Engine {

@@ -1,0 +1,443 @@
+// The anchor kernel on the CPU: linear, matmul and conv2d as one GEMM view
+// C[r, c] = sum_k A[r, k] B[k, c] per problem (batch entry / image x group),
+// c contiguous in the output. Work items are MC x NC output tiles; each packs
+// KC-deep panels of A (MR rows) and B (NR columns) on its stack, runs the
+// register-blocked micro-kernel (lower_gemm_microkernel.cpp) into a tile
+// buffer, and applies the region's epilogue tree to every valid element.
+#include <algorithm>
+
+#include "compiler/llvm/lower_anchor.h"
+
+namespace fusejit::cg::cpu {
+namespace {
+
+using llvm::Value;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The GEMM each anchor kind becomes (see the file comment).
+struct GemmView {
+  int64_t rows = 0, cols = 0, depth = 0;  // R, C, K of one problem
+  int64_t problems = 1;                   // matmul: batch; conv2d: images x groups
+};
+
+GemmView gemm_view(const AnchorGeometry& geo) {
+  if (geo.op == OpKind::Conv2d) return {geo.n, geo.oh * geo.ow, geo.k, geo.batch_n * geo.groups};
+  return {geo.m, geo.n, geo.k, geo.batch};
+}
+
+struct Blocking {
+  MicroTile micro;
+  int64_t kc = 256, mc = 0, nc = 0;  // kc: the k panel depth (K split evenly)
+  int64_t row_tiles = 0, col_tiles = 0;
+  int64_t stack_bytes() const { return 4 * (mc * kc + kc * nc + mc * nc); }
+};
+
+constexpr int64_t kMinTiles = 16;                  // work items wanted for 2..16 threads
+constexpr int64_t kStackLimit = int64_t{1} << 20;  // worker threads have 8 MiB stacks
+
+Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v) {
+  const CpuHeuristics& h = lc.heur;
+  Blocking bl;
+  MicroTile& mt = bl.micro;
+  mt.lanes = lc.lanes;
+  mt.nr = h.nr > 0 ? h.nr : 2 * lc.lanes;
+  if (mt.nr % lc.lanes)
+    return Error("cpu codegen: cpu_tile NR=" + std::to_string(mt.nr) + " is not a multiple of the " +
+                 std::to_string(lc.lanes) + " f32 lanes of the target's vectors");
+  const int nv = mt.nr / lc.lanes;
+  // Accumulators + B vectors + a broadcast within the register file.
+  mt.mr = h.mr > 0 ? h.mr : std::clamp((lc.vector_regs - nv - 2) / nv, 1, 12);
+  const int64_t k_blocks = ceil_div(v.depth, h.kc > 0 ? h.kc : 256);
+  bl.kc = std::max<int64_t>(1, ceil_div(v.depth, k_blocks));
+  bl.mc = std::min(h.mc > 0 ? round_up(h.mc, mt.mr) : mt.mr * std::max(1, 144 / mt.mr), round_up(v.rows, mt.mr));
+  bl.nc = std::min(h.nc > 0 ? round_up(h.nc, mt.nr) : round_up(256, mt.nr), round_up(v.cols, mt.nr));
+  auto tiles = [&] { return v.problems * ceil_div(v.rows, bl.mc) * ceil_div(v.cols, bl.nc); };
+  while (tiles() < kMinTiles && h.mc <= 0 && h.nc <= 0) {
+    if (bl.nc > mt.nr && (bl.nc >= bl.mc || bl.mc <= mt.mr))
+      bl.nc = round_up(bl.nc / 2, mt.nr);
+    else if (bl.mc > mt.mr)
+      bl.mc = round_up(bl.mc / 2, mt.mr);
+    else
+      break;
+  }
+  // Even tiles: the same count, sizes balanced.
+  bl.row_tiles = ceil_div(v.rows, bl.mc);
+  bl.col_tiles = ceil_div(v.cols, bl.nc);
+  bl.mc = round_up(ceil_div(v.rows, bl.row_tiles), mt.mr);
+  bl.nc = round_up(ceil_div(v.cols, bl.col_tiles), mt.nr);
+  if (bl.stack_bytes() > kStackLimit)
+    return Error("cpu codegen: blocking MC=" + std::to_string(bl.mc) + " NC=" + std::to_string(bl.nc) +
+                 " KC=" + std::to_string(bl.kc) + " needs " + std::to_string(bl.stack_bytes()) +
+                 " bytes of stack per call (at most 1 MiB)");
+  return bl;
+}
+
+// Emits one anchor kernel (see the file comment); members are the IR values
+// of the tile being computed.
+class AnchorLowering {
+ public:
+  AnchorLowering(KernelFunction& kf, const KernelPlan& kp, const AnchorGeometry& geo, const GemmView& view,
+                 const Blocking& bl)
+      : kf_(kf), b_(kf.b()), kp_(kp), geo_(geo), view_(view), bl_(bl), anchor_(kf.lc().pc.g.node(kp.root)) {
+    const ValueId x = anchor_.operands[0], w = anchor_.operands[1];
+    const auto& buffers = kf.lc().plan.buffer;
+    // A is the operand with rows r and contiguous k: conv2d's weight, else x.
+    a_ref_ = buffers.at(geo.op == OpKind::Conv2d ? w : x);
+    b_ref_ = buffers.at(geo.op == OpKind::Conv2d ? x : w);
+    tree_ = build_epilogue_tree(kf.lc().pc, kf.lc().plan, kp.region, kp.root, -1, true);
+  }
+
+  void emit() {
+    llvm::Type* f32 = kf_.f32_type();
+    const MicroTile& mt = bl_.micro;
+    a_pack_ = kf_.stack_array(f32, bl_.mc * bl_.kc, "a.pack");
+    b_pack_ = kf_.stack_array(f32, bl_.kc * bl_.nc, "b.pack");
+    c_tile_ = kf_.stack_array(f32, bl_.mc * bl_.nc, "c.tile");
+    kf_.loop(kf_.begin(), kf_.end(), 1, [&](Value* t) {
+      Value* per_problem = c(bl_.row_tiles * bl_.col_tiles);
+      Value* p = b_.CreateUDiv(t, per_problem, "problem");
+      Value* in_problem = b_.CreateURem(t, per_problem);
+      r0_ = b_.CreateMul(b_.CreateUDiv(in_problem, c(bl_.col_tiles)), c(bl_.mc), "r0");
+      c0_ = b_.CreateMul(b_.CreateURem(in_problem, c(bl_.col_tiles)), c(bl_.nc), "c0");
+      rows_ = min(c(bl_.mc), b_.CreateSub(c(view_.rows), r0_), "rows");
+      cols_ = min(c(bl_.nc), b_.CreateSub(c(view_.cols), c0_), "cols");
+      setup_problem(p);
+      Value* a_panels = b_.CreateUDiv(b_.CreateAdd(rows_, c(mt.mr - 1)), c(mt.mr), "a.panels");
+      Value* b_panels = b_.CreateUDiv(b_.CreateAdd(cols_, c(mt.nr - 1)), c(mt.nr), "b.panels");
+      kf_.loop(c(0), c(view_.depth), bl_.kc, [&](Value* pc) {
+        Value* kc = min(c(bl_.kc), b_.CreateSub(c(view_.depth), pc), "kc");
+        pack_a(pc, kc, a_panels);
+        pack_b(pc, kc, b_panels);
+        Value* first = b_.CreateICmpEQ(pc, c(0), "first");
+        kf_.loop(c(0), b_panels, 1, [&](Value* jp) {
+          Value* b_panel = gep(b_pack_, b_.CreateMul(jp, c(bl_.kc * mt.nr)));
+          kf_.loop(c(0), a_panels, 1, [&](Value* ip) {
+            Value* a_panel = gep(a_pack_, b_.CreateMul(ip, c(bl_.kc * mt.mr)));
+            Value* tile = gep(c_tile_, b_.CreateAdd(b_.CreateMul(ip, c(mt.mr * bl_.nc)), b_.CreateMul(jp, c(mt.nr))));
+            emit_micro_kernel(kf_, mt, a_panel, b_panel, kc, tile, bl_.nc, first);
+          }, "ip");
+        }, "jp");
+      }, "pc");
+      epilogue();
+    }, "tile");
+  }
+
+ private:
+  KernelFunction& kf_;
+  llvm::IRBuilder<>& b_;
+  const KernelPlan& kp_;
+  const AnchorGeometry& geo_;
+  const GemmView& view_;
+  const Blocking& bl_;
+  const Node& anchor_;
+  BufferRef a_ref_, b_ref_;
+  EpilogueTree tree_;
+  Value *a_pack_ = nullptr, *b_pack_ = nullptr, *c_tile_ = nullptr;
+  // The current tile and problem.
+  Value *r0_ = nullptr, *c0_ = nullptr, *rows_ = nullptr, *cols_ = nullptr;
+  Value* a_off_ = nullptr;  // element offset of A(0, 0) in its buffer
+  Value* b_off_ = nullptr;  // matmul: of B(0, 0); conv2d: of the group's first input channel
+  std::vector<Value*> batch_idx_;  // matmul: the output's batch coordinates
+  Value *image_ = nullptr, *group_ = nullptr;  // conv2d
+
+  Value* c(int64_t v) { return kf_.i64(v); }
+  Value* min(Value* a, Value* b, const std::string& name = "") {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b, name);
+  }
+  Value* gep(Value* base, Value* offset) { return b_.CreateInBoundsGEP(kf_.f32_type(), base, offset); }
+  Value* add(Value* a, Value* b) { return b_.CreateAdd(a, b, "", true, true); }
+  Value* mul(Value* a, int64_t v) { return v == 1 ? a : b_.CreateMul(a, c(v), "", true, true); }
+  void store_pack(Value* base, Value* offset, Value* v) { b_.CreateAlignedStore(v, gep(base, offset), llvm::Align(4)); }
+
+  // Offset of the batch entry `batch_idx_` in an operand whose batch dims are
+  // `shape` (right-aligned to the output's, size-1 dims broadcast).
+  Value* batch_offset(const Shape& operand) {
+    const int nb = static_cast<int>(operand.size()) - 2, out_nb = static_cast<int>(batch_idx_.size());
+    int64_t stride = operand[operand.size() - 1] * operand[operand.size() - 2];
+    Value* off = c(0);
+    for (int d = nb - 1; d >= 0; --d) {
+      const int64_t extent = operand[static_cast<size_t>(d)];
+      if (extent != 1) off = add(off, mul(batch_idx_[static_cast<size_t>(out_nb - nb + d)], stride));
+      stride *= extent;
+    }
+    return off;
+  }
+
+  void setup_problem(Value* p) {
+    const Graph& g = kf_.lc().pc.g;
+    if (geo_.op == OpKind::Linear) {
+      a_off_ = c(0);
+      b_off_ = c(0);
+    } else if (geo_.op == OpKind::Matmul) {
+      batch_idx_ = decompose(kf_, p, Shape(geo_.out.begin(), geo_.out.end() - 2));
+      a_off_ = batch_offset(g.node(anchor_.operands[0]).type.shape);
+      b_off_ = batch_offset(g.node(anchor_.operands[1]).type.shape);
+    } else {
+      image_ = b_.CreateUDiv(p, c(geo_.groups), "image");
+      group_ = b_.CreateURem(p, c(geo_.groups), "group");
+      a_off_ = mul(group_, view_.rows * view_.depth);
+      const int64_t cin_per_group = geo_.cin / geo_.groups;
+      b_off_ = mul(add(mul(image_, geo_.cin), mul(group_, cin_per_group)), geo_.h * geo_.w);
+    }
+  }
+
+  // A panels: Apack[ip][k][i] = A(r0 + ip*MR + i, pc + k); rows past R repeat
+  // row R-1 (finite values in accumulators the epilogue never reads).
+  void pack_a(Value* pc, Value* kc, Value* a_panels) {
+    const int mr = bl_.micro.mr;
+    kf_.loop(c(0), a_panels, 1, [&](Value* ip) {
+      std::vector<Value*> rows;
+      for (int i = 0; i < mr; ++i) {
+        Value* r = min(add(r0_, add(mul(ip, mr), c(i))), c(view_.rows - 1));
+        rows.push_back(add(a_off_, add(mul(r, view_.depth), pc)));
+      }
+      pack_transposed(a_ref_, rows, gep(a_pack_, mul(ip, bl_.kc * mr)), kc);
+    }, "pa.panel");
+  }
+
+  // Packs k-contiguous rows as a panel: dst[k][j] = src[rows[j] + k] for
+  // k < kc, in lanes x lanes blocks transposed in registers (shuffles), then
+  // the k tail element by element.
+  void pack_transposed(BufferRef ref, const std::vector<Value*>& rows, Value* dst, Value* kc) {
+    const int lanes = bl_.micro.lanes, width = static_cast<int>(rows.size());
+    auto* vec = llvm::FixedVectorType::get(kf_.f32_type(), static_cast<unsigned>(lanes));
+    Value* kc_main = b_.CreateAnd(kc, c(~int64_t{lanes - 1}), "kc.main");
+    kf_.loop(c(0), kc_main, lanes, [&](Value* k0) {
+      for (int g0 = 0; g0 < width; g0 += lanes) {
+        const int n = std::min(lanes, width - g0);
+        std::vector<Value*> v;
+        for (int j = 0; j < lanes; ++j)  // rows past the panel's width: any row
+          v.push_back(load_vector(ref, add(rows[static_cast<size_t>(g0 + std::min(j, n - 1))], k0)));
+        transpose(v);
+        for (int k = 0; k < lanes; ++k) {
+          Value* at = b_.CreateBitCast(gep(dst, add(mul(add(k0, c(k)), width), c(g0))), vec->getPointerTo());
+          if (n == lanes) {
+            b_.CreateAlignedStore(v[static_cast<size_t>(k)], at, llvm::Align(4));
+          } else {
+            std::vector<llvm::Constant*> mask;
+            for (int l = 0; l < lanes; ++l) mask.push_back(b_.getInt1(l < n));
+            b_.CreateMaskedStore(v[static_cast<size_t>(k)], at, llvm::Align(4), llvm::ConstantVector::get(mask));
+          }
+        }
+      }
+    }, "pt.k");
+    kf_.loop(kc_main, kc, 1, [&](Value* k) {
+      for (int j = 0; j < width; ++j)
+        store_pack(dst, add(mul(k, width), c(j)), kf_.load_f32(ref, add(rows[static_cast<size_t>(j)], k)));
+    }, "pt.tail");
+  }
+
+  // <lanes x element> of a buffer's dtype, and such a vector widened to f32.
+  llvm::FixedVectorType* raw_vector(DType dt) {
+    llvm::Type* et = dt == DType::F32 ? kf_.f32_type() : dt == DType::F16 ? b_.getHalfTy() : b_.getInt16Ty();
+    return llvm::FixedVectorType::get(et, static_cast<unsigned>(bl_.micro.lanes));
+  }
+  Value* widen(DType dt, Value* v) {
+    const auto lanes = static_cast<unsigned>(bl_.micro.lanes);
+    auto* f32v = llvm::FixedVectorType::get(kf_.f32_type(), lanes);
+    if (dt == DType::F16) return b_.CreateFPExt(v, f32v);
+    if (dt == DType::BF16)  // the upper half of an f32
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, llvm::FixedVectorType::get(b_.getInt32Ty(), lanes)), 16),
+                              f32v);
+    return v;
+  }
+
+  // lanes consecutive elements of a buffer as f32.
+  Value* load_vector(BufferRef ref, Value* offset) {
+    const DType dt = kf_.buffer_dtype(ref);
+    llvm::FixedVectorType* vt = raw_vector(dt);
+    Value* at = b_.CreateBitCast(b_.CreateInBoundsGEP(vt->getElementType(), kf_.buffer(ref), offset),
+                                 vt->getPointerTo());
+    return widen(dt, b_.CreateAlignedLoad(vt, at, llvm::Align(dt == DType::F32 ? 4 : 2)));
+  }
+
+  // Transposes lanes x lanes (rows v[i]): swaps the off-diagonal h x h blocks
+  // of every 2h x 2h block, h = lanes/2 ... 1.
+  void transpose(std::vector<Value*>& v) {
+    const int lanes = static_cast<int>(v.size());
+    for (int h = lanes / 2; h >= 1; h /= 2) {
+      std::vector<int> lo, hi;  // lanes of (v[i], v[i+h]) concatenated
+      for (int l = 0; l < lanes; ++l) {
+        lo.push_back(l & h ? lanes + l - h : l);
+        hi.push_back(l & h ? lanes + l : l + h);
+      }
+      for (int i = 0; i < lanes; ++i) {
+        if (i & h) continue;
+        Value* a = v[static_cast<size_t>(i)];
+        Value* b = v[static_cast<size_t>(i + h)];
+        v[static_cast<size_t>(i)] = b_.CreateShuffleVector(a, b, lo);
+        v[static_cast<size_t>(i + h)] = b_.CreateShuffleVector(a, b, hi);
+      }
+    }
+  }
+
+  // B panels: Bpack[jp][k][j] = B(pc + k, c0 + jp*NR + j); columns past C
+  // repeat column C-1.
+  void pack_b(Value* pc, Value* kc, Value* b_panels) {
+    const int nr = bl_.micro.nr;
+    kf_.loop(c(0), b_panels, 1, [&](Value* jp) {
+      Value* col0 = add(c0_, mul(jp, nr));
+      Value* panel = mul(jp, bl_.kc * nr);
+      if (geo_.op == OpKind::Linear) {  // B(k, c) = W[c, k]: rows of W transposed
+        std::vector<Value*> rows;
+        for (int j = 0; j < nr; ++j)
+          rows.push_back(add(mul(min(add(col0, c(j)), c(view_.cols - 1)), view_.depth), pc));
+        pack_transposed(b_ref_, rows, gep(b_pack_, panel), kc);
+      } else if (geo_.op == OpKind::Matmul) {  // B row-major [K, N]: read along c
+        auto rows = [&](bool clamp) {
+          kf_.loop(c(0), kc, 1, [&](Value* k) {
+            Value* src = add(b_off_, mul(add(pc, k), view_.cols));
+            Value* dst = add(panel, mul(k, nr));
+            kf_.loop(0, nr, 1, [&](Value* j) {
+              Value* col = add(col0, j);
+              if (clamp) col = min(col, c(view_.cols - 1));
+              store_pack(b_pack_, add(dst, j), kf_.load_f32(b_ref_, add(src, col)));
+            }, "pb.j");
+          }, "pb.k");
+        };
+        Value* full = b_.CreateICmpSLE(add(col0, c(nr)), c(view_.cols), "full");
+        kf_.if_then(full, [&] { rows(false); }, [&] { rows(true); });
+      } else {
+        pack_im2col(pc, kc, col0, panel);
+      }
+    }, "pb.panel");
+  }
+
+  // conv2d: B(k, c) = x[image, group's ci, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW]
+  // (zero outside the image) with k = (ci, kh, kw), c = (oh, ow).
+  struct Tap {
+    Value *channel, *ih0, *iw0;  // the input channel's offset; the tap's input row/column at oh = ow = 0
+  };
+  Tap tap_of(Value* kg) {
+    const int64_t taps = geo_.kh * geo_.kw;
+    Value* ci = b_.CreateUDiv(kg, c(taps), "ci");
+    Value* tap = b_.CreateURem(kg, c(taps));
+    Value* kh = b_.CreateUDiv(tap, c(geo_.kw), "kh");
+    Value* kw = b_.CreateURem(tap, c(geo_.kw), "kw");
+    return {add(b_off_, mul(ci, geo_.h * geo_.w)), b_.CreateSub(mul(kh, geo_.dh), c(geo_.ph)),
+            b_.CreateSub(mul(kw, geo_.dw), c(geo_.pw))};
+  }
+
+  void pack_im2col(Value* pc, Value* kc, Value* col0, Value* panel) {
+    const int nr = bl_.micro.nr;
+    auto any_pixels = [&] {  // element by element, any geometry
+      kf_.loop(c(0), kc, 1, [&](Value* k) {
+        const Tap t = tap_of(add(pc, k));
+        Value* dst = add(panel, mul(k, nr));
+        kf_.loop(0, nr, 1, [&](Value* j) {
+          Value* col = min(add(col0, j), c(view_.cols - 1));
+          Value* ih = b_.CreateAdd(mul(b_.CreateUDiv(col, c(geo_.ow)), geo_.sh), t.ih0);
+          Value* iw = b_.CreateAdd(mul(b_.CreateURem(col, c(geo_.ow)), geo_.sw), t.iw0);
+          Value* inside = b_.CreateAnd(b_.CreateICmpULT(ih, c(geo_.h)), b_.CreateICmpULT(iw, c(geo_.w)), "inside");
+          Value* at = b_.CreateSelect(inside, b_.CreateAdd(t.channel, b_.CreateAdd(mul(ih, geo_.w), iw)), c(0));
+          Value* v = b_.CreateSelect(inside, kf_.load_f32(b_ref_, at), kf_.f32(0.0));
+          store_pack(b_pack_, add(dst, j), v);
+        }, "pb.j");
+      }, "pb.k");
+    };
+    if (geo_.sw != 1) return any_pixels();
+    // Stride 1 along w and the panel's pixels on one output row: each tap
+    // reads a contiguous run of the input row, masked at the borders.
+    Value* oh = b_.CreateUDiv(col0, c(geo_.ow), "oh");
+    Value* ow0 = b_.CreateURem(col0, c(geo_.ow), "ow0");
+    Value* one_row = b_.CreateICmpSLE(add(ow0, c(nr)), c(geo_.ow), "one.row");
+    kf_.if_then(one_row, [&] {
+      const int lanes = bl_.micro.lanes;
+      const DType dt = kf_.buffer_dtype(b_ref_);
+      llvm::FixedVectorType* vt = raw_vector(dt);
+      const auto n = static_cast<unsigned>(lanes);
+      std::vector<llvm::Constant*> steps;
+      for (int l = 0; l < lanes; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(l)));
+      Value* step = llvm::ConstantVector::get(steps);
+      kf_.loop(c(0), kc, 1, [&](Value* k) {
+        const Tap t = tap_of(add(pc, k));
+        Value* ih = b_.CreateAdd(mul(oh, geo_.sh), t.ih0, "ih");
+        Value* row_ok = b_.CreateICmpULT(ih, c(geo_.h), "row.ok");
+        Value* iw = b_.CreateAdd(ow0, t.iw0, "iw");  // lane 0's input column
+        Value* src = b_.CreateAdd(t.channel, b_.CreateAdd(b_.CreateMul(ih, c(geo_.w)), iw));
+        Value* dst = add(panel, mul(k, nr));
+        for (int g = 0; g < nr / lanes; ++g) {
+          Value* cols = b_.CreateAdd(b_.CreateVectorSplat(n, b_.CreateAdd(iw, c(g * lanes))), step);
+          Value* mask = b_.CreateAnd(b_.CreateICmpULT(cols, b_.CreateVectorSplat(n, c(geo_.w))),
+                                     b_.CreateVectorSplat(n, row_ok), "mask");
+          // Not inbounds: masked-off lanes may point outside the input.
+          Value* at = b_.CreateBitCast(
+              b_.CreateGEP(vt->getElementType(), kf_.buffer(b_ref_), b_.CreateAdd(src, c(g * lanes))),
+              vt->getPointerTo());
+          Value* v = widen(dt, b_.CreateMaskedLoad(vt, at, llvm::Align(dt == DType::F32 ? 4 : 2), mask,
+                                                   llvm::Constant::getNullValue(vt)));
+          Value* out = b_.CreateBitCast(gep(b_pack_, add(dst, c(g * lanes))), v->getType()->getPointerTo());
+          b_.CreateAlignedStore(v, out, llvm::Align(64));
+        }
+      }, "pb.row.k");
+    }, any_pixels);
+  }
+
+  // The region's tree at every valid (r, c) of the tile.
+  void epilogue() {
+    kf_.loop(c(0), rows_, 1, [&](Value* i) {
+      Value* r = add(r0_, i);
+      std::vector<Value*> lead;  // output coordinates fixed along the row
+      if (geo_.op == OpKind::Linear)
+        lead = decompose(kf_, r, Shape(geo_.out.begin(), geo_.out.end() - 1));
+      else if (geo_.op == OpKind::Matmul) {
+        lead = batch_idx_;
+        lead.push_back(r);
+      } else
+        lead = {image_, add(mul(group_, view_.rows), r)};
+      Value* row = gep(c_tile_, mul(i, bl_.nc));
+      kf_.parallel_loop(c(0), cols_, [&](Value* j) {
+        Value* col = add(c0_, j);
+        Value* acc = b_.CreateAlignedLoad(kf_.f32_type(), gep(row, j), llvm::Align(4), "acc");
+        std::vector<Value*> idx = lead;
+        if (geo_.op == OpKind::Conv2d) {
+          idx.push_back(b_.CreateUDiv(col, c(geo_.ow), "oh"));
+          idx.push_back(b_.CreateURem(col, c(geo_.ow), "ow"));
+        } else {
+          idx.push_back(col);
+        }
+        emit_tree(kf_, tree_, idx, acc);
+      }, "ep.c");
+    }, "ep.r");
+  }
+};
+
+}  // namespace
+
+Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index) {
+  const KernelPlan& kp = lc.plan.kernels.at(static_cast<size_t>(index));
+  if (kp.kind != KernelKind::Anchor) return Error("cpu codegen: kernel " + std::to_string(index) + " is no anchor");
+  if (!kp.tails.empty())
+    return Error("cpu codegen: the anchor kernel has fused pool/reduction tails; the CPU backend runs them as "
+                 "kernels of their own (plan with fuse_pool=0, fuse_reductions=0)");
+  const AnchorGeometry geo = analyze_anchor(lc.pc.g, kp.root);
+  const GemmView view = gemm_view(geo);
+  if (view.rows < 1 || view.cols < 1 || view.depth < 1)
+    return Error("cpu codegen: empty GEMM " + std::to_string(view.rows) + "x" + std::to_string(view.cols) + "x" +
+                 std::to_string(view.depth) + " for " + lc.pc.g.describe(kp.root));
+  Expected<Blocking> bl = choose_blocking(lc, view);
+  if (!bl) return bl.error();
+  KernelFunction kf(lc, kp.name.empty() ? "fj_cpu_anchor" : kp.name);
+  // Full-width vectors in this function, also for the vectorized loops.
+  const std::string width = std::to_string(32 * lc.lanes);
+  kf.fn()->addFnAttr("min-legal-vector-width", width);
+  kf.fn()->addFnAttr("prefer-vector-width", width);
+  AnchorLowering(kf, kp, geo, view, *bl).emit();
+
+  const MicroTile& mt = bl->micro;
+  const int64_t tiles = view.problems * bl->row_tiles * bl->col_tiles;
+  std::string what = std::string(op_name(geo.op)) + " ";
+  if (geo.op == OpKind::Conv2d)
+    what += std::to_string(view.problems) + " x (image, group) GEMMs " + std::to_string(view.rows) + "x" +
+            std::to_string(view.cols) + "x" + std::to_string(view.depth) + " (implicit im2col)";
+  else
+    what += (view.problems > 1 ? std::to_string(view.problems) + " x " : "") + std::to_string(view.rows) + "x" +
+            std::to_string(view.cols) + "x" + std::to_string(view.depth);
+  what += " as " + std::to_string(mt.mr) + "x" + std::to_string(mt.nr) + " micro-tiles, KC " + std::to_string(bl->kc) +
+          ", " + std::to_string(bl->mc) + "x" + std::to_string(bl->nc) + " tiles, " + std::to_string(tiles) + " tiles";
+  return kf.finish(tiles, 1, what);
+}
+
+}  // namespace fusejit::cg::cpu

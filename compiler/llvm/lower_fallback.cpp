@@ -1,0 +1,282 @@
+// The kernels over materialized tensors, lowered to LLVM: pointwise groups,
+// reductions (and global average pool), softmax / log_softmax, 2-D / 1-D
+// pooling. Each runs its region (the fused elementwise consumers and their
+// stores) at every output coordinate, as the CUDA emitters do.
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/emitters.h"
+#include "compiler/llvm/lower.h"
+
+namespace fusejit::cg::cpu {
+namespace {
+
+using llvm::Value;
+
+// Elements a task should cover at least: below this, threading costs more than it saves.
+constexpr int64_t kElementsPerTask = 16384;
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int d = static_cast<int>(s.size()) - 2; d >= 0; --d)
+    st[static_cast<size_t>(d)] = st[static_cast<size_t>(d) + 1] * s[static_cast<size_t>(d) + 1];
+  return st;
+}
+
+int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, per_item)); }
+
+// sum_j coords[j] * strides[dims[j]]
+Value* strided(KernelFunction& kf, const std::vector<Value*>& coords, const std::vector<int>& dims,
+               const std::vector<int64_t>& strides) {
+  llvm::IRBuilder<>& b = kf.b();
+  Value* off = kf.i64(0);
+  for (size_t j = 0; j < dims.size(); ++j)
+    off = b.CreateAdd(off, b.CreateMul(coords[j], kf.i64(strides[static_cast<size_t>(dims[j])])), "", true, true);
+  return off;
+}
+
+Value* max_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  return b.CreateSelect(b.CreateOr(b.CreateFCmpOGT(a, x), b.CreateFCmpUNO(a, a)), a, x);
+}
+Value* min_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  return b.CreateSelect(b.CreateOr(b.CreateFCmpOLT(a, x), b.CreateFCmpUNO(a, a)), a, x);
+}
+// a + x with reassociation allowed, so the loop vectorizer may keep several partial sums.
+Value* sum_add(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  Value* sum = b.CreateFAdd(a, x);
+  if (auto* add = llvm::dyn_cast<llvm::Instruction>(sum)) {
+    llvm::FastMathFlags f;
+    f.setAllowReassoc();
+    add->setFastMathFlags(f);
+  }
+  return sum;
+}
+
+Expected<CpuLaunch> lower_pointwise(LowerContext& lc, const KernelPlan& kp) {
+  KernelFunction kf(lc, kp.name);
+  const Shape& domain = kp.region.domain;
+  const EpilogueTree tree = build_epilogue_tree(lc.pc, lc.plan, kp.region, -1, -1, true);
+  const int64_t inner = domain.empty() ? 1 : domain.back();
+  const Shape outer_shape = domain.empty() ? Shape{} : Shape(domain.begin(), domain.end() - 1);
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
+    std::vector<Value*> idx = decompose(kf, row, outer_shape);
+    kf.parallel_loop(kf.i64(0), kf.i64(inner), [&](Value* j) {
+      std::vector<Value*> at = idx;
+      if (!domain.empty()) at.push_back(j);
+      emit_tree(kf, tree, at, nullptr);
+    }, "j");
+  }, "row");
+  return kf.finish(numel(outer_shape), grain_for(inner), "elementwise over " + shape_str(domain));
+}
+
+Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const std::vector<int64_t> dims = r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims");
+  const bool mean = r.op == OpKind::Mean || r.op == OpKind::GlobalAvgPool;
+  std::vector<int> kept, reduced;
+  Shape kept_shape, reduced_shape;
+  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
+    const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (red ? reduced : kept).push_back(d);
+    (red ? reduced_shape : kept_shape).push_back(xs[static_cast<size_t>(d)]);
+  }
+  const int64_t rows = numel(kept_shape), len = numel(reduced_shape);
+  // The reduced dims are the innermost ones: each row is one contiguous run.
+  bool trailing = true;
+  for (size_t j = 0; j < reduced.size(); ++j)
+    trailing = trailing && reduced[j] == static_cast<int>(xs.size() - reduced.size() + j);
+  const auto strides = strides_of(xs);
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const BufferRef in = lc.plan.buffer.at(x);
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
+    Value* base = strided(kf, decompose(kf, o, kept_shape), kept, strides);
+    auto element = [&](Value* i) {
+      Value* off = trailing ? i : strided(kf, decompose(kf, i, reduced_shape), reduced, strides);
+      return kf.load_f32(in, b.CreateAdd(base, off, "", true, true));
+    };
+    // Max / min, and logsumexp's first pass: NaN wins.
+    auto extreme = [&](bool is_max) {
+      Value* acc = kf.local(kf.f32(is_max ? -INFINITY : INFINITY), is_max ? "max" : "min");
+      kf.loop(0, len, 1, [&](Value* i) {
+        Value* cur = b.CreateLoad(kf.f32_type(), acc);
+        b.CreateStore(is_max ? max_nan(b, cur, element(i)) : min_nan(b, cur, element(i)), acc);
+      }, "k");
+      return b.CreateLoad(kf.f32_type(), acc);
+    };
+    Value* v = nullptr;
+    if (r.op == OpKind::Max || r.op == OpKind::Min) {
+      v = extreme(r.op == OpKind::Max);
+    } else if (r.op == OpKind::LogSumExp) {
+      Value* m = extreme(true);
+      Value* sum = kf.local(kf.f32(0), "sum");
+      kf.loop(0, len, 1, [&](Value* i) {
+        Value* e = kf.call_math("expf", {b.CreateFSub(element(i), m)});
+        b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), e), sum);
+      }, "k");
+      Value* lse = b.CreateFAdd(m, kf.call_math("logf", {b.CreateLoad(kf.f32_type(), sum)}));
+      // An infinite or NaN maximum is the result (torch: logsumexp([inf, 1]) = inf).
+      Value* finite = b.CreateFCmpOEQ(b.CreateFSub(m, m), kf.f32(0));
+      v = b.CreateSelect(finite, lse, m);
+    } else {
+      Value* sum = kf.local(kf.f32(0), "sum");
+      kf.loop(0, len, 1, [&](Value* i) {
+        b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), element(i)), sum);
+      }, "k");
+      v = b.CreateLoad(kf.f32_type(), sum);
+      if (mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(len)));
+    }
+    emit_tree(kf, post, decompose(kf, o, r.type.shape), v);
+  }, "row");
+  return kf.finish(rows, grain_for(len), std::string(op_name(r.op)) + " of " + std::to_string(len) + " elements into " +
+                                             std::to_string(rows) + " outputs");
+}
+
+Expected<CpuLaunch> lower_softmax(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const int64_t dim = r.attr_int("dim");
+  const int64_t len = xs[static_cast<size_t>(dim)];
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t rows = numel(xs) / len;
+  const bool log = r.op == OpKind::LogSoftmax;
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const BufferRef in = lc.plan.buffer.at(x);
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
+    Value* base = b.CreateAdd(b.CreateMul(b.CreateUDiv(o, kf.i64(inner)), kf.i64(len * inner)),
+                              b.CreateURem(o, kf.i64(inner)));
+    auto offset = [&](Value* i) { return b.CreateAdd(base, b.CreateMul(i, kf.i64(inner)), "", true, true); };
+    Value* mx = kf.local(kf.f32(-INFINITY), "max");
+    kf.loop(0, len, 1, [&](Value* i) {
+      b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), mx), kf.load_f32(in, offset(i))), mx);
+    }, "k");
+    Value* m = b.CreateLoad(kf.f32_type(), mx);
+    Value* sum = kf.local(kf.f32(0), "sum");
+    kf.loop(0, len, 1, [&](Value* i) {
+      Value* e = kf.call_math("expf", {b.CreateFSub(kf.load_f32(in, offset(i)), m)});
+      b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), e), sum);
+    }, "k");
+    Value* s = b.CreateLoad(kf.f32_type(), sum);
+    Value* scale = log ? kf.call_math("logf", {s}) : b.CreateFDiv(kf.f32(1), s);
+    kf.parallel_loop(kf.i64(0), kf.i64(len), [&](Value* i) {
+      Value* off = offset(i);
+      Value* shifted = b.CreateFSub(kf.load_f32(in, off), m);
+      Value* v = log ? b.CreateFSub(shifted, scale) : b.CreateFMul(kf.call_math("expf", {shifted}), scale);
+      emit_tree(kf, post, decompose(kf, off, xs), v);
+    }, "k");
+  }, "row");
+  return kf.finish(rows, grain_for(3 * len), std::string(op_name(r.op)) + " over rows of " + std::to_string(len));
+}
+
+Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const Shape& os = r.type.shape;
+  const bool two_d = kp.kind == KernelKind::Pool2d;
+  const bool is_max = r.op == OpKind::MaxPool2d || r.op == OpKind::MaxPool1d;
+  const bool cip = !is_max && r.attr_bool("count_include_pad");
+  int64_t H = 1, W = xs.back(), KH = 1, KW, SH = 1, SW, PH = 0, PW, DH = 1, DW = 1;
+  if (two_d) {
+    const auto& k = r.attr_ints("kernel_size");
+    const auto& st = r.attr_ints("stride");
+    const auto& pd = r.attr_ints("padding");
+    const std::vector<int64_t> dl = is_max ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+    H = xs[xs.size() - 2];
+    KH = k[0], KW = k[1], SH = st[0], SW = st[1], PH = pd[0], PW = pd[1], DH = dl[0], DW = dl[1];
+  } else {
+    KW = r.attr_int("kernel_size"), SW = r.attr_int("stride"), PW = r.attr_int("padding");
+  }
+  const int64_t OH = two_d ? os[os.size() - 2] : 1, OW = os.back();
+  const Shape outer_shape(os.begin(), os.end() - 1);
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const BufferRef in = lc.plan.buffer.at(x);
+  auto smax = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSGT(a, c), a, c); };
+  auto smin = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSLT(a, c), a, c); };
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
+    std::vector<Value*> idx = decompose(kf, row, outer_shape);
+    Value* plane = two_d ? b.CreateUDiv(row, kf.i64(OH)) : row;
+    Value* oh = two_d ? b.CreateURem(row, kf.i64(OH)) : kf.i64(0);
+    Value* base = b.CreateMul(plane, kf.i64(H * W));
+    kf.parallel_loop(kf.i64(0), kf.i64(OW), [&](Value* ow) {
+      Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(SH)), kf.i64(PH));
+      Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(SW)), kf.i64(PW));
+      auto load = [&](Value* ih, Value* iw) {
+        return kf.load_f32(in, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(W)), iw)));
+      };
+      Value* acc = kf.local(kf.f32(is_max ? -INFINITY : 0.0), "acc");
+      Value* v;
+      if (is_max) {
+        kf.loop(0, KH, 1, [&](Value* kh) {
+          Value* ih = b.CreateAdd(h0, b.CreateMul(kh, kf.i64(DH)));
+          Value* h_ok = b.CreateAnd(b.CreateICmpSGE(ih, kf.i64(0)), b.CreateICmpSLT(ih, kf.i64(H)));
+          kf.if_then(h_ok, [&] {
+            kf.loop(0, KW, 1, [&](Value* kw) {
+              Value* iw = b.CreateAdd(w0, b.CreateMul(kw, kf.i64(DW)));
+              Value* w_ok = b.CreateAnd(b.CreateICmpSGE(iw, kf.i64(0)), b.CreateICmpSLT(iw, kf.i64(W)));
+              kf.if_then(w_ok, [&] {
+                b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
+              });
+            }, "kw");
+          });
+        }, "kh");
+        v = b.CreateLoad(kf.f32_type(), acc);
+      } else {
+        Value* h1 = smin(b.CreateAdd(h0, kf.i64(KH)), kf.i64(H + PH));
+        Value* w1 = smin(b.CreateAdd(w0, kf.i64(KW)), kf.i64(W + PW));
+        Value* padded = b.CreateMul(b.CreateSub(h1, h0), b.CreateSub(w1, w0));
+        Value* hs = smax(h0, kf.i64(0));
+        Value* ws = smax(w0, kf.i64(0));
+        h1 = smin(h1, kf.i64(H));
+        w1 = smin(w1, kf.i64(W));
+        kf.loop(hs, h1, 1, [&](Value* ih) {
+          kf.loop(ws, w1, 1, [&](Value* iw) {
+            b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
+          }, "iw");
+        }, "ih");
+        Value* inside = b.CreateMul(b.CreateSub(h1, hs), b.CreateSub(w1, ws));
+        Value* empty = b.CreateOr(b.CreateICmpSGE(hs, h1), b.CreateICmpSGE(ws, w1));
+        Value* divisor = b.CreateSIToFP(cip ? padded : inside, kf.f32_type());
+        v = b.CreateSelect(empty, kf.f32(0), b.CreateFDiv(b.CreateLoad(kf.f32_type(), acc), divisor));
+      }
+      std::vector<Value*> at = idx;
+      at.push_back(ow);
+      emit_tree(kf, post, at, v);
+    }, "ow");
+  }, "row");
+  return kf.finish(numel(outer_shape), grain_for(OW * KH * KW),
+                   std::string(op_name(r.op)) + " " + shape_str(xs) + " -> " + shape_str(os));
+}
+
+}  // namespace
+
+Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index) {
+  const KernelPlan& kp = lc.plan.kernels[static_cast<size_t>(index)];
+  switch (kp.kind) {
+    case KernelKind::Pointwise: return lower_pointwise(lc, kp);
+    case KernelKind::Reduce: return lower_reduce(lc, kp);
+    case KernelKind::Softmax: return lower_softmax(lc, kp);
+    case KernelKind::Pool2d:
+    case KernelKind::Pool1d: return lower_pool(lc, kp);
+    case KernelKind::RowFinish: return Error("cpu codegen: internal error: a row-finish kernel (no partials on the CPU)");
+    case KernelKind::Anchor: break;
+  }
+  return Error("cpu codegen: internal error: anchor kernel passed to the fallback lowering");
+}
+
+}  // namespace fusejit::cg::cpu
