@@ -7,6 +7,7 @@
 #include <string>
 
 #include "capi/capi_internal.h"
+#include "compiler/cpu_program.h"
 #include "compiler/program.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/nvrtc_compiler.h"
@@ -39,9 +40,9 @@ fj_status resolve_arch(const fusejit::CompileOptions& opts, std::string& arch) {
 }
 
 // Engine::compile fails in codegen / NVRTC, or (messages "program '...'")
-// while loading the module on the device.
-fj_status compile_failure(const fusejit::Error& e) {
-  bool load_failed = e.message.rfind("program '", 0) == 0;
+// while loading the module on the device. CPU: always codegen / LLVM.
+fj_status compile_failure(const fusejit::Error& e, fusejit::Backend backend) {
+  bool load_failed = backend == fusejit::Backend::Cuda && e.message.rfind("program '", 0) == 0;
   return fail(load_failed ? FJ_ERR_CUDA : FJ_ERR_COMPILE, message_of(e));
 }
 
@@ -61,7 +62,9 @@ std::string kernel_label(const fj_kernel& k) {
 fj_status load_locked(fj_kernel& k) {
   if (k.compiled) return FJ_OK;
   if (k.failure != FJ_OK) return fail(k.failure, k.failure_message);
-  fj_status s = check_device(k.options.compile.device);
+  const bool cpu = k.options.compile.backend == fusejit::Backend::Cpu;
+  fj_status s = cpu ? (fusejit::cpu_backend_available() ? FJ_OK : cpu_backend_missing())
+                    : check_device(k.options.compile.device);
   if (s == FJ_OK) {
     fusejit::CompileOptions opts = k.options.compile;
     opts.autotune = k.options.autotune == FJ_AUTOTUNE_FORCE    ? fusejit::AutotuneMode::Force
@@ -69,7 +72,7 @@ fj_status load_locked(fj_kernel& k) {
                                                                : fusejit::AutotuneMode::Off;
     auto compiled = k.engine->compile(k.graph, opts);
     if (!compiled) {
-      s = compile_failure(compiled.error());
+      s = compile_failure(compiled.error(), k.options.compile.backend);
     } else if (!same_args((*compiled)->args(), k.args)) {
       s = fail(FJ_ERR_INTERNAL,
                kernel_label(k) + ": the engine's argument list differs from the spec's");
@@ -116,6 +119,7 @@ fj_status fj_engine_compile(fj_engine* engine, const fj_spec* spec, const fj_opt
     k->engine = engine->engine;
     k->graph = spec->graph;
     k->options = options_or_default(options);
+    k->options.compile.backend = resolve_backend(k->options.compile.backend);
     k->args = spec->args;
     if (!k->options.lazy) {
       std::lock_guard<std::mutex> lock(k->mutex);
@@ -134,6 +138,8 @@ fj_status fj_engine_compile_cubin(fj_engine* engine, const fj_spec* spec, const 
     if (!data) return null_argument("data");
     if (!size) return null_argument("size");
     fj_options opts = options_or_default(options);
+    if (opts.compile.backend == fusejit::Backend::Cpu)
+      return fail(FJ_ERR_INVALID_ARGUMENT, "a CUBIN is CUDA only, but the options select the cpu backend");
     std::string arch;
     if (fj_status s = resolve_arch(opts.compile, arch); s != FJ_OK) return s;
     auto cubin = engine->engine->compile_cubin(spec->graph, arch, opts.compile);
@@ -183,6 +189,17 @@ fj_status fj_engine_emit(fj_engine* engine, const fj_spec* spec, const fj_option
     if (kind != FJ_EMIT_SOURCE && kind != FJ_EMIT_PLAN)
       return fail(FJ_ERR_INVALID_ARGUMENT, "unknown emit kind " + std::to_string(kind));
     fj_options opts = options_or_default(options);
+    if (resolve_backend(opts.compile.backend) == fusejit::Backend::Cpu) {
+      if (!fusejit::cpu_backend_available()) return cpu_backend_missing();
+      fusejit::CpuCodegenOptions cg;
+      cg.config = opts.compile.config;
+      auto cpu = fusejit::generate_cpu_program(spec->graph, cg);
+      if (!cpu) return fail(FJ_ERR_COMPILE, message_of(cpu.error()));
+      char* out = dup_string(kind == FJ_EMIT_SOURCE ? cpu->llvm_ir : cpu->plan_text);
+      if (!out) return fail(FJ_ERR_INTERNAL, "out of memory");
+      *text = out;
+      return FJ_OK;
+    }
     auto program = engine->engine->emit(spec->graph, opts.compile);
     if (!program) return fail(FJ_ERR_COMPILE, message_of(program.error()));
     char* out = dup_string(kind == FJ_EMIT_SOURCE ? program->source : program->plan_text);
@@ -276,12 +293,14 @@ fj_status fj_kernel_launch(fj_kernel* kernel, const uint64_t* args, size_t num_a
   return guarded([&]() -> fj_status {
     if (!kernel) return null_argument("kernel");
     const auto& expected = kernel->args;
+    const bool cpu = kernel->options.compile.backend == fusejit::Backend::Cpu;
+    const char* kind = cpu ? "host" : "device";
     if (num_args != expected.size()) {
       size_t num_inputs = 0, num_outputs = 0;
       count_args(expected, &num_inputs, &num_outputs);
       return fail(FJ_ERR_INVALID_ARGUMENT,
                   kernel_label(*kernel) + " takes " + std::to_string(expected.size()) +
-                      " device pointers (" + std::to_string(num_inputs) + " inputs, then " +
+                      " " + kind + " pointers (" + std::to_string(num_inputs) + " inputs, then " +
                       std::to_string(num_outputs) + " outputs), got " + std::to_string(num_args));
     }
     if (!args && num_args > 0) return null_argument("args");
@@ -291,7 +310,7 @@ fj_status fj_kernel_launch(fj_kernel* kernel, const uint64_t* args, size_t num_a
         return fail(FJ_ERR_INVALID_ARGUMENT,
                     kernel_label(*kernel) + ": argument " + std::to_string(i) + " ('" +
                         expected[i].name + "', " + (expected[i].is_output ? "output" : "input") +
-                        ") is a null device pointer");
+                        ") is a null " + kind + " pointer");
       (expected[i].is_output ? outputs : inputs).push_back(args[i]);
     }
     std::shared_ptr<fusejit::CompiledKernel> compiled;
@@ -302,7 +321,7 @@ fj_status fj_kernel_launch(fj_kernel* kernel, const uint64_t* args, size_t num_a
     }
     fusejit::Status s =
         compiled->launch(inputs, outputs, static_cast<fusejit::StreamHandle>(stream));
-    if (!s) return fail(FJ_ERR_CUDA, message_of(s.error()));
+    if (!s) return fail(cpu ? FJ_ERR_INTERNAL : FJ_ERR_CUDA, message_of(s.error()));
     return FJ_OK;
   });
 }

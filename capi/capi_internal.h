@@ -77,6 +77,11 @@ fj_status guarded(Body&& body) noexcept {
 // else just the message.
 std::string message_of(const Error& e);
 
+// Auto -> Cuda when a CUDA device is present, else Cpu (capi_backend.cpp).
+Backend resolve_backend(Backend b);
+// FJ_ERR_NO_DEVICE: "the CPU backend is not in this build ...".
+fj_status cpu_backend_missing();
+
 // "what: must not be NULL" as FJ_ERR_INVALID_ARGUMENT.
 fj_status null_argument(const char* what);
 

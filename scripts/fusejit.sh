@@ -4,6 +4,8 @@
 #   scripts/fusejit.sh test   runs the test suite (ctest)
 #   scripts/fusejit.sh build  only builds
 # The CLI ends up at build/fusejit. BUILD_DIR overrides the build folder.
+# Without a GPU the demo runs seed 3 at a reduced batch on the LLVM CPU backend
+# (docs/cpu.md) when the build has it (LLVM 14 found; installed below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 action=${1:-demo}
@@ -18,6 +20,8 @@ install_missing() {
   command -v g++ >/dev/null || pkgs+=(g++)
   command -v ninja >/dev/null || pkgs+=(ninja-build)
   have_header yaml-cpp/yaml.h || pkgs+=(libyaml-cpp-dev)
+  # the CPU backend (docs/cpu.md): LLVM 14's CMake package and libLLVM-14.so
+  [ -e /usr/lib/llvm-14/lib/cmake/llvm/LLVMConfig.cmake ] || pkgs+=(llvm-14-dev)
   have_header gtest/gtest.h || [ -e /usr/src/googletest/CMakeLists.txt ] || pkgs+=(libgtest-dev)
   command -v python3 >/dev/null || pkgs+=(python3)
   python3 -c "import pytest" 2>/dev/null || pkgs+=(python3-pytest)   # the Python bridge's tests
@@ -67,8 +71,17 @@ case "$action" in
     else
       echo "== fusejit compile $spec --arch sm_90a -o $build/seed3.cubin"
       "$build/fusejit" compile "$spec" --arch sm_90a -o "$build/seed3.cubin"
-      echo "(no GPU here: executing the kernel and checking it against the fp64 reference needs one;"
-      echo " on a GPU machine this command runs: $build/fusejit run $spec)"
+      if "$build/fusejit" emit --backend cpu --plan "$spec" >/dev/null 2>&1; then
+        # The CPU backend (LLVM): the same chain at batch 2 instead of 128, so
+        # that it and its fp64 check take seconds on a few cores.
+        echo "== fusejit run --backend cpu --batch 2 $spec   (no GPU here: the LLVM CPU backend)"
+        "$build/fusejit" run --backend cpu --batch 2 --iters 10 "$spec"
+        echo "(on a GPU machine this command runs the full size there: $build/fusejit run $spec)"
+      else
+        echo "(no GPU here and no CPU backend in this build: executing the kernel and checking it"
+        echo " against the fp64 reference needs one; on a GPU machine this command runs:"
+        echo " $build/fusejit run $spec)"
+      fi
     fi
     ;;
   test)

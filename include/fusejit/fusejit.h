@@ -8,6 +8,8 @@
  *   fj_engine_compile(engine, spec, NULL, &kernel);           (needs a GPU)
  *   uint64_t ptrs[] = {x, w, b, y};                           (inputs, then outputs)
  *   fj_kernel_launch(kernel, ptrs, 4, stream);
+ *   (fj_options_set_backend(options, FJ_BACKEND_CPU): runs on the host instead,
+ *    with host pointers; docs/cpu.md)
  *   fj_kernel_destroy(kernel); fj_spec_destroy(spec); fj_engine_destroy(engine);
  *
  * Conventions
@@ -23,7 +25,8 @@
  *    what it needs from its engine alive, so the engine may be destroyed first.
  *  - Buffers and strings that the caller owns are released with fj_free().
  *  - Which calls need a GPU: fj_engine_compile (unless the lazy option is
- *    set), fj_kernel_load, fj_kernel_launch, and "auto" arch resolution.
+ *    set), fj_kernel_load, fj_kernel_launch, and "auto" arch resolution; on
+ *    the CPU backend (fj_options_set_backend) none does.
  *    Spec parsing, argument listing, fj_engine_emit and
  *    fj_engine_compile_cubin with an explicit arch work without one.
  */
@@ -56,7 +59,7 @@ typedef enum fj_status {
   FJ_ERR_SPEC = 2,             /* the spec is invalid (message has file:line:col when known) */
   FJ_ERR_IO = 3,               /* a file cannot be read or written */
   FJ_ERR_COMPILE = 4,          /* code generation or NVRTC failed, or the chain is unsupported */
-  FJ_ERR_NO_DEVICE = 5,        /* no CUDA driver, or no such device */
+  FJ_ERR_NO_DEVICE = 5,        /* no CUDA driver, no such device, or a build without the CPU backend */
   FJ_ERR_CUDA = 6,             /* a CUDA driver call failed (module load, launch) */
   FJ_ERR_INTERNAL = 7          /* a bug in fusejit (an unexpected C++ exception) */
 } fj_status;
@@ -85,6 +88,20 @@ FJ_API fj_status fj_device_count(int* count);
 /* The arch "auto" stands for on `device`, e.g. "sm_90a" for compute
  * capability 9.0. *arch is released with fj_free(). */
 FJ_API fj_status fj_device_arch(int device, char** arch);
+
+/* ---- backends ------------------------------------------------------------------ */
+
+/* Where a kernel runs. CUDA: NVRTC -> CUBIN -> a CUDA device (the default).
+ * CPU: LLVM -> host code (docs/cpu.md); launches take host pointers and run
+ * synchronously. AUTO: CPU when this build has it and no CUDA device is
+ * present, else CUDA (resolved by fj_engine_compile). */
+typedef enum fj_backend { FJ_BACKEND_CUDA = 0, FJ_BACKEND_CPU = 1, FJ_BACKEND_AUTO = 2 } fj_backend;
+
+/* "cuda", "cpu", "auto"; NULL for other values. Static storage. */
+FJ_API const char* fj_backend_name(fj_backend backend);
+/* 1 when the backend can run kernels here (CUDA: a device is present; CPU:
+ * this build has LLVM; AUTO: either), else 0 (also for unknown values). */
+FJ_API int fj_backend_available(fj_backend backend);
 
 /* ---- element types and argument descriptions ------------------------------------ */
 
@@ -135,8 +152,8 @@ typedef enum fj_autotune {
 } fj_autotune;
 
 /* Options for compiling. Passing NULL where options are taken means the
- * defaults: arch "auto", no config, autotune off, device 0, line info on,
- * eager compile. Configure an options object before sharing it between threads. */
+ * defaults: backend CUDA, arch "auto", no config, autotune off, device 0,
+ * line info on, eager compile. Configure an options object before sharing it between threads. */
 typedef struct fj_options fj_options;
 
 FJ_API fj_status fj_options_create(fj_options** options);
@@ -159,6 +176,11 @@ FJ_API fj_status fj_options_set_line_info(fj_options* options, int enabled);
  * kernel (no GPU needed); codegen, NVRTC and loading happen in fj_kernel_load
  * or the first fj_kernel_launch. Default 0 (compile and load at once). */
 FJ_API fj_status fj_options_set_lazy(fj_options* options, int lazy);
+/* The backend fj_engine_compile and fj_engine_emit use (default
+ * FJ_BACKEND_CUDA). Arch, device and line info apply to CUDA only; CUBINs
+ * are CUDA only (fj_engine_compile_cubin with CPU: FJ_ERR_INVALID_ARGUMENT). */
+FJ_API fj_status fj_options_set_backend(fj_options* options, fj_backend backend);
+FJ_API fj_status fj_options_get_backend(const fj_options* options, fj_backend* backend);
 
 /* ---- engines and kernels ----------------------------------------------------------------- */
 
@@ -173,7 +195,9 @@ FJ_API void fj_engine_destroy(fj_engine* engine);
 
 /* Generates, compiles (NVRTC) and loads the spec's kernel on the options'
  * device. Needs a GPU (FJ_ERR_NO_DEVICE otherwise) unless the options are
- * lazy. The kernel does not refer to the spec afterwards. */
+ * lazy. On the CPU backend: generates LLVM IR and compiles it for the host
+ * (FJ_ERR_NO_DEVICE in a build without LLVM). The kernel does not refer to
+ * the spec afterwards. */
 FJ_API fj_status fj_engine_compile(fj_engine* engine, const fj_spec* spec,
                                    const fj_options* options, fj_kernel** kernel);
 
@@ -186,12 +210,13 @@ FJ_API fj_status fj_engine_compile_cubin_file(fj_engine* engine, const fj_spec* 
                                               const fj_options* options, const char* path);
 
 typedef enum fj_emit_kind {
-  FJ_EMIT_SOURCE = 0, /* the generated CUDA C++ */
+  FJ_EMIT_SOURCE = 0, /* the generated CUDA C++ (CPU backend: the LLVM IR module) */
   FJ_EMIT_PLAN = 1    /* the fusion plan: what fused, what did not, and why */
 } fj_emit_kind;
 
 /* Code generation only, no NVRTC and no GPU ("auto" arch means the device's
- * arch, or sm_90a without one). *text is released with fj_free(). */
+ * arch, or sm_90a without one). The options' backend picks CUDA C++ or LLVM
+ * IR (AUTO: as fj_engine_compile would). *text is released with fj_free(). */
 FJ_API fj_status fj_engine_emit(fj_engine* engine, const fj_spec* spec, const fj_options* options,
                                 fj_emit_kind what, char** text);
 
@@ -209,12 +234,15 @@ FJ_API fj_status fj_kernel_num_args(const fj_kernel* kernel, size_t* num_inputs,
 FJ_API fj_status fj_kernel_arg(const fj_kernel* kernel, size_t index, fj_arg_info* info);
 
 /* The generated program's name (e.g. "fj_conv2d_relu_add") and the arch it
- * was compiled for; FJ_ERR_INVALID_ARGUMENT when the kernel is not loaded.
+ * was compiled for ("cpu" on the CPU backend); FJ_ERR_INVALID_ARGUMENT when
+ * the kernel is not loaded.
  * Valid while the kernel lives. */
 FJ_API fj_status fj_kernel_name(const fj_kernel* kernel, const char** name);
 FJ_API fj_status fj_kernel_arch(const fj_kernel* kernel, const char** arch);
 /* The autotune mode of the options the kernel was compiled with. */
 FJ_API fj_status fj_kernel_autotune(const fj_kernel* kernel, fj_autotune* mode);
+/* FJ_BACKEND_CUDA or FJ_BACKEND_CPU (AUTO is resolved when compiling). */
+FJ_API fj_status fj_kernel_backend(const fj_kernel* kernel, fj_backend* backend);
 
 /* Enqueues the kernel on `stream` (a CUstream; NULL is the legacy default
  * stream) and returns without synchronizing. `args` holds num_args CUdeviceptr
@@ -222,7 +250,10 @@ FJ_API fj_status fj_kernel_autotune(const fj_kernel* kernel, fj_autotune* mode);
  * a contiguous tensor of the argument's dtype and shape on the kernel's device.
  * A wrong count or a zero pointer is FJ_ERR_INVALID_ARGUMENT (checked before
  * any GPU work). A lazy kernel is loaded first. The kernel may be launched from
- * several threads at once. */
+ * several threads at once.
+ * CPU backend: `args` are host addresses (uint64_t)(uintptr_t)ptr, `stream`
+ * is ignored and the call returns when the kernel has run (threads:
+ * $FUSEJIT_NUM_THREADS, default all hardware threads). */
 FJ_API fj_status fj_kernel_launch(fj_kernel* kernel, const uint64_t* args, size_t num_args,
                                   void* stream);
 

@@ -4,16 +4,20 @@ on torch tensors (ctypes over libfusejit_c.so; docs/python.md).
     import fusejit
     k = fusejit.compile("spec.yaml")        # or YAML text, or a fusejit.Spec
     y = k(x, w, b, bias)                    # torch CUDA tensors, torch's current stream
+    k = fusejit.compile("spec.yaml", device="cpu")   # the LLVM CPU backend (docs/cpu.md)
+    y = k(x, w, b, bias)                    # torch CPU tensors or numpy arrays
 
 fusejit.models holds drop-in nn.Modules for the seed chains (needs torch).
 """
 from . import specs
-from ._kernel import Arg, Kernel, Spec, compile, compile_cubin, device_count, emit, version
+from ._kernel import (Arg, Kernel, Spec, backend_available, compile, compile_cubin, device_count,
+                      emit, version)
 from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, NoDeviceError,
                    SpecError, SpecFileError, library_candidates)
 
 __all__ = [
-    "Arg", "Kernel", "Spec", "compile", "compile_cubin", "device_count", "emit", "version",
+    "Arg", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
+    "emit", "version",
     "specs", "models", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
     "CompileError", "NoDeviceError", "CudaError", "library_candidates",
 ]

@@ -12,6 +12,7 @@ Arg = namedtuple("Arg", "name dtype shape is_output")
 Arg.__doc__ = "A kernel argument: dtype is 'f32', 'f16' or 'bf16'; shape a tuple."
 
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_NUMPY_DTYPES = {"f32": "float32", "f16": "float16"}  # numpy has no bfloat16
 
 
 def version():
@@ -23,6 +24,14 @@ def device_count():
     """Number of CUDA devices; 0 when there is no driver or device."""
     count = c_int(0)
     return count.value if lib().fj_device_count(byref(count)) == _lib.OK else 0
+
+
+def backend_available(backend="cpu"):
+    """Whether kernels can run on `backend` here: "cuda" (a device is present),
+    "cpu" (the library was built with LLVM, docs/cpu.md) or "auto" (either)."""
+    if backend not in _lib.BACKENDS:
+        raise ValueError(f"backend: expected one of {sorted(_lib.BACKENDS)}, got {backend!r}")
+    return bool(lib().fj_backend_available(_lib.BACKENDS[backend]))
 
 
 def _read_args(get, handle):
@@ -102,7 +111,7 @@ def _as_spec(spec):
 
 class _Options:
     def __init__(self, arch="auto", config=None, autotune="off", device=0, line_info=True,
-                 lazy=False):
+                 lazy=False, backend="cuda"):
         if autotune not in _lib.AUTOTUNE_MODES:
             raise ValueError(f"autotune: expected one of {sorted(_lib.AUTOTUNE_MODES)}, "
                              f"got {autotune!r}")
@@ -116,6 +125,7 @@ class _Options:
         check(L.fj_options_set_device(self._handle, int(device)))
         check(L.fj_options_set_line_info(self._handle, int(bool(line_info))))
         check(L.fj_options_set_lazy(self._handle, int(bool(lazy))))
+        check(L.fj_options_set_backend(self._handle, _lib.BACKENDS[backend]))
 
     def __del__(self):
         handle = getattr(self, "_handle", None)
@@ -157,26 +167,46 @@ def _device_index(device):
         return index
     if isinstance(device, str) and device.startswith("cuda"):
         return int(device.split(":")[1]) if ":" in device else _device_index(None)
-    raise ValueError(f"device: expected a CUDA device (int, 'cuda:N' or torch.device), "
-                     f"got {device!r}")
+    raise ValueError(f"device: expected 'cpu', 'auto' or a CUDA device (int, 'cuda', 'cuda:N' "
+                     f"or torch.device), got {device!r}")
+
+
+def _backend_and_index(device):
+    """device -> (backend name, CUDA index): 'cpu' / torch.device('cpu') -> the
+    CPU backend, 'auto' -> CUDA when a device is present else CPU, else CUDA."""
+    if isinstance(device, str) and device in ("cpu", "auto"):
+        return device, _device_index(None) if device == "auto" else 0
+    if getattr(device, "type", None) == "cpu":
+        return "cpu", 0
+    return "cuda", _device_index(device)
 
 
 def compile(spec, *, arch="auto", config=None, autotune="off", device=None, line_info=True,
             lazy=False):
-    """Compiles a spec (path, YAML text or Spec) into a Kernel for one CUDA device.
+    """Compiles a spec (path, YAML text or Spec) into a Kernel for one device.
 
-    arch: "auto" (the device's) or e.g. "sm_90a"; config: a scheduler config
-    string (None: heuristics); autotune: "off", "use_db" (the tuning database's
-    winner, when present) or "force" (tune now, store the winner); device: index, "cuda:N" or
-    torch.device (None: torch's current device, or 0); lazy: defer codegen and
-    loading to the first call (no GPU needed until then).
+    device: "cpu" (the LLVM CPU backend, docs/cpu.md: calls take CPU tensors
+    or numpy arrays), "auto" (CUDA when a device is present, else CPU), or a
+    CUDA device: index, "cuda", "cuda:N" or torch.device (None: torch's
+    current device, or 0). arch: "auto" (the device's) or e.g. "sm_90a";
+    config: a scheduler config string (None: heuristics); autotune: "off",
+    "use_db" (the tuning database's winner, when present) or "force" (tune
+    now, store the winner); lazy: defer codegen and loading to the first
+    call (no GPU needed until then).
     """
     spec = _as_spec(spec)
-    index = _device_index(device)
-    options = _Options(arch, config, autotune, index, line_info, lazy)
+    backend, index = _backend_and_index(device)
+    options = _Options(arch, config, autotune, index, line_info, lazy, backend)
+    L = lib()
     handle = c_void_p()
-    check(lib().fj_engine_compile(_engine_handle(), spec._handle, options._handle, byref(handle)))
-    return Kernel(handle, index, spec.name)
+    check(L.fj_engine_compile(_engine_handle(), spec._handle, options._handle, byref(handle)))
+    chosen = c_int()
+    status = L.fj_kernel_backend(handle, byref(chosen))
+    if status != _lib.OK:
+        L.fj_kernel_destroy(handle)
+        check(status)
+    backend = _lib.BACKEND_NAMES[chosen.value]
+    return Kernel(handle, "cpu" if backend == "cpu" else index, spec.name, backend)
 
 
 def compile_cubin(spec, arch="sm_90a", *, config=None, path=None):
@@ -198,13 +228,15 @@ def compile_cubin(spec, arch="sm_90a", *, config=None, path=None):
         L.fj_free(data)
 
 
-def emit(spec, what="source", *, arch="auto", config=None):
+def emit(spec, what="source", *, arch="auto", config=None, device=None):
     """Code generation only: the CUDA source (what="source") or the fusion plan
-    (what="plan"). No GPU needed ("auto" means sm_90a without one)."""
+    (what="plan"). No GPU needed ("auto" means sm_90a without one).
+    device="cpu": the CPU backend's LLVM IR and plan ("auto": as compile)."""
     if what not in _lib.EMIT_KINDS:
         raise ValueError(f"what: expected 'source' or 'plan', got {what!r}")
     spec = _as_spec(spec)
-    options = _Options(arch, config)
+    backend = device if device in ("cpu", "auto") else "cuda"
+    options = _Options(arch, config, backend=backend)
     text = c_void_p()
     check(lib().fj_engine_emit(_engine_handle(), spec._handle, options._handle,
                                _lib.EMIT_KINDS[what], byref(text)))
@@ -215,12 +247,17 @@ class Kernel:
     """A compiled kernel. Call it with torch CUDA tensors (the inputs, in spec
     order); it allocates and returns the outputs (one tensor, or a tuple), or
     writes into `out=` (a tensor or a tuple). Runs on torch's current stream
-    and does not synchronize."""
+    and does not synchronize.
 
-    def __init__(self, handle, device, spec_name=""):
+    On the CPU backend (backend == "cpu", device == "cpu") it takes torch CPU
+    tensors or numpy arrays (contiguous, the argument's dtype; outputs are
+    made of the same kind) and returns when the kernel has run."""
+
+    def __init__(self, handle, device, spec_name="", backend="cuda"):
         L = lib()
         self._lib = L
         self._handle = handle
+        self.backend = backend
         self.device = device
         self._label = f"fusejit kernel '{spec_name}'" if spec_name else "fusejit kernel"
         self.args = _read_args((L.fj_kernel_num_args, L.fj_kernel_arg), handle)
@@ -259,24 +296,32 @@ class Kernel:
 
     def launch(self, pointers, stream=0):
         """Raw launch: device pointers (ints), inputs then outputs, on a CUstream
-        handle (int; 0 is the legacy default stream). No tensor checks."""
+        handle (int; 0 is the legacy default stream). No tensor checks. On the
+        CPU backend: host addresses (e.g. ctypes.addressof of a ctypes array),
+        no stream, synchronous."""
         array = (c_uint64 * len(pointers))(*pointers)
         check(self._lib.fj_kernel_launch(self._handle, array, len(pointers),
                                          c_void_p(stream or None)))
 
     def __call__(self, *inputs, out=None):
-        import torch
-        if self._torch_dtypes is None:
-            self._torch_dtypes = {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()}
         if len(inputs) != len(self.inputs):
             names = ", ".join(a.name for a in self.inputs)
             raise TypeError(f"{self._label} takes {len(self.inputs)} inputs ({names}), "
                             f"got {len(inputs)}")
+        if self.backend == "cpu" and any(_is_ndarray(t) for t in inputs):
+            return self._call_numpy(inputs, out)
+        try:
+            import torch
+        except ImportError:
+            kinds = "torch CPU tensors or numpy arrays" if self.backend == "cpu" else "torch tensors"
+            raise TypeError(f"{self._label}: expected {kinds}, and torch is not installed") from None
+        if self._torch_dtypes is None:
+            self._torch_dtypes = {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()}
         for i, (arg, t) in enumerate(zip(self.inputs, inputs)):
             self._check_tensor(torch, arg, t, f"input {i}")
         if out is None:
-            outs = tuple(torch.empty(a.shape, dtype=self._torch_dtypes[a.dtype],
-                                     device=f"cuda:{self.device}")
+            where = "cpu" if self.backend == "cpu" else f"cuda:{self.device}"
+            outs = tuple(torch.empty(a.shape, dtype=self._torch_dtypes[a.dtype], device=where)
                          for a in self.outputs)
         else:
             outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
@@ -286,7 +331,9 @@ class Kernel:
             for i, (arg, t) in enumerate(zip(self.outputs, outs)):
                 self._check_tensor(torch, arg, t, f"output {i}")
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outs]
-        if torch.cuda.current_device() == self.device:
+        if self.backend == "cpu":
+            self.launch(pointers)  # synchronous; ctypes releases the GIL meanwhile
+        elif torch.cuda.current_device() == self.device:
             self.launch(pointers, torch.cuda.current_stream(self.device).cuda_stream)
         else:
             with torch.cuda.device(self.device):
@@ -297,7 +344,11 @@ class Kernel:
         where = f"{self._label}: argument '{arg.name}' ({role})"
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{where}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "cuda" or t.device.index != self.device:
+        if self.backend == "cpu":
+            if t.device.type != "cpu":
+                raise ValueError(f"{where}: expected a CPU tensor (this kernel runs on the CPU "
+                                 f"backend), got {t.device}")
+        elif t.device.type != "cuda" or t.device.index != self.device:
             raise ValueError(f"{where}: expected a tensor on cuda:{self.device}, got {t.device}")
         if t.dtype != self._torch_dtypes[arg.dtype]:
             raise TypeError(f"{where}: expected dtype {self._torch_dtypes[arg.dtype]} "
@@ -307,7 +358,52 @@ class Kernel:
         if not t.is_contiguous():
             raise ValueError(f"{where}: must be contiguous (call .contiguous())")
 
+    def _call_numpy(self, inputs, out):
+        """The CPU backend on numpy arrays (f32 / f16 arguments only)."""
+        import numpy as np
+        for i, (arg, a) in enumerate(zip(self.inputs, inputs)):
+            self._check_array(np, arg, a, f"input {i}")
+        if out is None:
+            outs = tuple(np.empty(a.shape, dtype=self._numpy_dtype(a)) for a in self.outputs)
+        else:
+            outs = (out,) if isinstance(out, np.ndarray) else tuple(out)
+            if len(outs) != len(self.outputs):
+                raise TypeError(f"{self._label}: out= needs {len(self.outputs)} arrays "
+                                f"({', '.join(a.name for a in self.outputs)}), got {len(outs)}")
+            for i, (arg, a) in enumerate(zip(self.outputs, outs)):
+                self._check_array(np, arg, a, f"output {i}")
+                if not a.flags.writeable:
+                    raise ValueError(f"{self._label}: argument '{arg.name}' (output {i}) is read-only")
+        self.launch([a.ctypes.data for a in inputs] + [a.ctypes.data for a in outs])
+        return outs[0] if len(outs) == 1 else outs
+
+    def _numpy_dtype(self, arg):
+        if arg.dtype not in _NUMPY_DTYPES:
+            raise TypeError(f"{self._label}: argument '{arg.name}' is {arg.dtype}, which numpy "
+                            "cannot hold: pass torch CPU tensors")
+        return _NUMPY_DTYPES[arg.dtype]
+
+    def _check_array(self, np, arg, a, role):
+        where = f"{self._label}: argument '{arg.name}' ({role})"
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{where}: expected a numpy array like the other arguments, "
+                            f"got {type(a).__name__}")
+        expected = np.dtype(self._numpy_dtype(arg))
+        if a.dtype != expected:
+            raise TypeError(f"{where}: expected dtype {expected} ({arg.dtype}), got {a.dtype}")
+        if tuple(a.shape) != arg.shape:
+            raise ValueError(f"{where}: expected shape {arg.shape}, got {tuple(a.shape)}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{where}: must be C-contiguous (np.ascontiguousarray)")
+
     def __repr__(self):
         ins = ", ".join(f"{a.name}: {a.dtype}{list(a.shape)}" for a in self.inputs)
         outs = ", ".join(f"{a.name}: {a.dtype}{list(a.shape)}" for a in self.outputs)
-        return f"<{self._label} on cuda:{self.device} ({ins}) -> ({outs})>"
+        where = "cpu" if self.backend == "cpu" else f"cuda:{self.device}"
+        return f"<{self._label} on {where} ({ins}) -> ({outs})>"
+
+
+def _is_ndarray(x):
+    """A numpy array, without importing numpy."""
+    t = type(x)
+    return t.__name__ == "ndarray" and t.__module__ == "numpy"

@@ -26,6 +26,8 @@ ERR_INTERNAL = 7
 DTYPE_NAMES = {0: "f32", 1: "f16", 2: "bf16"}
 AUTOTUNE_MODES = {"off": 0, "use_db": 1, "force": 2}
 EMIT_KINDS = {"source": 0, "plan": 1}
+BACKENDS = {"cuda": 0, "cpu": 1, "auto": 2}  # fj_backend
+BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
 
 
 class FusejitError(RuntimeError):
@@ -55,7 +57,7 @@ class CompileError(FusejitError):
 
 
 class NoDeviceError(FusejitError):
-    """No CUDA driver, or no such device."""
+    """No CUDA driver, no such device, or a build without the CPU backend."""
 
 
 class CudaError(FusejitError):
@@ -92,6 +94,8 @@ _SIGNATURES = {
     "fj_free": (None, [c_void_p]),
     "fj_device_count": (c_int, [POINTER(c_int)]),
     "fj_device_arch": (c_int, [c_int, POINTER(c_void_p)]),
+    "fj_backend_name": (c_char_p, [c_int]),
+    "fj_backend_available": (c_int, [c_int]),
     "fj_dtype_name": (c_char_p, [c_int]),
     "fj_dtype_size": (c_int, [c_int]),
     "fj_spec_parse": (c_int, [c_char_p, c_char_p, POINTER(c_void_p)]),
@@ -110,6 +114,8 @@ _SIGNATURES = {
     "fj_options_set_device": (c_int, [c_void_p, c_int]),
     "fj_options_set_line_info": (c_int, [c_void_p, c_int]),
     "fj_options_set_lazy": (c_int, [c_void_p, c_int]),
+    "fj_options_set_backend": (c_int, [c_void_p, c_int]),
+    "fj_options_get_backend": (c_int, [c_void_p, POINTER(c_int)]),
     "fj_engine_create": (c_int, [POINTER(c_void_p)]),
     "fj_engine_destroy": (None, [c_void_p]),
     "fj_engine_compile": (c_int, [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)]),
@@ -125,6 +131,7 @@ _SIGNATURES = {
     "fj_kernel_name": (c_int, [c_void_p, POINTER(c_char_p)]),
     "fj_kernel_arch": (c_int, [c_void_p, POINTER(c_char_p)]),
     "fj_kernel_autotune": (c_int, [c_void_p, POINTER(c_int)]),
+    "fj_kernel_backend": (c_int, [c_void_p, POINTER(c_int)]),
     "fj_kernel_launch": (c_int, [c_void_p, POINTER(c_uint64), c_size_t, c_void_p]),
 }
 

@@ -52,15 +52,16 @@ class _FusedModule(nn.Module):
     def _run(self, tensors, names, make_spec):
         """Compiles (once per shapes/dtypes/device) and runs the chain."""
         x = tensors[0]
-        if x.device.type != "cuda":
-            raise ValueError(f"{type(self).__name__}: input must be a CUDA tensor, got {x.device}")
+        if x.device.type not in ("cuda", "cpu"):
+            raise ValueError(f"{type(self).__name__}: input must be a CUDA or CPU tensor, "
+                             f"got {x.device}")
         descs = [_desc(t, f"{type(self).__name__}.{n}") for t, n in zip(tensors, names)]
         precision = self.precision or _AUTO_PRECISION[descs[0][1]]
-        key = (tuple(descs), x.device.index, precision)
+        key = (tuple(descs), x.device.type, x.device.index, precision)
         kernel = self._kernels.get(key)
-        if kernel is None:
+        if kernel is None:  # CPU tensors: the LLVM CPU backend (docs/cpu.md)
             kernel = _compile(make_spec(descs, precision), arch=self.arch, config=self.config,
-                              device=x.device)
+                              device="cpu" if x.device.type == "cpu" else x.device)
             self._kernels[key] = kernel
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             if not self._warned_autograd:
