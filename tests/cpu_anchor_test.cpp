@@ -180,6 +180,27 @@ TEST(CpuAnchor, Conv2dGeometry) {
   check_graph(conv(cases[1]), "conv case 1, 6x16 tiles kc 5", "cpu_tile=6x16,cpu_kc=5");
 }
 
+// Output rows at least one panel wide (OW >= NR): panels that straddle two
+// output rows take the two-row masked-load im2col path.
+TEST(CpuAnchor, Conv2dWideRows) {
+  std::vector<ConvCase> cases = {
+      {{1, 3, 9, 40}, {6, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},          // OW 40, same padding
+      {{2, 2, 7, 37}, {5, 2, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1}, false},   // OW 35, no padding
+      {{1, 3, 11, 50}, {4, 3, 3, 3}, {{2, 1}, {1, 1}, {1, 1}, 1}},         // stride 2 along h only
+      {{1, 4, 12, 34}, {6, 2, 3, 3}, {{1, 1}, {2, 0}, {2, 1}, 2}},         // dilation along h, groups
+      {{1, 3, 5, 64}, {4, 3, 5, 5}, {{1, 1}, {2, 2}, {1, 1}, 1}},          // OW 64: exactly two panels
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    check_graph(conv(cases[i]), "wide conv case " + std::to_string(i));
+    check_graph(conv(cases[i]), "wide conv case " + std::to_string(i) + ", 6x16 tiles kc 7", "cpu_tile=6x16,cpu_kc=7");
+  }
+  for (Precision p : {Precision::BF16, Precision::F16}) {
+    ConvCase c = cases[0];
+    c.p = p;
+    check_graph(conv(c), std::string("wide conv ") + std::string(precision_name(p)));
+  }
+}
+
 TEST(CpuAnchor, Conv2dHalfPrecisions) {
   for (Precision p : {Precision::BF16, Precision::F16}) {
     ConvCase c{{2, 6, 10, 9}, {12, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}, true, p};

@@ -337,41 +337,54 @@ class AnchorLowering {
         }, "pb.j");
       }, "pb.k");
     };
-    if (geo_.sw != 1) return any_pixels();
-    // Stride 1 along w and the panel's pixels on one output row: each tap
-    // reads a contiguous run of the input row, masked at the borders.
+    if (geo_.sw != 1 || geo_.dw != 1 || geo_.ow < nr) return any_pixels();
+    // Stride 1 along w and a full panel of at most two output rows (OW >= NR):
+    // each tap reads a contiguous run of input row `oh` for the panel's first
+    // `split` columns and of row oh + 1 for the rest, masked at the borders.
     Value* oh = b_.CreateUDiv(col0, c(geo_.ow), "oh");
     Value* ow0 = b_.CreateURem(col0, c(geo_.ow), "ow0");
-    Value* one_row = b_.CreateICmpSLE(add(ow0, c(nr)), c(geo_.ow), "one.row");
-    kf_.if_then(one_row, [&] {
+    Value* split = b_.CreateSub(c(geo_.ow), ow0, "split");  // columns on row oh
+    Value* full = b_.CreateICmpSLE(add(col0, c(nr)), c(view_.cols), "full.panel");
+    kf_.if_then(full, [&] {
       const int lanes = bl_.micro.lanes;
       const DType dt = kf_.buffer_dtype(b_ref_);
       llvm::FixedVectorType* vt = raw_vector(dt);
       const auto n = static_cast<unsigned>(lanes);
-      std::vector<llvm::Constant*> steps;
-      for (int l = 0; l < lanes; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(l)));
-      Value* step = llvm::ConstantVector::get(steps);
+      const llvm::Align align(dt == DType::F32 ? 4 : 2);
+      auto splat = [&](Value* v) { return b_.CreateVectorSplat(n, v); };
+      // Not inbounds: masked-off lanes may point outside the input.
+      auto masked_load = [&](Value* offset, Value* mask) {
+        Value* at = b_.CreateBitCast(b_.CreateGEP(vt->getElementType(), kf_.buffer(b_ref_), offset),
+                                     vt->getPointerTo());
+        return b_.CreateMaskedLoad(vt, at, align, mask, llvm::Constant::getNullValue(vt));
+      };
       kf_.loop(c(0), kc, 1, [&](Value* k) {
         const Tap t = tap_of(add(pc, k));
         Value* ih = b_.CreateAdd(mul(oh, geo_.sh), t.ih0, "ih");
+        Value* ih2 = b_.CreateAdd(ih, c(geo_.sh), "ih2");
         Value* row_ok = b_.CreateICmpULT(ih, c(geo_.h), "row.ok");
+        Value* row2_ok = b_.CreateICmpULT(ih2, c(geo_.h), "row2.ok");
         Value* iw = b_.CreateAdd(ow0, t.iw0, "iw");  // lane 0's input column
         Value* src = b_.CreateAdd(t.channel, b_.CreateAdd(b_.CreateMul(ih, c(geo_.w)), iw));
+        // Row oh + 1 starts at ow = 0, i.e. input column t.iw0, at panel column `split`.
+        Value* src2 = b_.CreateSub(b_.CreateAdd(t.channel, b_.CreateAdd(b_.CreateMul(ih2, c(geo_.w)), t.iw0)), split);
         Value* dst = add(panel, mul(k, nr));
         for (int g = 0; g < nr / lanes; ++g) {
-          Value* cols = b_.CreateAdd(b_.CreateVectorSplat(n, b_.CreateAdd(iw, c(g * lanes))), step);
-          Value* mask = b_.CreateAnd(b_.CreateICmpULT(cols, b_.CreateVectorSplat(n, c(geo_.w))),
-                                     b_.CreateVectorSplat(n, row_ok), "mask");
-          // Not inbounds: masked-off lanes may point outside the input.
-          Value* at = b_.CreateBitCast(
-              b_.CreateGEP(vt->getElementType(), kf_.buffer(b_ref_), b_.CreateAdd(src, c(g * lanes))),
-              vt->getPointerTo());
-          Value* v = widen(dt, b_.CreateMaskedLoad(vt, at, llvm::Align(dt == DType::F32 ? 4 : 2), mask,
-                                                   llvm::Constant::getNullValue(vt)));
+          std::vector<llvm::Constant*> js;
+          for (int l = 0; l < lanes; ++l) js.push_back(b_.getInt64(static_cast<uint64_t>(g * lanes + l)));
+          Value* j = llvm::ConstantVector::get(js);
+          Value* first = b_.CreateICmpSLT(j, splat(split), "first.row");
+          Value* in1 = b_.CreateICmpULT(b_.CreateAdd(splat(iw), j), splat(c(geo_.w)));
+          Value* in2 = b_.CreateICmpULT(b_.CreateSub(b_.CreateAdd(splat(t.iw0), j), splat(split)), splat(c(geo_.w)));
+          Value* mask1 = b_.CreateAnd(b_.CreateAnd(first, in1), splat(row_ok));
+          Value* mask2 = b_.CreateAnd(b_.CreateAnd(b_.CreateNot(first), in2), splat(row2_ok));
+          Value* v1 = masked_load(b_.CreateAdd(src, c(g * lanes)), mask1);
+          Value* v2 = masked_load(b_.CreateAdd(src2, c(g * lanes)), mask2);
+          Value* v = widen(dt, b_.CreateSelect(first, v1, v2));
           Value* out = b_.CreateBitCast(gep(b_pack_, add(dst, c(g * lanes))), v->getType()->getPointerTo());
           b_.CreateAlignedStore(v, out, llvm::Align(64));
         }
-      }, "pb.row.k");
+      }, "pb.rows.k");
     }, any_pixels);
   }
 
