@@ -16,6 +16,7 @@
 #   bench     bench/bench.py against PyTorch (BENCH_ARGS passes options)
 #   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
 #   convbench bench/bench_conv.py: conv chains against cuDNN / PyTorch (CONV_BENCH_ARGS)
+#   normbench bench/bench_norm.py: group norm / row reduction chains against PyTorch (NORM_BENCH_ARGS)
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
@@ -166,6 +167,12 @@ stage_convbench() {
   export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
   PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_conv.py --out "$out" ${CONV_BENCH_ARGS:-} 2>&1 | tee "$out/bench_conv.log" | tail -60
   note "conv bench: rc=${PIPESTATUS[0]}"
+}
+
+stage_normbench() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_norm.py --out "$out" --fusejit-bin "$PWD/$build/fusejit" ${NORM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_norm.log" | tail -60
+  note "norm bench: rc=${PIPESTATUS[0]}"
 }
 
 stage_bench() {
