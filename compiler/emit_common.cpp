@@ -157,7 +157,11 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
   f.name = name;
   f.prefix = std::string("__device__ __forceinline__ ") + (tree.result >= 0 ? "float" : "void");
   f.params = "const Params& p";
-  if (tree.has_source) f.params += ", float src";
+  if (tree.sources.size() > 1) {
+    for (ValueId v : tree.sources) f.params += ", float src_" + std::to_string(v);
+  } else if (tree.has_source) {
+    f.params += ", float src";
+  }
   if (rank) f.params += ", " + coord_params(rank);
   const Graph& g = ctx_.g;
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
@@ -166,7 +170,7 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
     std::string args;
     for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
     switch (n.kind) {
-      case EpiNode::Kind::Source: vars[i] = "src"; break;
+      case EpiNode::Kind::Source: vars[i] = tree.sources.size() > 1 ? "src_" + std::to_string(n.value) : "src"; break;
       case EpiNode::Kind::Constant:
         vars[i] = v;
         f.body.push_back("const float " + v + " = " + float_literal(g.node(n.value).constant_value()) + ";");

@@ -1,6 +1,6 @@
 // Emitters for the kernels that run over materialized tensors: pointwise
-// groups, reductions (and global average pool), softmax / log_softmax, and
-// 2-D / 1-D pooling. Each fuses the elementwise consumers of its result into
+// groups, reductions (and global average pool), softmax / log_softmax,
+// group / instance / layer norm, and 2-D / 1-D pooling. Each fuses the elementwise consumers of its result into
 // its store (the kernel's region).
 #include <algorithm>
 #include <limits>
@@ -195,6 +195,58 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }
 
+// group / instance / layer norm: one row per (sample, group), normalized by
+// fj::norm_rows; the store applies weight and bias, then the fused consumers.
+Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const NormGeometry geo = norm_geometry(g, kp.root);
+  if (geo.len > kIntMax) return Error("codegen: a norm row longer than 2^31");
+  const RowConfig& cfg = ctx.heur.row;
+  int group = cfg.group_for(geo.len);
+  if (group > 32) group = cfg.threads;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + ", rows of " +
+              std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row";
+  s.constants.push_back({"kRows", geo.rows, "rows (sample x group)"});
+  s.constants.push_back({"kLen", geo.len, "elements per row (contiguous)"});
+  const bool affine = r.operands.size() > 1;
+  if (affine) {
+    s.constants.push_back({"kAffineSpan", geo.affine_span, "elements per sample covered by weight/bias"});
+    s.constants.push_back({"kAffineDiv", geo.affine_div, "elements per weight/bias entry"});
+  }
+  const std::string in = em.load_param(x);
+  std::vector<std::string> affine_params;
+  for (size_t k = 1; k < r.operands.size(); ++k) affine_params.push_back(em.load_param(r.operands[k]));
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the result and its fused consumers, at output coordinates");
+  const bool wide = numel(xs) > kIntMax;
+  const std::string I = wide ? "long long" : "int";
+  std::vector<std::string> run = {
+      "fj::norm_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ">(",
+      "    kRows, kLen, " + float_literal(r.attr_float("eps")) + ",",
+      "[&](long long o) -> long long { return o * kLen; },",
+      "[&](long long b, int r) -> float { return fj::load_as_float(" + in + ", b + r); },",
+      "[&](long long o, long long b, int r, float v) {",
+      "const " + I + " off = (" + I + ")(b + r);"};
+  if (affine) {
+    run.push_back("const int a = (int)(off % kAffineSpan / kAffineDiv);");
+    std::string v = "v * fj::load_as_float(" + affine_params[0] + ", a)";
+    if (affine_params.size() > 1) v += " + fj::load_as_float(" + affine_params[1] + ", a)";
+    run.push_back("v = " + v + ";");
+  }
+  append(run, decompose_index("off", xs, "i", I));
+  run.push_back(post_call(post, "v", static_cast<int>(xs.size())));
+  run.push_back("});");
+  const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
+  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+}
+
 Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -261,35 +313,44 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
   return finish_kernel(em, kp, element_loop(os, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
 }
 
-// Combines the per-tile partials an anchor epilogue stored for a row
-// reduction over a wide N, then runs the reduction's consumers.
+// Combines the per-tile partials the anchor epilogue stored for each row
+// reduction over a wide N (one thread per row, all of them), then runs
+// their consumers with the finished values in registers.
 Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
-  const Node& r = g.node(kp.root);
-  const PartialBuffers& pb = plan.partials.at(kp.root);
+  const std::vector<ValueId> finishes = kp.finishes.empty() ? std::vector<ValueId>{kp.root} : kp.finishes;
+  const PartialBuffers& first = plan.partials.at(finishes[0]);
   const AnchorGeometry geo = analyze_anchor(g, plan.kernels[0].root);
-  const Shape& domain = r.type.shape;
+  const Shape& domain = kp.region.domain;
   const PointwiseConfig& cfg = ctx.heur.pointwise;
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
-  s.comment = kp.name + ": finishes " + g.describe(kp.root) + " from " + std::to_string(pb.tiles) +
-              " per-tile partials per row";
-  s.constants.push_back({"kNumel", pb.rows, "rows"});
-  s.constants.push_back({"kTiles", pb.tiles, "column tiles of the anchor"});
+  std::string what;
+  for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + g.describe(r);
+  s.comment = kp.name + ": finishes " + what + " from " + std::to_string(first.tiles) + " per-tile partials per row";
+  s.constants.push_back({"kNumel", first.rows, "rows"});
+  s.constants.push_back({"kTiles", first.tiles, "column tiles of the anchor"});
   s.constants.push_back({"kReduced", geo.n * geo.groups, "elements reduced per row"});
-  const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, false);
-  const std::string maxima = pb.maxima >= 0 ? em.buffer_param({BufferKind::Scratch, pb.maxima}, false) : "";
-  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
-                                        "the result and its fused consumers, at output coordinates");
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, finishes, -1, true), "fj_post",
+                                        "the results and their fused consumers, at output coordinates");
   const std::string at = "(long long)t * kNumel + e";
-  const std::string op = r.op == OpKind::Max ? "fj::MaxOp" : r.op == OpKind::Min ? "fj::MinOp"
-                         : r.op == OpKind::LogSumExp ? "fj::LogSumExpOp" : "fj::SumOp";
-  const std::vector<std::string> inner = {
-      "const float v = fj::combine_partials<" + op + ", kTiles>([&](int t) { return " + sums + "[" + at + "]; },",
-      "    [&](int t) { return " + (maxima.empty() ? std::string("0.f") : maxima + "[" + at + "]") + "; });",
-      post_call(post, r.op == OpKind::Mean ? "v / (float)kReduced" : "v", static_cast<int>(domain.size()))};
-  const unsigned grid = grid_for(pb.rows, cfg.threads, cfg.max_blocks);
+  std::vector<std::string> inner;
+  std::string args;
+  for (ValueId r : finishes) {
+    const PartialBuffers& pb = plan.partials.at(r);
+    const OpKind op = g.node(r).op;
+    const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, false);
+    const std::string maxima = pb.maxima >= 0 ? em.buffer_param({BufferKind::Scratch, pb.maxima}, false) : "";
+    const std::string v = "v" + std::to_string(r);
+    inner.push_back("const float " + v + " = fj::combine_partials<" + reduce_op(op) + ", kTiles>([&](int t) { return " +
+                    sums + "[" + at + "]; },");
+    inner.push_back("    [&](int t) { return " + (maxima.empty() ? std::string("0.f") : maxima + "[" + at + "]") +
+                    "; })" + (op == OpKind::Mean ? " / (float)kReduced;" : ";"));
+    args += (args.empty() ? "" : ", ") + v;
+  }
+  inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
+  const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
   return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
 }
 
@@ -303,6 +364,7 @@ Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan&
     case KernelKind::Pool2d:
     case KernelKind::Pool1d: return emit_pool(ctx, plan, index);
     case KernelKind::RowFinish: return emit_row_finish(ctx, plan, index);
+    case KernelKind::Norm: return emit_norm(ctx, plan, index);
     case KernelKind::Anchor: break;
   }
   return Error("codegen: internal error: anchor kernel passed to the fallback emitter");

@@ -9,8 +9,8 @@ namespace {
 
 class TreeBuilder {
  public:
-  TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source)
-      : ctx_(ctx), plan_(plan), region_(region), source_(source) {}
+  TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, std::vector<ValueId> sources)
+      : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)) {}
 
   EpilogueTree tree;
 
@@ -18,7 +18,7 @@ class TreeBuilder {
     if (auto it = memo_.find(v); it != memo_.end()) return it->second;
     const Node& n = ctx_.node(v);
     int id;
-    if (v == source_) {
+    if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
       tree.has_source = true;
       id = add({EpiNode::Kind::Source, v, {}, {}});
       if (is_anchor(n.op)) {  // the accumulator; the anchor adds its bias
@@ -53,7 +53,7 @@ class TreeBuilder {
   const PlanContext& ctx_;
   const Plan& plan_;
   const Region& region_;
-  ValueId source_;
+  std::vector<ValueId> sources_;
   std::map<ValueId, int> memo_;
 
   bool in_region(ValueId v) const {
@@ -67,15 +67,22 @@ class TreeBuilder {
 
 }  // namespace
 
-EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
-                                 ValueId result, bool with_stores) {
-  TreeBuilder b(ctx, plan, region, source);
+EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
+                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores) {
+  TreeBuilder b(ctx, plan, region, sources);
   b.tree.domain = region.domain;
-  if (source >= 0) b.visit(source);  // the source is evaluated even if only stored
+  if (sources.size() > 1) b.tree.sources = sources;
+  for (ValueId s : sources) b.visit(s);  // sources are evaluated even if only stored
   if (with_stores)
     for (ValueId v : region.stores) b.store(v);
   if (result >= 0) b.tree.result = b.visit(result);
   return b.tree;
+}
+
+EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
+                                 ValueId result, bool with_stores) {
+  return build_epilogue_tree(ctx, plan, region, source >= 0 ? std::vector<ValueId>{source} : std::vector<ValueId>{},
+                             result, with_stores);
 }
 
 }  // namespace fusejit::cg

@@ -26,6 +26,9 @@ struct EpilogueTree {
   std::vector<EpiNode> nodes;  // in evaluation order
   int result = -1;             // node whose value the composed function returns, or -1
   bool has_source = false;     // the composed function takes the source value (`src`)
+  // With more than one source (a row-finish kernel's finished reductions):
+  // the composed function takes `float src_<value>` for each, in this order.
+  std::vector<ValueId> sources;
 };
 
 // The tree for `region`: `source` (or -1) arrives in a register — for the
@@ -34,5 +37,8 @@ struct EpilogueTree {
 // the region is included when `with_stores`.
 EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
                                  ValueId result, bool with_stores);
+// The same with several values arriving in registers (none an anchor).
+EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
+                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores);
 
 }  // namespace fusejit::cg

@@ -1,7 +1,9 @@
 // Pass: kernels for everything the anchor kernel did not take, in graph
 // order. Elementwise nodes group into pointwise kernels by shape; a reduction,
-// softmax or pool gets a kernel of its own that reads its input from memory,
-// and the elementwise nodes that consume its result fuse into its store.
+// softmax, norm (group / instance / layer) or pool gets a kernel of its own that reads its input from memory,
+// and the elementwise nodes that consume its result fuse into its store. The
+// partial row reductions of the anchor (of one shape) share one RowFinish
+// kernel, which runs the consumers of all of them.
 // Leaf expressions get a kernel only when something needs them in memory
 // (a graph output, or the input of a reduction/softmax/pool).
 #include "compiler/passes.h"
@@ -13,6 +15,7 @@ KernelKind kind_for(OpKind op) {
   switch (op_category(op)) {
     case OpCategory::Reduction: return KernelKind::Reduce;
     case OpCategory::Normalize: return KernelKind::Softmax;
+    case OpCategory::Norm: return KernelKind::Norm;  // batch_norm is lowered to elementwise ops before planning
     default: break;
   }
   if (op == OpKind::GlobalAvgPool) return KernelKind::Reduce;
@@ -55,9 +58,18 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
     k.region.domain = n.type.shape;
     if (k.kind == KernelKind::Pointwise) {
       k.region.nodes.push_back(v);
+    } else if (k.kind == KernelKind::RowFinish) {
+      // One kernel finishes every partial row reduction of this shape (their
+      // inputs are all in the anchor kernel, so none depends on another).
+      k.root = v;
+      for (const auto& [r, pb] : plan.partials)
+        if (!ctx.placed(r) && ctx.node(r).type.shape == n.type.shape) {
+          k.finishes.push_back(r);
+          ctx.kernel_of[static_cast<size_t>(r)] = index;
+        }
     } else {
       k.root = v;
-      if (k.kind == KernelKind::Softmax && ctx.kernel_of[static_cast<size_t>(n.operands[0])] == 0)
+      if ((k.kind == KernelKind::Softmax || k.kind == KernelKind::Norm) && ctx.kernel_of[static_cast<size_t>(n.operands[0])] == 0)
         k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) +
                           " not fused into the anchor epilogue: it needs its whole row before writing any "
                           "element; a row kernel normalizes the materialized input");
@@ -65,8 +77,8 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
     ctx.kernel_of[i] = index;
     plan.kernels.push_back(std::move(k));
     KernelPlan& placed = plan.kernels.back();
-    std::vector<ValueId> sources;
-    if (placed.root >= 0) sources.push_back(placed.root);
+    std::vector<ValueId> sources = placed.finishes;
+    if (placed.root >= 0 && sources.empty()) sources.push_back(placed.root);
     grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
   }
   return Status::success();

@@ -74,6 +74,24 @@ int RowConfig::group_for(int64_t row_len) const {
   return g;
 }
 
+NormGeometry norm_geometry(const Graph& g, ValueId norm) {
+  const Node& n = g.node(norm);
+  const Shape& xs = g.node(n.operands[0]).type.shape;
+  NormGeometry geo;
+  if (n.op == OpKind::LayerNorm) {
+    geo.len = numel(n.attr_ints("normalized_shape"));
+    geo.affine_span = geo.len;
+  } else {  // group / instance norm over [N, C, *]
+    const int64_t inner = numel(Shape(xs.begin() + 2, xs.end()));
+    const int64_t groups = n.op == OpKind::GroupNorm ? n.attr_int("num_groups") : xs[1];
+    geo.len = xs[1] / groups * inner;
+    geo.affine_span = xs[1] * inner;
+    geo.affine_div = inner;
+  }
+  geo.rows = numel(xs) / geo.len;
+  return geo;
+}
+
 std::string_view kernel_kind_name(KernelKind k) {
   switch (k) {
     case KernelKind::Anchor: return "anchor";
@@ -83,6 +101,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Pool2d: return "pool2d";
     case KernelKind::Pool1d: return "pool1d";
     case KernelKind::RowFinish: return "row-finish";
+    case KernelKind::Norm: return "norm";
   }
   return "?";
 }

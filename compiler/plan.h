@@ -126,13 +126,22 @@ struct Region {
   std::vector<ValueId> stores;  // values written to memory (set by assign_buffers)
 };
 
-enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish };
+enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish, Norm };
 std::string_view kernel_kind_name(KernelKind);
+
+// A group / instance / layer norm as rows: x is `rows` contiguous runs of
+// `len` elements (one per sample and group); element `off` of x (flat) has
+// the affine index (off % affine_span) / affine_div.
+struct NormGeometry {
+  int64_t rows = 0, len = 1, affine_span = 1, affine_div = 1;
+};
+NormGeometry norm_geometry(const Graph& g, ValueId norm);
 
 // A pool or row reduction done inside the anchor's epilogue, with the
 // elementwise consumers of its result fused into its store. A `partial` row
 // reduction (N wider than a tile) stores one partial per (row, column tile)
-// instead; a RowFinish kernel combines them and runs the consumers.
+// instead; one RowFinish kernel combines the partials of every such
+// reduction and runs their consumers.
 struct FusedTail {
   ValueId op = -1;
   Region post;  // domain: the tail op's output shape (empty for partial tails)
@@ -150,6 +159,9 @@ struct PartialBuffers {
 struct KernelPlan {
   KernelKind kind = KernelKind::Pointwise;
   ValueId root = -1;  // anchor / reduction / softmax / pool node; -1 for pointwise
+  // RowFinish: every partial row reduction it completes (root is the first),
+  // all of the same output shape; the region runs their consumers.
+  std::vector<ValueId> finishes;
   // Anchor: the epilogue on the anchor output. Pointwise: its nodes.
   // Reduce/Softmax/Pool: consumers of the root, fused into its store.
   Region region;

@@ -44,7 +44,10 @@ std::string plan_text(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const KernelPlan& kp = plan.kernels[k];
     s << "kernel " << k << " " << kp.name << " [" << kernel_kind_name(kp.kind) << "]";
-    if (kp.root >= 0) s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
+    if (kp.finishes.size() > 1)
+      s << " " << values(g, kp.finishes) << " " << g.node(kp.root).type.str();
+    else if (kp.root >= 0)
+      s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
     if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Wgmma)
       s << ", wgmma " << kp.mma_kind << " tile " << kp.wgmma.str();
     else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma)
@@ -52,7 +55,12 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     else if (kp.kind == KernelKind::Anchor)
       s << ", tile " << kp.tile.str();
     if (kp.kind == KernelKind::RowFinish) {
-      s << ", reads per-tile partials from scratch " << plan.partials.at(kp.root).sums;
+      s << ", reads per-tile partials from scratch";
+      for (ValueId r : kp.finishes) {
+        const PartialBuffers& pb = plan.partials.at(r);
+        s << (r == kp.finishes[0] ? " " : ", ") << pb.sums;
+        if (pb.maxima >= 0) s << ", " << pb.maxima;
+      }
     } else if (kp.root >= 0 && kp.kind != KernelKind::Anchor) {
       const ValueId in = g.node(kp.root).operands[0];
       auto it = plan.buffer.find(in);
@@ -114,8 +122,11 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
     if (kp.region.nodes.empty() && !kp.region.stores.empty()) tail = "_" + std::to_string(kp.region.stores[0]);
   } else {
     const Node& r = g.node(kp.root);
-    name += "_" + (op_category(r.op) == OpCategory::Pool ? pool_label(kp.root) : std::string(op_name(r.op)));
-    if (kp.kind == KernelKind::RowFinish) name += "_finish";
+    if (kp.finishes.size() > 1)
+      name += "_row_finish";  // several reductions finished together
+    else
+      name += "_" + (op_category(r.op) == OpCategory::Pool ? pool_label(kp.root) : std::string(op_name(r.op)));
+    if (kp.kind == KernelKind::RowFinish && kp.finishes.size() <= 1) name += "_finish";
     tail = ops(kp.region.nodes);
   }
   if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";

@@ -164,7 +164,11 @@ Expected<SimplifiedGraph> simplify_for_codegen(const Graph& g, const std::string
     if (item == "simplify=1") on = true;
   }
   SimplifiedGraph out;
-  out.graph = on ? simplify_verified(g, &out.notes) : g;
+  Graph lowered;
+  bool changed = false;
+  if (Status s = simplify::lower_batch_norms(g, lowered, changed, &out.notes); !s) return s.error();
+  const Graph& planned = changed ? lowered : g;
+  out.graph = on ? simplify_verified(planned, &out.notes) : planned;
   return out;
 }
 

@@ -94,4 +94,9 @@ bool eliminate_common_subexpressions(const Graph& g, Graph& out, std::vector<std
 // order: the kernel ABI indexes them). Returns how many were dropped.
 int remove_dead_values(Graph& g);
 
+// simplify_batch_norm.cpp: batch_norm (inference) -> sub / mul / add with
+// rsqrt of the running variance, its [C] operands viewed as [C, 1, ...]; the
+// result is prepared. Run before planning whether or not simplify is on.
+Status lower_batch_norms(const Graph& g, Graph& out, bool& changed, std::vector<std::string>* notes);
+
 }  // namespace fusejit::simplify

@@ -71,7 +71,7 @@ Status normalize_attrs(Graph& g) {
     }
     if (info.category == OpCategory::Pool && info.find_attr("stride") && !n.attrs.count("stride"))
       n.attrs["stride"] = n.attrs.at("kernel_size");
-    for (const char* key : {"kernel_size", "stride", "dilation", "groups"})
+    for (const char* key : {"kernel_size", "stride", "dilation", "groups", "num_groups", "normalized_shape"})
       if (Status s = check_min(g, id, key, 1); !s) return s;
     if (Status s = check_min(g, id, "padding", 0); !s) return s;
     if (n.op == OpKind::Gelu) {
@@ -86,6 +86,10 @@ Status normalize_attrs(Graph& g) {
         return node_error(g, id, std::string("'") + lo + "' (" + attr_str(n.attrs.at(lo)) + ") is greater than '" +
                                      hi + "' (" + attr_str(n.attrs.at(hi)) + ")");
     }
+    if (info.find_attr("eps") && !(n.attr_float("eps") >= 0.0))
+      return node_error(g, id, "'eps' must be non-negative, got " + attr_str(n.attrs.at("eps")));
+    if (n.op == OpKind::LayerNorm && n.attr_ints("normalized_shape").empty())
+      return node_error(g, id, "'normalized_shape' must name at least one dim");
     if (n.op == OpKind::Softplus && n.attr_float("beta") == 0.0)
       return node_error(g, id, "'beta' must not be 0");
   }

@@ -167,6 +167,30 @@ Value Value::avg_pool1d(const Pool1dOptions& o) const {
                                    {"count_include_pad", o.count_include_pad}});
 }
 
+Value Value::norm(OpKind op, std::vector<Value> operands, std::optional<Value> weight, std::optional<Value> bias,
+                  AttrMap attrs) const {
+  if (!builder_) return {};
+  operands.insert(operands.begin(), *this);
+  if (weight) operands.push_back(*weight);
+  if (bias) {
+    if (!weight) operands.push_back(builder_->constant(1.0));  // rejected by shape inference: needs weight
+    operands.push_back(*bias);
+  }
+  return builder_->op(op, operands, std::move(attrs));
+}
+Value Value::group_norm(int64_t groups, std::optional<Value> w, std::optional<Value> b, double eps) const {
+  return norm(OpKind::GroupNorm, {}, w, b, {{"num_groups", groups}, {"eps", eps}});
+}
+Value Value::instance_norm(std::optional<Value> w, std::optional<Value> b, double eps) const {
+  return norm(OpKind::InstanceNorm, {}, w, b, {{"eps", eps}});
+}
+Value Value::layer_norm(std::vector<int64_t> shape, std::optional<Value> w, std::optional<Value> b, double eps) const {
+  return norm(OpKind::LayerNorm, {}, w, b, {{"normalized_shape", std::move(shape)}, {"eps", eps}});
+}
+Value Value::batch_norm(Value mean, Value var, std::optional<Value> w, std::optional<Value> b, double eps) const {
+  return norm(OpKind::BatchNorm, {mean, var}, w, b, {{"eps", eps}});
+}
+
 Value operator+(Value a, Value b) { return a.add(b); }
 Value operator-(Value a, Value b) { return a.sub(b); }
 Value operator*(Value a, Value b) { return a.mul(b); }

@@ -94,6 +94,18 @@ std::vector<OpInfo> build_table() {
   add(OpKind::LogSoftmax, C::Normalize, 1, 1, {"x"}, {req("dim", K::Int, "the normalized dim")},
       "x - logsumexp(x) along dim");
 
+  const AttrSpec eps = opt("eps", K::Float, 1e-5, "added to the variance before the square root");
+  add(OpKind::GroupNorm, C::Norm, 1, 3, {"x", "weight", "bias"},
+      {req("num_groups", K::Int, "groups of C / num_groups consecutive channels"), eps},
+      "x [N,C,*] normalized over each (sample, group of channels), then * weight[C] + bias[C]");
+  add(OpKind::InstanceNorm, C::Norm, 1, 3, {"x", "weight", "bias"}, {eps},
+      "x [N,C,*] normalized over each (sample, channel), then * weight[C] + bias[C]");
+  add(OpKind::LayerNorm, C::Norm, 1, 3, {"x", "weight", "bias"},
+      {req("normalized_shape", K::Ints, "the trailing dims normalized together"), eps},
+      "x normalized over its trailing normalized_shape dims, then * weight + bias (both of that shape)");
+  add(OpKind::BatchNorm, C::Norm, 3, 5, {"x", "running_mean", "running_var", "weight", "bias"}, {eps},
+      "inference: (x - running_mean[c]) / sqrt(running_var[c] + eps) * weight[c] + bias[c], c = dim 1");
+
   add(OpKind::MaxPool2d, C::Pool, 1, 1, {"x"},
       {req("kernel_size", K::Pair, "window"), derived("stride", K::Pair, "step (default: kernel_size)"),
        opt("padding", K::Pair, pair(0), "implicit -inf padding"), opt("dilation", K::Pair, pair(1), "tap spacing"),

@@ -75,6 +75,7 @@ class Inference {
       case OpCategory::Reduction: return reduction(id);
       case OpCategory::Normalize: return normalize(id);
       case OpCategory::Pool: return pool(id);
+      case OpCategory::Norm: return norm(id);
     }
     return {};
   }
@@ -229,6 +230,42 @@ class Inference {
       return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
                          "-D input " + shape_str(x.shape));
     n.attrs["dim"] = d;
+    n.type = x;
+    return {};
+  }
+
+  // group_norm / instance_norm / batch_norm: x [N, C, *] with per-channel
+  // operands [C]; layer_norm: x [..., normalized_shape] with weight and bias
+  // of normalized_shape. The result has x's type.
+  Status norm(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    const int min_rank = n.op == OpKind::InstanceNorm ? 3 : 2;
+    Shape param;
+    if (n.op == OpKind::LayerNorm) {
+      param = n.attr_ints("normalized_shape");
+      const bool fits = param.size() <= x.shape.size() && std::equal(param.begin(), param.end(), x.shape.end() -
+                                                                     static_cast<std::ptrdiff_t>(param.size()));
+      if (!fits)
+        return err(id, "normalized_shape " + shape_str(param) + " does not match the trailing dims of x " +
+                           shape_str(x.shape));
+    } else {
+      if (x.rank() < min_rank)
+        return err(id, "input 'x' must be at least " + std::to_string(min_rank) + "-D [N, C" +
+                           (min_rank == 3 ? ", L, ...]" : ", ...]") + ", got " + shape_str(x.shape));
+      const int64_t c = x.shape[1];
+      param = {c};
+      if (n.op == OpKind::GroupNorm && c % n.attr_int("num_groups"))
+        return err(id, "num_groups=" + std::to_string(n.attr_int("num_groups")) + " must divide the " +
+                           std::to_string(c) + " channels of x " + shape_str(x.shape));
+    }
+    for (size_t k = 1; k < n.operands.size(); ++k) {
+      const TensorType& t = in(id, static_cast<int>(k));
+      if (t.shape != param)
+        return err(id, "operand " + operand(id, static_cast<int>(k)) + " must be " + shape_str(param) +
+                           (n.op == OpKind::LayerNorm ? " (normalized_shape)" : " (the channels, dim 1 of x)") +
+                           ", got " + shape_str(t.shape));
+    }
     n.type = x;
     return {};
   }

@@ -17,7 +17,7 @@ struct DenseCtx {
   const std::vector<NodePlan>& plans;
   std::vector<const float*> inputs;           // by ValueId (Input nodes)
   std::vector<std::vector<double>> buffers;   // by ValueId (computed nodes)
-  std::vector<std::vector<RowStats>> stats;   // by ValueId (normalize nodes)
+  std::vector<std::vector<RowStats>> stats;   // by ValueId (softmax and norm nodes)
 
   double value(ValueId v, int64_t idx) const {
     const NodePlan& p = plans[static_cast<size_t>(v)];
@@ -29,7 +29,6 @@ struct DenseCtx {
   const float* input_data(ValueId v) const { return inputs[static_cast<size_t>(v)]; }
 };
 
-int64_t normalize_rows(const NodePlan& p) { return p.normalize.dim_size ? p.numel / p.normalize.dim_size : 0; }
 
 std::string gib(int64_t bytes) {
   char buf[32];
@@ -44,7 +43,7 @@ int64_t peak_bytes(const Graph& g, const std::vector<NodePlan>& plans, const std
   for (size_t i = 0; i < plans.size(); ++i) {
     const NodePlan& p = plans[i];
     if (p.category == OpCategory::Leaf) continue;
-    int64_t stats = p.category == OpCategory::Normalize ? normalize_rows(p) * int64_t{sizeof(RowStats)} : 0;
+    int64_t stats = ref::has_row_stats(p) ? ref::stats_rows(p) * int64_t{sizeof(RowStats)} : 0;
     live += p.numel * 8;
     peak = std::max(peak, live + stats);
     for (ValueId o : p.operands) {
@@ -96,8 +95,8 @@ Expected<std::vector<std::vector<double>>> evaluate_reference(const Graph& g, co
     ValueId id = static_cast<ValueId>(i);
     // Anchors cost a dot product an element; the rest are cheap.
     int64_t grain = p.category == OpCategory::Anchor ? 64 : 1 << 14;
-    if (p.category == OpCategory::Normalize) {
-      int64_t rows = normalize_rows(p);
+    if (ref::has_row_stats(p)) {
+      int64_t rows = ref::stats_rows(p);
       ctx.stats[i].resize(static_cast<size_t>(rows));
       ref::parallel_chunks(rows, ref::balanced_grain(rows, threads, 256), threads, [&](int, int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) ctx.stats[i][static_cast<size_t>(r)] = ref::compute_row_stats(p, r, ctx);

@@ -14,11 +14,63 @@
 
 namespace fusejit::ref {
 
-// A softmax row: its max and sum(exp(x - max)).
+// A softmax row: its max and sum(exp(x - max)); a norm row (group, instance,
+// layer norm): its mean and 1 / sqrt(var + eps).
 struct RowStats {
   double max = 0;
   double sum = 0;
+  double mean = 0;
+  double rstd = 0;
 };
+
+// Whether a node keeps per-row statistics, and how many rows it has.
+inline bool has_row_stats(const NodePlan& p) {
+  return p.category == OpCategory::Normalize || (p.category == OpCategory::Norm && p.op != OpKind::BatchNorm);
+}
+inline int64_t stats_rows(const NodePlan& p) {
+  if (p.category == OpCategory::Norm) return p.norm.len ? p.numel / p.norm.len : 0;
+  return p.normalize.dim_size ? p.numel / p.normalize.dim_size : 0;
+}
+
+// Mean and biased variance of a norm row, two-pass in fp64 (a NaN or an
+// infinity anywhere makes both NaN, like PyTorch).
+template <class Ctx>
+RowStats compute_norm_stats(const NodePlan& p, int64_t row, Ctx& ctx) {
+  const NormPlan& q = p.norm;
+  const ValueId x = p.operands[0];
+  const int64_t first = row * q.len;
+  double sum = 0;
+  for (int64_t j = 0; j < q.len; ++j) sum += ctx.value(x, first + j);
+  RowStats s;
+  s.mean = sum / static_cast<double>(q.len);
+  double m2 = 0;
+  for (int64_t j = 0; j < q.len; ++j) {
+    const double d = ctx.value(x, first + j) - s.mean;
+    m2 += d * d;
+  }
+  s.rstd = 1.0 / std::sqrt(m2 / static_cast<double>(q.len) + q.eps);
+  return s;
+}
+
+// Element `idx` of a norm node: (x - mean) * rstd, then * weight + bias.
+template <class Ctx>
+double norm_at(const NodePlan& p, ValueId id, int64_t idx, Ctx& ctx) {
+  const NormPlan& q = p.norm;
+  const double x = ctx.value(p.operands[0], idx);
+  int64_t a;
+  double v;
+  if (p.op == OpKind::BatchNorm) {
+    a = (idx / q.inner) % q.channels;
+    v = (x - ctx.value(q.mean, a)) / std::sqrt(ctx.value(q.var, a) + q.eps);
+  } else {
+    const RowStats s = ctx.row_stats(id, idx / q.len);
+    a = (idx % (q.groups * q.len)) / q.affine_div;
+    v = (x - s.mean) * s.rstd;
+  }
+  if (q.weight >= 0) v *= ctx.value(q.weight, a);
+  if (q.bias >= 0) v += ctx.value(q.bias, a);
+  return v;
+}
 
 inline int64_t broadcast_index(const BroadcastMap& m, const std::vector<int64_t>& out_shape, int64_t idx) {
   if (m.identity) return idx;
@@ -63,6 +115,7 @@ inline void normalize_row(const NormalizePlan& q, int64_t idx, int64_t& row, int
 
 template <class Ctx>
 RowStats compute_row_stats(const NodePlan& p, int64_t row, Ctx& ctx) {
+  if (p.category == OpCategory::Norm) return compute_norm_stats(p, row, ctx);
   const NormalizePlan& q = p.normalize;
   int64_t first = (row / q.inner) * q.dim_size * q.inner + row % q.inner;
   ValueId x = p.operands[0];
@@ -223,6 +276,7 @@ double eval_at(const NodePlan& p, ValueId id, int64_t idx, Ctx& ctx) {
       return p.op == OpKind::Softmax ? std::exp(v) / s.sum : v - std::log(s.sum);
     }
     case OpCategory::Pool: return pool_at(p, idx, ctx);
+    case OpCategory::Norm: return norm_at(p, id, idx, ctx);
     case OpCategory::Leaf: break;
   }
   return nan_value();

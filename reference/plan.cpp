@@ -148,6 +148,30 @@ Status plan_anchor(const Graph& g, ValueId id, NodePlan& p) {
   return {};
 }
 
+void plan_norm(const Node& n, const Shape& in, NodePlan& p) {
+  NormPlan& q = p.norm;
+  q.eps = n.attr_float("eps");
+  const size_t k = n.operands.size();
+  if (n.op == OpKind::BatchNorm) {
+    q.mean = n.operands[1];
+    q.var = n.operands[2];
+    if (k > 3) q.weight = n.operands[3];
+    if (k > 4) q.bias = n.operands[4];
+  } else {
+    if (k > 1) q.weight = n.operands[1];
+    if (k > 2) q.bias = n.operands[2];
+  }
+  if (n.op == OpKind::LayerNorm) {
+    q.len = numel(n.attr_ints("normalized_shape"));
+    return;
+  }
+  q.channels = in[1];
+  q.inner = numel(Shape(in.begin() + 2, in.end()));
+  q.groups = n.op == OpKind::GroupNorm ? n.attr_int("num_groups") : q.channels;
+  q.len = q.channels / q.groups * q.inner;
+  q.affine_div = q.inner;
+}
+
 }  // namespace
 
 Expected<std::vector<NodePlan>> build_plans(const Graph& g) {
@@ -213,6 +237,12 @@ Expected<std::vector<NodePlan>> build_plans(const Graph& g) {
       case OpCategory::Pool:
         if (Status s = plan_pool(g, id, p); !s) return s.error();
         break;
+      case OpCategory::Norm: {
+        const Shape& in = g.node(n.operands[0]).type.shape;
+        if (n.op != OpKind::LayerNorm && in.size() < 2) return plan_error(g, id, "x needs a channel dim");
+        plan_norm(n, in, p);
+        break;
+      }
     }
   }
   return plans;

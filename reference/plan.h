@@ -29,6 +29,16 @@ struct NormalizePlan {
   int64_t dim_size = 1, inner = 1;  // x viewed as [outer, dim_size, inner]
 };
 
+// group/instance/layer norm: x viewed as rows of `len` contiguous elements
+// (one per sample and group), the affine index of flat element i being
+// (i % (groups * len)) / affine_div. batch_norm: channel (i / inner) % channels.
+struct NormPlan {
+  int64_t len = 1, groups = 1, affine_div = 1;
+  int64_t channels = 1, inner = 1;
+  double eps = 1e-5;
+  ValueId weight = -1, bias = -1, mean = -1, var = -1;
+};
+
 // 2-D pooling over the last two dims; 1-D pooling uses only the w fields (h = 1).
 struct PoolPlan {
   int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
@@ -59,6 +69,7 @@ struct NodePlan {
   BroadcastMap bcast[2];
   ReductionPlan reduction;
   NormalizePlan normalize;
+  NormPlan norm;
   PoolPlan pool;
   AnchorPlan anchor;
 };

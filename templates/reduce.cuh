@@ -1,4 +1,4 @@
-// fusejit/reduce.cuh — reductions and softmax for the fallback kernels (and
+// fusejit/reduce.cuh — reductions, softmax and norms for the fallback kernels (and
 // the ops the fused row reduction of epilogue.cuh shares).
 //
 // A "row" is the set of elements one output reduces: G consecutive threads
@@ -109,6 +109,32 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
     const float x = load(b, r);
     store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) / s);
   }
+}
+
+// group / instance / layer norm over a row: the mean, then the biased
+// variance as the mean of squared deviations (two passes in fp32), then
+// store(o, b, r, (x - mean) / sqrt(var + eps)) for each element r of row o
+// (the store applies the affine and the fused consumers).
+template <int G, int kBlock, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void norm_rows(long long rows, int len, float eps, const BaseF& base, const LoadF& load,
+                                          const StoreF& store) {
+  __shared__ float smem[kBlock / 32];
+  const long long o = group_row<G, kBlock>();
+  const int lane = threadIdx.x % G;
+  const bool active = o < rows;
+  const auto b = base(active ? o : 0);
+  const auto add = [](float x, float y) { return x + y; };
+  float s = 0.f;
+  for (int r = lane; r < len; r += G) s += load(b, r);
+  const float mean = group_combine<G, kBlock>(s, add, smem) / (float)len;
+  float m2 = 0.f;
+  for (int r = lane; r < len; r += G) {
+    const float d = load(b, r) - mean;
+    m2 += d * d;
+  }
+  const float rstd = 1.f / sqrtf(group_combine<G, kBlock>(m2, add, smem) / (float)len + eps);
+  if (!active) return;
+  for (int r = lane; r < len; r += G) store(o, b, r, (load(b, r) - mean) * rstd);
 }
 
 }  // namespace fj

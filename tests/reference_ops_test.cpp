@@ -275,9 +275,36 @@ std::vector<HandCase> anchor_cases() {
   return out;
 }
 
+// Per-sample norms (eps 1e-5, biased variance), worked out with Python's math.
+std::vector<HandCase> norm_cases() {
+  // A row [1, 2, 3]: mean 2, variance 2/3 -> (-1, 0, 1) / sqrt(2/3 + 1e-5).
+  const double r = 1.2247356859083902;
+  // The six values 1..6 (or 7..12) as one group: mean 3.5, variance 35/12.
+  const std::vector<double> six = {-1.4638475999719223, -0.8783085599831534, -0.29276951999438444,
+                                   0.29276951999438444, 0.8783085599831534,  1.4638475999719223};
+  std::vector<double> six_twice = six;
+  six_twice.insert(six_twice.end(), six.begin(), six.end());
+  return {
+      {"group_norm_one_group", kCube, {}, un([](Value v) { return v.group_norm(1); }), six_twice},
+      {"group_norm_per_channel", kCube, {}, un([](Value v) { return v.group_norm(2); }),
+       {-r, 0, r, -r, 0, r, -r, 0, r, -r, 0, r}},
+      {"instance_norm", kCube, {}, un([](Value v) { return v.instance_norm(); }), {-r, 0, r, -r, 0, r, -r, 0, r, -r, 0, r}},
+      // weight (1, 2, 3), bias (0.5, 0, -1) along the normalized dim.
+      {"layer_norm_affine", kRows, {{{3}, {1, 2, 3}}, {{3}, {0.5f, 0, -1}}},
+       [](GraphBuilder&, Value v, std::vector<Value>& e) { return v.layer_norm({3}, e.at(0), e.at(1)); },
+       {-r + 0.5, 0, 3 * r - 1, -r + 0.5, 0, 3 * r - 1}},
+      // running mean (1, 2), running var (4, 0.25) over channel dim 1 of [2, 2, 3].
+      {"batch_norm", kCube, {{{2}, {1, 2}}, {{2}, {4, 0.25f}}},
+       [](GraphBuilder&, Value v, std::vector<Value>& e) { return v.batch_norm(e.at(0), e.at(1)); },
+       {0.0, 0.49999937500117186, 0.9999987500023437, 3.9999200023999197, 5.99988000359988, 7.9998400047998395,
+        2.999996250007031, 3.4999956250082027, 3.999995000009375, 15.999680009599679, 17.999640010799638,
+        19.999600011999597}},
+  };
+}
+
 std::vector<HandCase> all_cases() {
   std::vector<HandCase> all;
-  for (auto list : {unary_cases(), binary_cases(), reduction_cases(), pool_cases(), anchor_cases()})
+  for (auto list : {unary_cases(), binary_cases(), reduction_cases(), pool_cases(), anchor_cases(), norm_cases()})
     for (auto& c : list) all.push_back(std::move(c));
   return all;
 }

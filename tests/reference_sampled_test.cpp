@@ -161,7 +161,20 @@ class RandomGraph {
           case 3: return v * v.min({d}, true);
           default: return d == rank - 1 ? v + v.sum({d}, true) : v + v.sum({d, rank - 1}, true);
         }
-      case 4: return pick(0, 1) ? v.softmax(d) : v.log_softmax(d);
+      case 4:
+        if (rank >= 3 && pick(0, 2) == 0) {  // a per-sample norm
+          switch (pick(0, 2)) {
+            case 0: return v.group_norm(1);
+            case 1: return v.instance_norm();
+            default: return v.layer_norm({shape_.back()});
+          }
+        }
+        if (rank >= 2 && pick(0, 3) == 0) {  // batch_norm with its own [C] statistics
+          Value mean = input(g, {shape_[1]}, InitKind::Normal);
+          Value var = input(g, {shape_[1]}, InitKind::Uniform01);  // a variance: >= 0
+          return v.batch_norm(mean, var);
+        }
+        return pick(0, 1) ? v.softmax(d) : v.log_softmax(d);
       case 5: return pool(v);
       default:
         if (rank == 4 && pick(0, 2) == 0) {

@@ -1,7 +1,8 @@
 // The kernels over materialized tensors, lowered to LLVM: pointwise groups,
-// reductions (and global average pool), softmax / log_softmax, 2-D / 1-D
-// pooling. Each runs its region (the fused elementwise consumers and their
-// stores) at every output coordinate, as the CUDA emitters do.
+// reductions (and global average pool), softmax / log_softmax, group /
+// instance / layer norm, 2-D / 1-D pooling. Each runs its region (the fused
+// elementwise consumers and their stores) at every output coordinate, as the
+// CUDA emitters do.
 #include <algorithm>
 #include <cmath>
 
@@ -179,6 +180,54 @@ Expected<CpuLaunch> lower_softmax(LowerContext& lc, const KernelPlan& kp) {
   return kf.finish(rows, grain_for(3 * len), std::string(op_name(r.op)) + " over rows of " + std::to_string(len));
 }
 
+// group / instance / layer norm: per row the mean, the biased variance as the
+// mean of squared deviations (two passes in fp32), then (x - mean) / sqrt(var
+// + eps) * weight + bias and the region at every element, as fj::norm_rows.
+Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const Node& r = g.node(kp.root);
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const NormGeometry geo = norm_geometry(g, kp.root);
+  const float eps = static_cast<float>(r.attr_float("eps"));
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const BufferRef in = lc.plan.buffer.at(x);
+  std::vector<BufferRef> affine;
+  for (size_t k = 1; k < r.operands.size(); ++k) affine.push_back(lc.plan.buffer.at(r.operands[k]));
+  Value* len_f = kf.f32(static_cast<double>(geo.len));
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
+    Value* base = b.CreateMul(o, kf.i64(geo.len), "", true, true);
+    auto offset = [&](Value* i) { return b.CreateAdd(base, i, "", true, true); };
+    Value* sum = kf.local(kf.f32(0), "sum");
+    kf.loop(0, geo.len, 1, [&](Value* i) {
+      b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), kf.load_f32(in, offset(i))), sum);
+    }, "k");
+    Value* mean = b.CreateFDiv(b.CreateLoad(kf.f32_type(), sum), len_f);
+    Value* m2 = kf.local(kf.f32(0), "m2");
+    kf.loop(0, geo.len, 1, [&](Value* i) {
+      Value* d = b.CreateFSub(kf.load_f32(in, offset(i)), mean);
+      b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), m2), b.CreateFMul(d, d)), m2);
+    }, "k");
+    Value* var = b.CreateFDiv(b.CreateLoad(kf.f32_type(), m2), len_f);
+    Value* rstd = b.CreateFDiv(kf.f32(1), kf.call_math("sqrtf", {b.CreateFAdd(var, kf.f32(eps))}));
+    kf.parallel_loop(kf.i64(0), kf.i64(geo.len), [&](Value* i) {
+      Value* off = offset(i);
+      Value* v = b.CreateFMul(b.CreateFSub(kf.load_f32(in, off), mean), rstd);
+      if (!affine.empty()) {
+        Value* a = b.CreateUDiv(b.CreateURem(off, kf.i64(geo.affine_span)), kf.i64(geo.affine_div));
+        v = b.CreateFMul(v, kf.load_f32(affine[0], a));
+        if (affine.size() > 1) v = b.CreateFAdd(v, kf.load_f32(affine[1], a));
+      }
+      emit_tree(kf, post, decompose(kf, off, xs), v);
+    }, "k");
+  }, "row");
+  return kf.finish(geo.rows, grain_for(3 * geo.len),
+                   std::string(op_name(r.op)) + " over rows of " + std::to_string(geo.len));
+}
+
 Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
   const Graph& g = lc.pc.g;
   const Node& r = g.node(kp.root);
@@ -271,6 +320,7 @@ Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index) {
     case KernelKind::Pointwise: return lower_pointwise(lc, kp);
     case KernelKind::Reduce: return lower_reduce(lc, kp);
     case KernelKind::Softmax: return lower_softmax(lc, kp);
+    case KernelKind::Norm: return lower_norm(lc, kp);
     case KernelKind::Pool2d:
     case KernelKind::Pool1d: return lower_pool(lc, kp);
     case KernelKind::RowFinish: return Error("cpu codegen: internal error: a row-finish kernel (no partials on the CPU)");

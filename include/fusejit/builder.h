@@ -110,6 +110,18 @@ class Value {
   Value max_pool1d(const Pool1dOptions& o) const;
   Value avg_pool1d(const Pool1dOptions& o) const;
 
+  // Per-sample norms (PyTorch's F.group_norm, F.instance_norm, F.layer_norm)
+  // and batch_norm in inference form; weight / bias are optional (a bias
+  // needs a weight: operands are positional).
+  Value group_norm(int64_t num_groups, std::optional<Value> weight = std::nullopt,
+                   std::optional<Value> bias = std::nullopt, double eps = 1e-5) const;
+  Value instance_norm(std::optional<Value> weight = std::nullopt, std::optional<Value> bias = std::nullopt,
+                      double eps = 1e-5) const;
+  Value layer_norm(std::vector<int64_t> normalized_shape, std::optional<Value> weight = std::nullopt,
+                   std::optional<Value> bias = std::nullopt, double eps = 1e-5) const;
+  Value batch_norm(Value running_mean, Value running_var, std::optional<Value> weight = std::nullopt,
+                   std::optional<Value> bias = std::nullopt, double eps = 1e-5) const;
+
  private:
   friend class GraphBuilder;
   Value(GraphBuilder* b, ValueId id) : builder_(b), id_(id) {}
@@ -117,6 +129,8 @@ class Value {
   Value binary(OpKind op, Value o) const;
   Value binary(OpKind op, double c) const;
   Value reduce(OpKind op, std::vector<int64_t> dims, bool keepdim) const;
+  Value norm(OpKind op, std::vector<Value> operands, std::optional<Value> weight, std::optional<Value> bias,
+             AttrMap attrs) const;
 
   GraphBuilder* builder_ = nullptr;
   ValueId id_ = -1;

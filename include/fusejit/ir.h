@@ -97,6 +97,10 @@ struct TensorType {
   X(LogSumExp, "logsumexp", Reduction)                \
   X(Softmax, "softmax", Normalize)                    \
   X(LogSoftmax, "log_softmax", Normalize)             \
+  X(GroupNorm, "group_norm", Norm)                    \
+  X(InstanceNorm, "instance_norm", Norm)              \
+  X(LayerNorm, "layer_norm", Norm)                    \
+  X(BatchNorm, "batch_norm", Norm)                    \
   X(MaxPool2d, "max_pool2d", Pool)                    \
   X(AvgPool2d, "avg_pool2d", Pool)                    \
   X(GlobalAvgPool, "global_avg_pool", Pool)           \
@@ -112,8 +116,10 @@ enum class OpKind : uint8_t {
 // Leaf: inputs and constants. Anchor: the GEMM/conv. Unary/Binary:
 // elementwise. Reduction: over chosen dims (keepdim). Normalize: softmax-like
 // along one dim, same shape out. Pool: windows over spatial or feature dims.
-// (Per-sample norms such as group norm will be a category of their own.)
-enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool };
+// Norm: group/instance/layer norm (statistics over a contiguous run of each
+// sample, then an optional per-channel affine) and batch_norm in inference
+// form (per-channel running statistics; codegen lowers it to elementwise ops).
+enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm };
 
 // Attribute values. `Ints` holds lists (dims, 2-D kernel/stride/padding).
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;

@@ -1,0 +1,48 @@
+// GPU: the planner cases of the fusion rule (tests/plan_rule_cases.h) and the
+// row-finish examples run on the device and match the fp64 reference, with
+// the default plan (one finish kernel for every partial row reduction) and
+// with reductions unfused.
+#include <gtest/gtest.h>
+
+#include "fusejit/engine.h"
+#include "fusejit/spec.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_check.h"
+#include "tests/plan_rule_cases.h"
+
+namespace fusejit {
+namespace {
+
+void check_case(const std::string& name, const Graph& g, const std::string& config) {
+  Engine engine;
+  CompileOptions opts;
+  opts.config = config;
+  auto kernel = engine.compile(g, opts);
+  ASSERT_TRUE(kernel) << name << " does not compile: " << kernel.error().str();
+  CheckOptions check;
+  check.time = false;
+  auto r = check_kernel(**kernel, g, check);
+  EXPECT_TRUE(r && r->pass) << name << " (config '" << config << "'):\n"
+                            << (r ? r->summary() : r.error().str()) << print_graph(g);
+}
+
+void run_cases(const std::string& config) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  for (const testing::PlanRuleCase& c : testing::plan_rule_cases()) {
+    Expected<Graph> g = parse_spec(c.spec, c.name);
+    ASSERT_TRUE(g) << c.name << ": " << g.error().str();
+    check_case(c.name, *g, config);
+  }
+  for (const char* ex : {"linear_row_stats", "linear_rmsnorm", "linear_max_subtract_gelu", "matmul_log_softmax_f16"}) {
+    Expected<Graph> g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/examples/" + ex + ".yaml");
+    ASSERT_TRUE(g) << ex << ": " << g.error().str();
+    check_case(ex, *g, config);
+  }
+}
+
+TEST(GpuPlanRule, DefaultPlanMatchesReference) { run_cases(""); }
+
+TEST(GpuPlanRule, UnfusedReductionsMatchReference) { run_cases("fuse_reductions=0"); }
+
+}  // namespace
+}  // namespace fusejit

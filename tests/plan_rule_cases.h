@@ -1,0 +1,98 @@
+// tests/plan_rule_cases.h — planner cases for the fusion rule of issue 10 §2:
+// an anchor followed by elementwise ops, broadcasts, pooling and reductions
+// runs in at most 2 kernels, and the anchor's full output goes to memory only
+// when the graph outputs it. Shared by plan_rule_test.cpp (plans) and
+// gpu_plan_rule_test.cpp (results against the fp64 reference).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fusejit::testing {
+
+struct PlanRuleCase {
+  std::string name;
+  std::string spec;  // YAML
+};
+
+// Row reductions over N = 512 (wider than one wgmma tile on sm_90a: partials).
+inline const char* kRuleHead = R"(precision: fp32
+inputs:
+  - {name: x, shape: [128, 512]}
+  - {name: w, shape: [512, 512]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+)";
+
+inline std::vector<PlanRuleCase> plan_rule_cases() {
+  const std::string head = kRuleHead;
+  return {
+      {"sum_max_mean_lse_chain",  // reductions of the reduced values over size-1 dims
+       "name: sum_max_mean_lse_chain\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: m, op: max, args: [s], dims: [1], keepdim: true}\n"
+           "  - {name: a, op: mean, args: [m], dims: [1], keepdim: true}\n"
+           "  - {name: l, op: logsumexp, args: [a], dims: [1]}\n"
+           "outputs: [l]\n"},
+      {"row_stats_combined",  // five partial reductions and elementwise ops of several of them
+       "name: row_stats_combined\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1]}\n"
+           "  - {name: a, op: mean, args: [h], dims: [1]}\n"
+           "  - {name: mx, op: max, args: [h], dims: [1]}\n"
+           "  - {name: mn, op: min, args: [h], dims: [1]}\n"
+           "  - {name: l, op: logsumexp, args: [h], dims: [1]}\n"
+           "  - {name: range, op: sub, args: [mx, mn]}\n"
+           "  - {name: t, op: tanh, args: [range]}\n"
+           "  - {name: z, op: sub, args: [l, a]}\n"
+           "outputs: [s, t, z]\n"},
+      {"sum_then_max_over_rows",  // a reduction across rows of the finished values
+       "name: sum_then_max_over_rows\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1]}\n"
+           "  - {name: m, op: max, args: [s], dims: [0]}\n"
+           "outputs: [m]\n"},
+      {"max_subtract_gelu",  // x - max(x), broadcast back over the row
+       "name: max_subtract_gelu\n" + head +
+           "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: d, op: sub, args: [h, mx]}\n"
+           "  - {name: y, op: gelu, args: [d]}\n"
+           "outputs: [y]\n"},
+      {"rmsnorm",
+       "name: rmsnorm\n" + head +
+           "  - {name: sq, op: square, args: [h]}\n"
+           "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
+           "  - {name: den, op: add, args: [ms, 1e-6]}\n"
+           "  - {name: r, op: rsqrt, args: [den]}\n"
+           "  - {name: y, op: mul, args: [h, r]}\n"
+           "outputs: [y]\n"},
+      {"residual_input_after_reduction",  // x + sum(h): the anchor input, broadcast over the row
+       "name: residual_input_after_reduction\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: y, op: add, args: [x, s]}\n"
+           "outputs: [y]\n"},
+      {"residual_output_after_reduction",  // h + mean(h): the anchor output
+       "name: residual_output_after_reduction\n" + head +
+           "  - {name: a, op: mean, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: y, op: add, args: [h, a]}\n"
+           "outputs: [y]\n"},
+      {"conv_global_avg_pool",
+       R"(name: conv_global_avg_pool
+precision: fp32
+inputs:
+  - {name: x, shape: [4, 16, 16, 16]}
+  - {name: w, shape: [32, 16, 3, 3]}
+  - {name: b, shape: [32]}
+ops:
+  - {name: c, op: conv2d, args: [x, w, b], padding: 1}
+  - {name: r, op: relu, args: [c]}
+  - {name: p, op: global_avg_pool, args: [r]}
+outputs: [p]
+)"},
+      {"linear_max_pool1d",  // 1-D pooling along N
+       "name: linear_max_pool1d\n" + head +
+           "  - {name: r, op: relu, args: [h]}\n"
+           "  - {name: p, op: max_pool1d, args: [r], kernel_size: 4, stride: 4}\n"
+           "outputs: [p]\n"},
+  };
+}
+
+}  // namespace fusejit::testing
