@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GEMM + epilogue chains: fusejit vs PyTorch (cuBLAS, eager, torch.compile), in one process.
 
-Every problem is y = F.linear(x, W), x [M, K], W [N, K] (no linear bias), followed by one chain:
+Every problem is y = F.linear(x, W), x [M, K], W [N, K] (no linear bias), followed by one chain
+(--op matmul: y = x @ W with W stored [K, N], the same values, as fusejit's matmul op):
 
   a  bias_relu   relu(y + b[N])
   b  bias_gelu   gelu(y + b[N])                  (erf GELU, F.gelu's default)
@@ -198,7 +199,10 @@ def shape_label(shape):
 
 
 def spec_name(shape, mode, chain):
-    return f"gemm_{shape_label(shape)}_{CHAINS[chain][0]}_{mode}"
+    return f"{'gemm' if OP == 'linear' else 'matmul'}_{shape_label(shape)}_{CHAINS[chain][0]}_{mode}"
+
+
+OP = "linear"  # --op: linear (W [N, K]) or matmul (W [K, N])
 
 
 def spec_text(shape, mode, chain):
@@ -206,15 +210,17 @@ def spec_text(shape, mode, chain):
     _, m, k, n = shape
     precision, dt = MODES[mode]
     cname, bias, formula = CHAINS[chain]
-    lines = [f"# bench_gemm: y = F.linear(x[{m},{k}], w[{n},{k}]); out = {formula}; mode {mode}",
+    w_shape = f"[{k}, {n}]" if OP == "matmul" else f"[{n}, {k}]"
+    anchor = f"x[{m},{k}] @ w[{k},{n}]" if OP == "matmul" else f"F.linear(x[{m},{k}], w[{n},{k}])"
+    lines = [f"# bench_gemm: y = {anchor}; out = {formula}; mode {mode}",
              f"name: {spec_name(shape, mode, chain)}",
              f"precision: {precision}",
              "inputs:",
              f"  - {{name: x, shape: [{m}, {k}], dtype: {dt}, init: uniform01}}",
-             f"  - {{name: w, shape: [{n}, {k}], dtype: {dt}, init: torch_weight}}"]
+             f"  - {{name: w, shape: {w_shape}, dtype: {dt}, init: torch_weight}}"]
     if bias:
         lines.append(f"  - {{name: b, shape: [{n}], dtype: {dt}, init: normal}}")
-    lines += ["ops:", "  - {name: y, op: linear, args: [x, w]}"]
+    lines += ["ops:", f"  - {{name: y, op: {OP}, args: [x, w]}}"]
     for name, op, args, attrs in CHAIN_OPS[chain]:
         fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
         fields += [f"{key}: {val}" for key, val in attrs.items()]
@@ -410,10 +416,16 @@ def main():
     ap.add_argument("--small", action="store_true", help="dims >= 1024 divided by 8 (smoke test)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--op", default="linear", choices=["linear", "matmul"],
+                    help="the anchor: F.linear (W [N, K]) or matmul (W [K, N])")
     ap.add_argument("--commit", default="", help="git commit to record (when the tree has no .git)")
     ap.add_argument("--print-specs", action="store_true", help="print the fusejit specs of the plan and exit")
     ap.add_argument("--spec-dir", default=None, help="also write the specs there (one YAML file per row)")
     a = ap.parse_args()
+    global OP
+    OP = a.op
+    if OP != "linear" and not a.tag:
+        a.tag = OP
 
     plan = build_plan(a)
     sides = parse_sides(a)
@@ -462,14 +474,17 @@ class Runner:
     def over_budget(self):
         return self.a.time_budget > 0 and time.time() - T_START > self.a.time_budget
 
+    def anchor(self, x, w):
+        return self.torch.matmul(x, w) if OP == "matmul" else self.F.linear(x, w)
+
     def chain_fn(self, chain):
-        epi, F = self.epilogues[chain], self.F
+        epi, anchor = self.epilogues[chain], self.anchor
         if CHAINS[chain][1]:
             def f(x, w, b):
-                return epi(F.linear(x, w), b)
+                return epi(anchor(x, w), b)
         else:
             def f(x, w):
-                return epi(F.linear(x, w), None)
+                return epi(anchor(x, w), None)
         return f
 
     def alive(self):
@@ -582,8 +597,10 @@ class Runner:
         x = torch.rand(m, k, device="cuda", generator=gen).to(dt)
         w = ((torch.rand(n, k, device="cuda", generator=gen) * 2 - 1) / k ** 0.5).to(dt)
         b = torch.randn(n, device="cuda", generator=gen).to(dt)
+        if OP == "matmul":
+            w = w.t().contiguous()  # [K, N]: the same values
         with torch.no_grad():
-            y64 = F.linear(x.double(), w.double())
+            y64 = self.anchor(x.double(), w.double())
             b64 = b.double()
         elem = ELEM_BYTES[dt_name]
         rate = ceil[f"cublas_{mode}_TFLOPs"]
@@ -611,7 +628,7 @@ class Runner:
                     if self.dead:
                         break
                     if side == "cublas":
-                        build = lambda: ((lambda: F.linear(x, w)), {})
+                        build = lambda: ((lambda: self.anchor(x, w)), {})
                     elif side == "eager":
                         build = lambda: ((lambda: fn(*args)), {})
                     elif side in COMPILE_MODES:

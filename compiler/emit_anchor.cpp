@@ -35,6 +35,12 @@ void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<st
   out.push_back("using Kind = fj::mma::" + kind_enum(kind) + ";");
 }
 
+// The widest copy fj::mma::copy_tile makes from rows of `ld` elements: the
+// alignment the operand's base address needs.
+int mma_copy_bytes(int64_t ld, int elem_bytes) {
+  return (ld * elem_bytes) % 16 == 0 ? 16 : (ld * elem_bytes) % 4 == 0 ? 4 : elem_bytes;
+}
+
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
 // shared memory the ring leaves (at least 16).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32) {
@@ -106,6 +112,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   const std::string T = ctype(g.node(a.operands[0]).type.dtype);
+  const int elem_bytes = g.node(a.operands[0]).type.dtype == DType::F32 ? 4 : 2;
   const int rank = static_cast<int>(geo.out.size());
   const int64_t int_max = std::numeric_limits<int>::max();
 
@@ -122,7 +129,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     s.aliases.push_back(wgmma_alias(wt, kp.mma_kind));
     s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
-    if (geo.op != OpKind::Conv2d) return Error("codegen: the mma.sync mainloop takes conv2d anchors only");
     add_mma_aliases(mt, kp.mma_kind, s.aliases);
     s.aliases.push_back("using Frag = fj::MmaFragment<Tile>;");
   } else {
@@ -224,6 +230,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    "const fj::MmaNKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
                    "Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kGemmK, frag, smem_raw);",
                    "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+      launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
     } else {
       append(run, {"const " + gather.substr(0, gather.find('{')) + " a" + gather.substr(gather.find('{')) + ";",
                    "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
@@ -261,10 +268,15 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
     } else if (geo.op == OpKind::Linear) {
+      const std::string pre = mma ? "fj::Mma" : "fj::";
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                    "const int n_tile = blockIdx.y;",
-                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x() + "};",
-                   "const fj::NKMajorB<" + T + ", kN, kK, kK> b{" + w() + "};"});
+                   "const " + pre + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() + "};",
+                   "const " + pre + "NKMajorB<" + T + ", kN, kK, kK> b{" + w() + "};"});
+      if (mma) {
+        launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
+      }
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
     } else {
@@ -281,13 +293,38 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    "const int n_tile = blockIdx.y;",
                    "const long long a_off = (long long)(" + offset_expr(a_batch, nb, "j") + ") * ((long long)kM * kK);",
                    "const long long b_off = (long long)(" + offset_expr(b_batch, nb, "j") + ") * ((long long)kK * kN);",
-                   "const fj::RowMajorA<" + T + ", kM, kK, kK> a{" + x() + " + a_off};",
-                   "const fj::KNMajorB<" + T + ", kN, kK, kN> b{" + w() + " + b_off};"});
+                   "const " + std::string(mma ? "fj::Mma" : "fj::") + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() +
+                       " + a_off};",
+                   "const " + std::string(mma ? "fj::Mma" : "fj::") + "KNMajorB<" + T + ", kN, kK, kN> b{" + w() +
+                       " + b_off};"});
+      if (mma) {  // batch offsets keep the alignment: M*K (K*N) is a multiple of the row's
+        launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.n, elem_bytes)});
+      }
       for (int d = 0; d < nb; ++d) shape.coords.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
     }
-    if (!wgmma) append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
+    if (mma && mt.split_k > 1) {  // blockIdx.z: this block's K range; the last block of a tile runs the epilogue
+      const int64_t bk = 128 / elem_bytes;
+      const int64_t k_per_split = (geo.k + bk * mt.split_k - 1) / (bk * mt.split_k) * bk;
+      s.constants.push_back({"kSplitK", mt.split_k, "blocks per output tile, each over a K range"});
+      s.constants.push_back({"kKPerSplit", k_per_split, "K range of one split: whole k tiles"});
+      launch.grid[2] = static_cast<unsigned>(mt.split_k);
+      append(run, {"const int split = blockIdx.z;", "Frag frag;",
+                   "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, split * kKPerSplit, min(kK, (split + 1) * kKPerSplit), "
+                   "frag, smem_raw);",
+                   "if (!fj::split_k_gather<kSplitK>(frag, " +
+                       em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
+                       em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) +
+                       "), blockIdx.x + gridDim.x * blockIdx.y, split, smem_raw))",
+                   "  return;  // another split finishes this tile",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+    } else if (mma) {
+      append(run, {"Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kK, frag, smem_raw);",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+    } else if (!wgmma)
+      append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
     shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
     shape.rows = "kM";
     shape.cols = "kN";
@@ -419,16 +456,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             {"const __grid_constant__ fj::TmaDescriptor tma_a",
                              "const __grid_constant__ fj::TmaDescriptor tma_b"});
   } else if (mma) {
-    const int elem = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
-    const int64_t ring_bytes = mma_smem_bytes(mt);
+    const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
+    const int64_t ring_bytes = mma_smem_bytes(mt, fp32_kn_b);
     const int64_t smem_bytes = std::max(ring_bytes, smem_floats * 4);
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the mma tile " + mt.str() + " and its epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over 226 KiB");
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
     fn.params = "const Params& p, char* smem_raw";
-    fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem) +
-               ", false), \"shared memory for the mainloop\");"};
+    fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem_bytes) + ", " +
+               (geo.op == OpKind::Matmul ? "true" : "false") + "), \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (mma.sync " + kp.mma_kind + ", " + mt.str() + ")";
     launch.block = {static_cast<unsigned>(mt.threads()), 1, 1};
     launch.shared_bytes = static_cast<unsigned>(smem_bytes);

@@ -41,6 +41,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       }
     }
   }
+  // Split-K: every split's accumulators per tile, and a counter per tile.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Mma && kp.mma.split_k > 1) {
+    const AnchorGeometry geo = analyze_anchor(g, kp.root);
+    const int64_t tiles = geo.batch * ((geo.m + kp.mma.bm - 1) / kp.mma.bm) * ((geo.n + kp.mma.bn - 1) / kp.mma.bn);
+    kp.split_k_partials = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({tiles * kp.mma.split_k * kp.mma.bm * kp.mma.bn * 4,
+                            "split-K accumulators (f32[" + std::to_string(tiles) + " tiles][" +
+                                std::to_string(kp.mma.split_k) + " splits][" + std::to_string(kp.mma.bm) + "x" +
+                                std::to_string(kp.mma.bn) + "])"});
+    kp.split_k_counters = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
+  }
   auto add_buffer = [&](ValueId v) {
     std::vector<BufferRef> outs;
     for (size_t o = 0; o < g.outputs.size(); ++o)

@@ -3,8 +3,10 @@
 // 3xTF32 (fp32-accurate).
 // - On sm_90a a linear anchor whose operands TMA can read (K-major, rows of
 //   16-byte multiples) runs on the wgmma pipeline.
-// - On sm_80 and sm_90a a conv2d anchor runs on mma.sync with an im2col
-//   gather (cp.async) into swizzled shared memory.
+// - Otherwise, on sm_80 and newer, mma.sync: conv2d with an im2col gather
+//   (cp.async) into swizzled shared memory, linear and (batched) matmul with
+//   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
+//   16-bit, scalar shared loads for fp32).
 // Everything else keeps the SIMT FFMA mainloop, with a note saying why.
 // `mainloop=ffma` (or a SIMT `tile=`) in the config forces SIMT;
 // `mainloop=wgmma` / `mainloop=mma` make ineligibility an error.
@@ -52,57 +54,63 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     return Error("codegen config: tile= sets the SIMT mainloop's tile, but mainloop=" + ctx.heur.mainloop);
   std::string why, kind;
   const bool sm80_up = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 80;
-  if (a.op == OpKind::Conv2d || ctx.heur.mainloop == "mma") {
-    if (a.op != OpKind::Conv2d)
-      why = std::string(op_name(a.op)) + " is not on the mma.sync path yet (conv2d is)";
-    else if (!sm80_up)
-      why = "the target is " + ctx.arch + ", and mma.sync needs sm_80 or newer";
-    else if (ctx.heur.mainloop == "wgmma")
-      why = "conv2d runs on mma.sync, not wgmma";
-    else
-      kind = mma_kind(ctx.g, a, why);
-    // 3xTF32 runs three mmas per product and the gather is the same: with a
-    // short K (little reuse per gathered element) FFMA is faster (H100, seed 3,
-    // K=72: 5.59 vs 4.19 ms; seed 1, K=576: 7.57 vs 9.91 ms).
-    const int64_t k = analyze_anchor(ctx.g, kp.root).k;
-    if (kind == "f32x3" && ctx.heur.mainloop == "auto" && k < kMinKFor3xTf32Conv) {
-      kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync 3xTF32: K=" + std::to_string(k) + " is below " +
-                         std::to_string(kMinKFor3xTf32Conv) + ", where FFMA is faster (mainloop=mma forces it)");
-      return Status::success();
-    }
-    if (kind.empty()) {
-      if (ctx.heur.mainloop != "auto") return Error("codegen config: mainloop=" + ctx.heur.mainloop + ", but " + why);
-      kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync: " + why);
-      return Status::success();
-    }
-    kp.mainloop = Mainloop::Mma;
-    kp.mma_kind = kind;
-    kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) +
-                       "), im2col gather by cp.async into a swizzled shared-memory ring");
+  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  // wgmma first where it can run: sm_90a, linear (K-major operands), rows TMA can read.
+  std::string why_not_wgmma;
+  if (ctx.heur.mainloop == "mma")
+    why_not_wgmma = "mainloop=mma in the config";
+  else if (ctx.heur.split_k && *ctx.heur.split_k > 1 && a.op != OpKind::Conv2d)
+    why_not_wgmma = "split_k=" + std::to_string(*ctx.heur.split_k) + " in the config (split-K runs on mma.sync)";
+  else if (ctx.arch != "sm_90a")
+    why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
+  else if (a.op != OpKind::Linear)
+    why_not_wgmma = std::string(op_name(a.op)) +
+                    (a.op == OpKind::Matmul ? " reads B as [K, N], and the wgmma path takes K-major B (linear) only"
+                                            : " runs on mma.sync with an im2col gather");
+  else if (std::string w, k = mma_kind(ctx.g, a, w); k.empty())
+    why_not_wgmma = w;
+  else if (const int eb = k == "bf16" || k == "f16" ? 2 : 4; (geo.k * eb) % 16)
+    why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
+                    std::to_string(geo.k * eb);
+  else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
+           k == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1)
+    // H100, fusejit run: 100x1000x500 0.036 vs wgmma 0.057 ms, 32x8192x1024 0.088 vs 0.406 ms; bf16 and tf32
+    // stay on wgmma (mma.sync split-K was 1.2-2x slower there).
+    why_not_wgmma = "3xTF32 on a small grid: mma.sync with split-K " + std::to_string(split.split_k) +
+                    " over K=" + std::to_string(geo.k) + " fills more SMs";
+  if (why_not_wgmma.empty()) {
+    kp.mainloop = Mainloop::Wgmma;
+    kp.mma_kind = mma_kind(ctx.g, a, why);
+    kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) +
+                       "), TMA loads, warp-specialized, persistent");
     return Status::success();
   }
-  if (ctx.arch != "sm_90a") {
-    why = "the target is " + ctx.arch + ", not sm_90a";
-  } else if (a.op != OpKind::Linear) {
-    why = std::string(op_name(a.op)) + " is not on the wgmma path yet (it takes K-major operands: linear)";
-  } else {
+  if (ctx.heur.mainloop == "wgmma") return Error("codegen config: mainloop=wgmma, but " + why_not_wgmma);
+  // Then mma.sync (sm_80+): conv2d's im2col gather, linear / matmul by dense cp.async copies.
+  if (!sm80_up)
+    why = "the target is " + ctx.arch + ", and mma.sync needs sm_80 or newer";
+  else
     kind = mma_kind(ctx.g, a, why);
-    const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-    const int elem_bytes = kind == "bf16" || kind == "f16" ? 2 : 4;
-    if (!kind.empty() && (geo.k * elem_bytes) % 16) {
-      why = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
-            std::to_string(geo.k * elem_bytes);
-      kind.clear();
-    }
+  // 3xTF32 runs three mmas per product and the gather is the same: with a
+  // short K (little reuse per gathered element) FFMA is faster (H100, seed 3,
+  // K=72: 5.59 vs 4.19 ms; seed 1, K=576: 7.57 vs 9.91 ms).
+  if (kind == "f32x3" && a.op == OpKind::Conv2d && ctx.heur.mainloop == "auto" && geo.k < kMinKFor3xTf32Conv) {
+    kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync 3xTF32: K=" + std::to_string(geo.k) + " is below " +
+                       std::to_string(kMinKFor3xTf32Conv) + ", where FFMA is faster (mainloop=mma forces it)");
+    return Status::success();
   }
   if (kind.empty()) {
-    if (ctx.heur.mainloop == "wgmma") return Error("codegen config: mainloop=wgmma, but " + why);
-    kp.notes.push_back("mainloop: SIMT FFMA, not wgmma: " + why);
+    if (ctx.heur.mainloop == "mma") return Error("codegen config: mainloop=mma, but " + why);
+    kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync: " + why);
     return Status::success();
   }
-  kp.mainloop = Mainloop::Wgmma;
+  kp.mainloop = Mainloop::Mma;
   kp.mma_kind = kind;
-  kp.notes.push_back("mainloop: wgmma " + kind + " (" + kind_text(kind) + "), TMA loads, warp-specialized, persistent");
+  const char* staging = a.op == OpKind::Conv2d ? "im2col gather by cp.async"
+                        : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async"
+                                                 : "x [M, K] and W [N, K] copied by cp.async";
+  kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) + "), " + staging +
+                     " into a shared-memory ring" + (a.op == OpKind::Conv2d ? "" : " (not wgmma: " + why_not_wgmma + ")"));
   return Status::success();
 }
 

@@ -6,11 +6,16 @@
 // tiles over 132 SMs, times the tile's area over its relative efficiency),
 // then as many pipeline stages as shared memory holds (at most 8).
 // mma.sync tiles: BM 128 (64 when M is small), the narrowest BN that covers N
-// (up to 128; 256 for 16-bit operands when N >= 256), 3 stages.
+// (up to 128; 256 for 16-bit operands when N >= 256), 3 stages; split-K
+// (64x64 tiles) when a GEMM's tiles would leave most SMs idle.
+#include <algorithm>
+
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
 namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int cover(int64_t extent, std::initializer_list<int> options) {
   for (int o : options)
@@ -89,6 +94,11 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   return Status::success();
 }
 
+// Split-K for a GEMM whose output tiles cannot fill the GPU: blocks share a
+// tile, each over a K range of whole k tiles, and the last to finish sums
+// the splits (fj::split_k_gather) and runs the epilogue. The default takes
+// 64x64 tiles (more of them) and enough splits for about one block per SM,
+// at least 4 k tiles per split, at most 16 splits.
 Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
   for (const FusedTail& t : kp.tails)
@@ -97,15 +107,23 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
   if (ctx.heur.mma) {
     tile = *ctx.heur.mma;
   } else {
-    tile.bm = geo.m <= 64 ? 64 : 128;
-    tile.bn = cover(std::max(geo.n, min_bn), {16, 32, 64, 128});
+    tile = default_mma_tile(geo, min_bn);
     // 16-bit operands gather twice the elements per FLOP: a 256-wide tile
     // halves the gathers (H100, 32x256x56x56 k3 bf16: 0.638 -> 0.539 ms; tf32
     // got slower, 0.868 -> 0.909, so it keeps 128).
     const bool half = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
     if (half && geo.n >= 256 && kp.tails.empty()) tile.bn = 256;  // with fused tails: correct, not timed
   }
+  // fp32 B read as [K, N] by scalar shared loads: rows padded for 32 columns.
+  const bool fp32_kn_b = geo.op == OpKind::Matmul && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
+  if (fp32_kn_b && !ctx.heur.mma) tile.bn = std::max(tile.bn, 32);
+  if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
+    return Error("codegen config: split_k applies to linear and matmul");
+  if (geo.op != OpKind::Conv2d)
+    tile = with_split_k(ctx, geo, kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4, min_bn, tile);
   if (Status s = validate_mma(tile); !s) return Error("codegen: " + s.error().message);
+  if (fp32_kn_b && tile.bn < 32)
+    return Error("codegen: mma tile " + tile.str() + ": an fp32 matmul reads B as [K, N] and needs bn >= 32");
   if (tile.bn < min_bn)
     return Error("codegen: mma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
                  ", which a fused row reduction needs");
@@ -114,6 +132,42 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
 }
 
 }  // namespace
+
+// Split-K for a GEMM whose output tiles cannot fill the GPU: blocks share a
+// tile, each over a K range of whole k tiles, and the last to finish sums
+// the splits (fj::split_k_gather) and runs the epilogue. The default takes
+// 64x64 tiles (more of them) and enough splits for about one block per SM,
+// at least 4 k tiles per split, at most 16 splits.
+MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int elem_bytes, int64_t min_bn,
+                       MmaConfig tile) {
+  auto tiles = [&](const MmaConfig& t) { return geo.batch * ceil_div(geo.m, t.bm) * ceil_div(geo.n, t.bn); };
+  const int64_t k_tiles = ceil_div(geo.k, 128 / elem_bytes);
+  if (ctx.heur.split_k) {
+    tile.split_k = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(*ctx.heur.split_k, k_tiles)));
+  } else {
+    const int64_t sms = sm_count_guess(ctx.arch);
+    if (tiles(tile) * 2 > sms || k_tiles < 8) return tile;
+    MmaConfig small = tile;
+    if (!ctx.heur.mma) {  // smaller tiles first: more of them
+      small.bm = 64;
+      if (min_bn <= 64) small.bn = std::min(tile.bn, 64);  // a whole-row reduction keeps bn >= N
+    }
+    const int64_t want = std::min<int64_t>({ceil_div(sms, tiles(small)), k_tiles / 4, int64_t{16}});
+    if (want < 2) return tile;
+    tile = small;
+    tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));  // no empty split
+  }
+  constexpr int64_t kMaxWorkspace = int64_t{256} << 20;
+  while (tile.split_k > 1 && tiles(tile) * tile.split_k * tile.bm * tile.bn * 4 > kMaxWorkspace) tile.split_k /= 2;
+  return tile;
+}
+
+MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn) {
+  MmaConfig tile;
+  tile.bm = geo.m <= 64 ? 64 : 128;
+  tile.bn = cover(std::max(geo.n, min_bn), {16, 32, 64, 128});
+  return tile;
+}
 
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];

@@ -23,6 +23,7 @@ std::string WgmmaConfig::str() const {
 std::string MmaConfig::str() const {
   std::ostringstream s;
   s << bm << "x" << bn << ", " << stages << " stages, " << threads() << " threads";
+  if (split_k > 1) s << ", split-K " << split_k;
   return s.str();
 }
 
@@ -30,7 +31,12 @@ std::string_view mainloop_name(Mainloop m) {
   return m == Mainloop::Wgmma ? "wgmma" : m == Mainloop::Mma ? "mma" : "ffma";
 }
 
-int64_t mma_smem_bytes(const MmaConfig& t) { return int64_t{t.stages} * 128 * (t.bm + t.bn); }
+int64_t mma_smem_bytes(const MmaConfig& t, bool fp32_kn_b) {
+  constexpr int64_t kBk = 32, kPadBytes = 32;  // fp32 k-tile rows; fj::mma::kPadBytes
+  return int64_t{t.stages} * (128 * (t.bm + t.bn) + (fp32_kn_b ? kBk * kPadBytes : 0));
+}
+
+int64_t sm_count_guess(const std::string& arch) { return arch.rfind("sm_90", 0) == 0 ? 132 : 108; }
 
 Status validate_mma(const MmaConfig& t) {
   auto bad = [&](const std::string& why) { return Error("invalid mma tile " + t.str() + ": " + why); };
@@ -181,6 +187,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       t.stages = static_cast<int>(parts[2]);
       if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
       h.mma = t;
+    } else if (key == "split_k") {
+      if (!parse_int(val, num) || num < 1 || num > 32)
+        return Error("codegen config: split_k must be an integer in [1, 32], got '" + val + "'");
+      h.split_k = static_cast<int>(num);
     } else if (key == "tile") {
       std::vector<int64_t> parts;
       std::string part;

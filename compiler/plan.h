@@ -42,6 +42,7 @@ struct WgmmaConfig {
 // (at least 16, at most 32: BN = 256 takes 2 x 8 warps).
 struct MmaConfig {
   int bm = 128, bn = 128, stages = 3;
+  int split_k = 1;  // blocks that share one output tile, each over a K range (linear, matmul)
   int wm() const { return bm / 2; }
   int wn() const { return bn / 4 < 16 ? 16 : bn / 4 > 32 ? 32 : bn / 4; }
   int bk(int elem_bytes) const { return 128 / elem_bytes; }
@@ -67,6 +68,7 @@ struct Heuristics {
   std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
+  std::optional<int> split_k;        // override for the mma.sync anchor's split-K (1: none)
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
@@ -77,7 +79,7 @@ struct Heuristics {
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
-// wgmma_tile=BMxBNxSTAGES[xGROUP], mma_tile=BMxBNxSTAGES, fuse_pool=0|1, fuse_reductions=0|1,
+// wgmma_tile=BMxBNxSTAGES[xGROUP], mma_tile=BMxBNxSTAGES, split_k=1..32, fuse_pool=0|1, fuse_reductions=0|1,
 // conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -97,8 +99,13 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
 
-// Shared memory (bytes) of an mma.sync tile's ring (128-byte rows of k).
-int64_t mma_smem_bytes(const MmaConfig& t);
+// SMs of the usual GPU of an arch (H100: 132, A100: 108): a heuristic's
+// guess of how many blocks fill the device (the tuner measures the real one).
+int64_t sm_count_guess(const std::string& arch);
+
+// Shared memory (bytes) of an mma.sync tile's ring (128-byte rows of k);
+// fp32 B read as [K, N] (matmul) has padded rows (MmaTile::smem_bytes).
+int64_t mma_smem_bytes(const MmaConfig& t, bool fp32_kn_b = false);
 // Checks an mma.sync tile: shapes MmaTile instantiates, within 226 KiB.
 Status validate_mma(const MmaConfig& t);
 
@@ -171,6 +178,8 @@ struct KernelPlan {
   std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3
   WgmmaConfig wgmma;             // Wgmma only
   MmaConfig mma;                 // Mma only
+  int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
+  int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
   int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : mainloop == Mainloop::Mma ? mma.bn : tile.bn; }
   std::vector<std::string> notes;

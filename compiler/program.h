@@ -38,6 +38,14 @@ struct TensorMapSpec {
   bool operator==(const TensorMapSpec&) const = default;
 };
 
+// A buffer the kernel reads with vector copies: its address must be a
+// multiple of `bytes` (the runtime checks before launching).
+struct AlignedBuffer {
+  BufferRef buffer;
+  int bytes = 1;
+  bool operator==(const AlignedBuffer&) const = default;
+};
+
 struct LaunchSpec {
   std::string kernel;                     // __global__ name in Program::source
   std::array<unsigned, 3> grid{1, 1, 1};
@@ -45,6 +53,7 @@ struct LaunchSpec {
   unsigned shared_bytes = 0;              // dynamic shared memory per block
   std::vector<BufferRef> args;            // parameters, in order
   std::vector<TensorMapSpec> tensor_maps; // parameters after `args`, in order
+  std::vector<AlignedBuffer> aligned;     // alignment the kernel's loads need
   bool persistent = false;                // grid[0] counts tiles; the runtime launches
                                           // min(grid[0], SMs) blocks that loop over them
 };
@@ -52,6 +61,7 @@ struct LaunchSpec {
 struct ScratchSpec {
   int64_t bytes = 0;
   std::string what;  // e.g. "conv2d output before max_pool2d (f32[...])"
+  bool zeroed = false;  // zero when allocated; kernels leave it zero after each launch
 };
 
 struct Program {

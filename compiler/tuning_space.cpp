@@ -20,15 +20,23 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
   if (!anchor) return out;
   const cg::AnchorGeometry geo = cg::analyze_anchor(g, *anchor);
   if (uses(g, arch, "_mma_")) {
+    // fp32 matmul reads B as [K, N] by scalar shared loads: bn >= 32.
+    const bool fp32_kn_b = g.node(*anchor).op == OpKind::Matmul &&
+                           g.node(g.node(*anchor).operands[1]).type.dtype == DType::F32;
     for (int bm : {128, 64}) {
       if (bm > 2 * geo.m && bm > 64) continue;
       for (int bn : {256, 128, 64, 32, 16}) {
-        if (bn > 2 * geo.n && bn > 16) continue;
+        if ((bn > 2 * geo.n && bn > 16) || (fp32_kn_b && bn < 32)) continue;
         for (int stages : {3, 4})
           out.push_back("mma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(stages));
       }
     }
     out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
+    if (g.node(*anchor).op != OpKind::Conv2d) {
+      const int64_t k_tiles = (geo.k * 4 + 127) / 128;  // fp32 k tiles (16-bit: half as many, still legal)
+      for (int split : {1, 2, 4, 8, 16})
+        if (split == 1 || split * 4 <= k_tiles) out.push_back("split_k=" + std::to_string(split));
+    }
   }
   if (uses(g, arch, "_wgmma_")) {
     const bool three_tf32 = g.precision == Precision::FP32;

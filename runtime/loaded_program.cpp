@@ -64,13 +64,15 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
       if (!info) return Error(launch_where + ": " + info.error().message);
       grid[0] = std::min<unsigned>(grid[0], static_cast<unsigned>(std::max(info->sm_count, 1)));
     }
-    lp->launches_.push_back(Launch{*fn, grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps});
+    lp->launches_.push_back(Launch{*fn, grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps, spec.aligned});
   }
 
   for (const ScratchSpec& s : program.scratch) {
     if (s.bytes < 0) return Error(where + ": negative scratch size for " + s.what);
     auto buf = DeviceBuffer::allocate(static_cast<size_t>(s.bytes), device);
     if (!buf) return Error(where + ": scratch '" + s.what + "': " + buf.error().message);
+    if (s.zeroed)
+      if (Status z = buf->fill_bytes(0); !z) return Error(where + ": scratch '" + s.what + "': " + z.error().message);
     lp->scratch_.push_back(buf.take());
   }
   if (!lp->scratch_.empty()) {
@@ -114,6 +116,13 @@ Status LoadedProgram::enqueue(const std::vector<CUdeviceptr>& inputs,
            : ref.kind == BufferKind::Output ? outputs[idx]
                                             : scratch_[idx].ptr();
   };
+  for (size_t i = 0; i < launches_.size(); ++i)  // before anything is enqueued
+    for (const AlignedBuffer& a : launches_[i].aligned)
+      if (const CUdeviceptr at = address(a.buffer); at % static_cast<CUdeviceptr>(a.bytes))
+        return Error(std::string(kind_name(a.buffer.kind)) + " " + std::to_string(a.buffer.index) + " at address " +
+                     std::to_string(at) + " is not " + std::to_string(a.bytes) + "-byte aligned: kernel " +
+                     std::to_string(i) + " copies it in " + std::to_string(a.bytes) +
+                     "-byte pieces (pass a tensor whose data starts on such a boundary)");
   for (size_t i = 0; i < launches_.size(); ++i) {
     const Launch& l = launches_[i];
     values.clear();

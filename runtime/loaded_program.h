@@ -45,6 +45,7 @@ class LoadedProgram {
     unsigned shared_bytes = 0;
     std::vector<BufferRef> args;
     std::vector<TensorMapSpec> tensor_maps;
+    std::vector<AlignedBuffer> aligned;
   };
   LoadedProgram() = default;
   Status enqueue(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,

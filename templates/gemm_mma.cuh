@@ -323,15 +323,16 @@ struct MmaFragment {
 
 // ---- the mainloop ------------------------------------------------------------------
 
-// Accumulates the tile at (m0, n0) over k in [0, K) into frag (zeroed by its
-// constructor). Every thread of the block calls it. smem: dynamic shared
+// Accumulates the tile at (m0, n0) over k in [k_begin, k_end) into frag
+// (zeroed by its constructor); k_begin a multiple of BK, k tiles past the
+// problem's K read as zero. Every thread of the block calls it. smem: dynamic shared
 // memory, Tile::smem_bytes(Kind::kElemBytes, !BLoader::kKContiguous) bytes,
 // 128-byte aligned (16 is required). On return every thread has passed a
 // __syncthreads() after its last smem read and no cp.async is in flight: the
 // epilogue may reuse smem.
 template <class Tile, class Kind, class ALoader, class BLoader>
-__device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
-                                             MmaFragment<Tile>& frag, char* smem) {
+__device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int k_begin,
+                                             int k_end, MmaFragment<Tile>& frag, char* smem) {
   constexpr int E = Kind::kElemBytes, S = Tile::kStages, BK = Tile::BK, BN = Tile::BN, T = Tile::kThreads;
   constexpr int MI = Tile::kMI, NI = Tile::kNI, kStepChunks = 2;  // one k step: 32 bytes of k
   constexpr bool kBKN = !BLoader::kKContiguous;
@@ -348,7 +349,7 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem)), sb = sa + S * LA::kBytes;
-  const int k_tiles = ceil_div(K, BK);
+  const int k_tiles = ceil_div(k_end - k_begin, BK);
 
   constexpr int KS = BK / Kind::kK;  // mma k steps per k tile
   // 3xTF32: one k tile's products summed in the tensor core, then added to
@@ -361,8 +362,8 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
   const auto b_tile = b.template begin<LB, T>(n0, tid);
   auto issue = [&](int kt) {  // one commit group per k tile (empty past the end)
     if (kt < k_tiles) {
-      a_tile.load(sa + write_stage * LA::kBytes, kt * BK);
-      b_tile.load(sb + write_stage * LB::kBytes, kt * BK);
+      a_tile.load(sa + write_stage * LA::kBytes, k_begin + kt * BK);
+      b_tile.load(sb + write_stage * LB::kBytes, k_begin + kt * BK);
     }
     mma::cp_async_commit();
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
@@ -431,6 +432,52 @@ __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b,
   }
   mma::cp_async_wait<0>();
   __syncthreads();
+}
+
+// The whole K: k in [0, K).
+template <class Tile, class Kind, class ALoader, class BLoader>
+__device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
+                                             MmaFragment<Tile>& frag, char* smem) {
+  mma_mainloop<Tile, Kind>(a, b, m0, n0, 0, K, frag, smem);
+}
+
+// ---- split-K ---------------------------------------------------------------------
+// kSplits blocks (blockIdx.z = split) accumulate one output tile over K
+// ranges of whole k tiles. Each stores its accumulators to `partials`
+// ([tile][split][accumulator][thread] floats: coalesced) and counts itself in
+// counters[tile]; the last to arrive sums every split's accumulators in split
+// order (the same sum whichever block is last: deterministic), resets the
+// counter to 0 for the next launch, and returns true: it runs the epilogue.
+// counters start at zero (zeroed scratch). Every thread of the block calls
+// it; `smem` (4 bytes of shared memory the mainloop no longer uses) carries
+// the arrival count to the block.
+template <int kSplits, class Frag>
+__device__ __forceinline__ bool split_k_gather(Frag& frag, float* __restrict__ partials, int* __restrict__ counters,
+                                               int tile, int split, char* smem) {
+  constexpr int kAcc = Frag::kRows * Frag::kCols, T = Frag::kThreads;
+  const int tid = threadIdx.x;
+  float* mine = partials + ((long long)tile * kSplits + split) * kAcc * T + tid;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) mine[i * T] = frag.acc[i / Frag::kCols][i % Frag::kCols];
+  volatile int& arrived = *reinterpret_cast<int*>(smem);
+  __threadfence();  // this block's partials are visible before it is counted
+  __syncthreads();
+  if (tid == 0) arrived = atomicAdd(counters + tile, 1);
+  __syncthreads();
+  const bool last = arrived == kSplits - 1;
+  __syncthreads();  // everyone has read it: the epilogue may reuse smem
+  if (!last) return false;
+  __threadfence();  // the other blocks' partials, counted before us, are visible
+  const float* all = partials + (long long)tile * kSplits * kAcc * T + tid;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    float sum = 0.f;
+#pragma unroll 1
+    for (int s = 0; s < kSplits; ++s) sum += __ldcg(all + ((long long)s * kAcc + i) * T);
+    frag.acc[i / Frag::kCols][i % Frag::kCols] = sum;
+  }
+  if (tid == 0) counters[tile] = 0;
+  return true;
 }
 
 }  // namespace fj

@@ -14,9 +14,13 @@
 #include "compiler/codegen.h"
 #include "fusejit/builder.h"
 #include "runtime/nvrtc_compiler.h"
+#include "tests/compile_jobs.h"
 
 namespace fusejit {
 namespace {
+
+using test_util::compile_all;
+using test_util::CompileJob;
 
 const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16};
 
@@ -111,40 +115,6 @@ struct GraphMaker {
 const GraphMaker kGraphs[] = {
     {"seed1_like", seed1_like}, {"seed3_like", seed3_like}, {"grouped_dilated", grouped_dilated},
     {"channel_min", channel_min}, {"seed1_deep_k", seed1_deep_k}};
-
-struct CompileJob {
-  std::string label, arch, name, source;
-};
-
-// Compiles every job on all cores (at least 2); one message per failure.
-// Jobs with the same arch and source compile once.
-std::vector<std::string> compile_all(std::vector<CompileJob> jobs) {
-  std::set<std::pair<std::string, std::string>> seen;
-  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
-                            [&](const CompileJob& j) { return !seen.insert({j.arch, j.source}).second; }),
-             jobs.end());
-  std::vector<std::string> failures;
-  std::mutex mu;
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      const CompileJob& job = jobs[i];
-      std::string failure;
-      Expected<CubinResult> c = compile_to_cubin(job.source, job.name, {job.arch, false, {}});
-      if (!c) failure = job.label + " (" + job.arch + "): " + c.error().str().substr(0, 4000);
-      else if (c->cubin.size() < 4 || std::string(c->cubin.data() + 1, 3) != "ELF")
-        failure = job.label + " (" + job.arch + "): not an ELF CUBIN";
-      if (failure.empty()) continue;
-      std::lock_guard<std::mutex> lock(mu);
-      failures.push_back(failure);
-    }
-  };
-  const unsigned n = std::max(2u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  return failures;
-}
 
 // Every conv graph in every precision picks mma.sync for sm_80 and sm_90a,
 // by default and when forced, and its source compiles for both archs.

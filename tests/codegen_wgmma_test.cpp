@@ -42,7 +42,7 @@ TEST(CodegenWgmma, PlannerPicksWgmmaPerPrecision) {
   const std::pair<Precision, std::string> modes[] = {
       {Precision::BF16, "bf16"}, {Precision::F16, "f16"}, {Precision::TF32, "tf32"}, {Precision::FP32, "f32x3"}};
   for (const auto& [p, kind] : modes) {
-    Program prog = generate(linear_chain(p, 256, 512, 384, "", operand_type(p)));
+    Program prog = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)));  // enough tiles: no split-K
     EXPECT_NE(prog.plan_text.find("wgmma " + kind), std::string::npos) << prog.plan_text;
     EXPECT_EQ(prog.name, "fj_linear_wgmma_" + kind + "_add_relu");
     ASSERT_EQ(prog.launches.size(), 1u);
@@ -72,7 +72,7 @@ TEST(CodegenWgmma, TensorMapsDescribeTheOperands) {
   EXPECT_EQ(prog.launches[0].block[0], 256u);    // producer + one consumer warpgroup
 }
 
-TEST(CodegenWgmma, FallsBackToSimtWithAReason) {
+TEST(CodegenWgmma, SaysWhyNotWgmma) {
   auto plan_of = [](const Graph& g, const std::string& arch, const std::string& config = "") {
     return generate(g, arch, config).plan_text;
   };
@@ -88,7 +88,7 @@ TEST(CodegenWgmma, FallsBackToSimtWithAReason) {
     g.output("y", g.matmul(a, b).relu());
     return g.build();
   }(), "sm_90a");
-  EXPECT_NE(matmul.find("matmul is not on the wgmma path yet"), std::string::npos) << matmul;
+  EXPECT_NE(matmul.find("not wgmma: matmul reads B as [K, N]"), std::string::npos) << matmul;
 }
 
 TEST(CodegenWgmma, ConfigErrorsAreClear) {
@@ -98,11 +98,14 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
   EXPECT_NE(forced.error().message.find("mainloop=wgmma, but TMA needs rows"), std::string::npos);
   const Graph ok = linear_chain(Precision::BF16, 64, 64, 64, "", DType::BF16);
   for (const char* bad : {"wgmma_tile=96x128x4", "wgmma_tile=128x512x4", "wgmma_tile=128x128x1", "wgmma_tile=128x128",
-                          "mainloop=mma", "wgmma_tile=128x256x8"}) {
+                          "wgmma_tile=128x256x8"}) {
     auto p = generate_program(ok, {"sm_90a", bad});
     EXPECT_FALSE(p.ok()) << bad;
     if (!p.ok()) EXPECT_NE(p.error().message.find("codegen config"), std::string::npos) << p.error().message;
   }
+  auto mma = generate_program(ok, {"sm_90a", "mainloop=mma"});  // forced: the cp.async path
+  ASSERT_TRUE(mma.ok()) << mma.error().message;
+  EXPECT_NE(mma->name.find("_mma_bf16"), std::string::npos) << mma->name;
   // 3xTF32 keeps a second accumulator: at most 128 columns; and two lo tiles.
   auto wide = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x256x2"});
   ASSERT_FALSE(wide.ok());

@@ -2,7 +2,7 @@
 // (M = 1, odd N, K not a multiple of the tile's K, tiles hanging over every
 // edge) x precision (fp32 = 3xTF32, tf32, bf16, f16) x epilogue kind
 // (pointwise, gelu, x*sigmoid(x)*2, whole-row and partial row reductions),
-// with the default plan and with forced wgmma tiles, each at its mode's
+// with the default plan, forced wgmma tiles and forced mma.sync, each at its mode's
 // tolerance with NaN-poisoned outputs (check_kernel). NaN and Inf inputs
 // propagate as in PyTorch. Skipped without a CUDA device.
 #include <gtest/gtest.h>
@@ -70,6 +70,7 @@ void run_cases(const std::string& config) {
   check.time = false;
   check.samples = 20000;
   int wgmma = 0;
+  size_t mma = 0;
   for (const GemmCase& c : cases()) {
     auto g = build(c);
     ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
@@ -81,6 +82,7 @@ void run_cases(const std::string& config) {
       continue;
     }
     wgmma += (*kernel)->name().find("wgmma") != std::string::npos;
+    mma += (*kernel)->name().find("_mma_") != std::string::npos;
     for (uint64_t seed : {1u, 2u}) {  // fresh inputs: the same function on any input
       check.seed = seed * 7919 + static_cast<uint64_t>(c.m);
       auto r = check_kernel(**kernel, *g, check);
@@ -90,25 +92,34 @@ void run_cases(const std::string& config) {
     }
   }
   auto arch = Engine::device_arch();
-  if (arch && *arch == "sm_90a" && config.find("ffma") == std::string::npos)
+  if (arch && *arch == "sm_90a" && config.find("mainloop=") == std::string::npos)
     EXPECT_GT(wgmma, 0) << "no case ran on the wgmma mainloop";
+  if (config.find("mainloop=mma") != std::string::npos)
+    EXPECT_EQ(mma, cases().size()) << "forced mma.sync: every case compiles and runs on it";
 }
 
 TEST(GpuGemm, DefaultPlansMatchReference) { run_cases(""); }
 TEST(GpuGemm, SmallWgmmaTilesMatchReference) { run_cases("wgmma_tile=64x64x2x1"); }
 TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"); }
 TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
+// mma.sync (cp.async copies; the sm_80 path, and sm_90a's where TMA cannot read the rows).
+TEST(GpuGemm, MmaMainloopMatchesReference) { run_cases("mainloop=mma"); }
+TEST(GpuGemm, SmallMmaTilesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
+TEST(GpuGemm, SplitKMatchesReference) { run_cases("mainloop=mma,split_k=3"); }
 
 // NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
 // a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet).
 TEST(GpuGemm, NanAndInfPropagate) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
+  for (const char* config : {"", "mainloop=mma"})
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}) {
+    CompileOptions opts;
+    opts.config = config;
     const GemmCase c{p, 96, 128, 80, "gelu"};
     auto g = build(c);
     ASSERT_TRUE(g) << g.error().str();
-    auto kernel = engine.compile(*g);
+    auto kernel = engine.compile(*g, opts);
     ASSERT_TRUE(kernel) << kernel.error().str();
     std::vector<HostTensor> inputs = make_random_inputs(*g, 99);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();

@@ -1,0 +1,51 @@
+// tests/compile_jobs.h — compiles generated CUDA sources with NVRTC on all
+// cores (no GPU needed): the CPU-side proof that every kernel variant builds.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/nvrtc_compiler.h"
+
+namespace fusejit::test_util {
+
+struct CompileJob {
+  std::string label, arch, name, source;
+};
+
+// Compiles every job on all cores (at least 2); one message per failure.
+// Jobs with the same arch and source compile once.
+inline std::vector<std::string> compile_all(std::vector<CompileJob> jobs) {
+  std::set<std::pair<std::string, std::string>> seen;
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const CompileJob& j) { return !seen.insert({j.arch, j.source}).second; }),
+             jobs.end());
+  std::vector<std::string> failures;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      const CompileJob& job = jobs[i];
+      std::string failure;
+      Expected<CubinResult> c = compile_to_cubin(job.source, job.name, {job.arch, false, {}});
+      if (!c) failure = job.label + " (" + job.arch + "): " + c.error().str().substr(0, 4000);
+      else if (c->cubin.size() < 4 || std::string(c->cubin.data() + 1, 3) != "ELF")
+        failure = job.label + " (" + job.arch + "): not an ELF CUBIN";
+      if (failure.empty()) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(failure);
+    }
+  };
+  const unsigned n = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  return failures;
+}
+
+}  // namespace fusejit::test_util

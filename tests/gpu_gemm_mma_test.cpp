@@ -1,0 +1,155 @@
+// GPU: matmul and batched matmul (B read as [K, N], broadcast batch dims) on
+// the mma.sync mainloop against fp64: ragged shapes (M = 1, odd N and K,
+// tiles over every edge) x precision (fp32 = 3xTF32, tf32, bf16, f16) x
+// epilogue kind (bias + relu, gelu, whole-row and partial row reductions),
+// with the default plan, small and wide forced tiles and the FFMA control,
+// each at its mode's tolerance with NaN-poisoned outputs (check_kernel).
+// And: an operand whose address breaks the copies' alignment is refused with
+// a clear error before anything runs. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include "fusejit/builder.h"
+#include "fusejit/engine.h"
+#include "fusejit/reference.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_check.h"
+
+namespace fusejit {
+namespace {
+
+struct MatmulCase {
+  Precision precision;
+  int64_t batch_a, batch_b;  // a [batch_a, 1, M, K] @ b [batch_b, K, N] (broadcast), or 0: 2-D
+  int64_t m, k, n;
+  std::string tail;  // bias_relu | gelu | sum | max | logsumexp | mean
+};
+
+std::string label(const MatmulCase& c) {
+  return std::string(precision_name(c.precision)) + " [" + std::to_string(c.batch_a) + "," +
+         std::to_string(c.batch_b) + "] " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
+         std::to_string(c.n) + " " + c.tail;
+}
+
+Expected<Graph> build(const MatmulCase& c) {
+  GraphBuilder g(c.precision, "matmul_case");
+  auto a = c.batch_a ? g.input("a", {c.batch_a, 1, c.m, c.k}) : g.input("a", {c.m, c.k});
+  auto b = c.batch_b ? g.input("b", {c.batch_b, c.k, c.n}) : g.input("b", {c.k, c.n});
+  auto bias = g.input("bias", {c.n});
+  auto y = g.matmul(a, b).add(bias);
+  if (c.tail == "bias_relu") y = y.relu();
+  if (c.tail == "gelu") y = y.gelu();
+  if (c.tail == "logsumexp") y = y.logsumexp({-1});
+  if (c.tail == "sum") y = y.sum({-1}, true);
+  if (c.tail == "max") y = y.max({-1});
+  if (c.tail == "mean") y = y.mean({-1});
+  g.output("y", y);
+  return g.build();
+}
+
+std::vector<MatmulCase> cases() {
+  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},   {3, 4, 100, 72, 45},  {2, 2, 33, 37, 130},
+                               {0, 0, 257, 96, 520}, {2, 3, 64, 256, 96}, {0, 3, 129, 520, 257}};
+  const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
+  std::vector<MatmulCase> out;
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
+    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
+  return out;
+}
+
+void run_cases(const std::string& config, bool expect_mma) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  CompileOptions opts;
+  opts.config = config;
+  CheckOptions check;
+  check.time = false;
+  check.samples = 20000;
+  for (const MatmulCase& c : cases()) {
+    auto g = build(c);
+    ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
+    auto kernel = engine.compile(*g, opts);
+    ASSERT_TRUE(kernel) << label(c) << " config '" << config << "': " << kernel.error().str();
+    EXPECT_EQ((*kernel)->name().find("_mma_") != std::string::npos, expect_mma)
+        << label(c) << ": kernel " << (*kernel)->name();
+    for (uint64_t seed : {1u, 2u}) {  // fresh inputs each time
+      check.seed = seed * 7919 + static_cast<uint64_t>(c.m);
+      auto r = check_kernel(**kernel, *g, check);
+      ASSERT_TRUE(r) << label(c) << ": " << r.error().str();
+      EXPECT_TRUE(r->pass) << label(c) << " (" << (*kernel)->name() << ", config '" << config << "'):\n"
+                           << r->summary();
+    }
+  }
+}
+
+TEST(GpuGemmMma, MatmulDefaultPlansMatchReference) { run_cases("", true); }
+TEST(GpuGemmMma, MatmulSmallTilesMatchReference) { run_cases("mma_tile=64x32x4", true); }
+TEST(GpuGemmMma, MatmulWideTilesMatchReference) { run_cases("mma_tile=128x256x3", true); }
+TEST(GpuGemmMma, MatmulFfmaControlMatchesReference) { run_cases("mainloop=ffma", false); }
+TEST(GpuGemmMma, MatmulSplitKMatchesReference) { run_cases("split_k=5,mma_tile=64x64x3", true); }
+
+// Split-K sums the splits in a fixed order and leaves its counters at zero:
+// the same inputs give bitwise the same output, launch after launch.
+TEST(GpuGemmMma, SplitKIsDeterministic) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  const MatmulCase c{Precision::FP32, 0, 0, 100, 1000, 500, "gelu"};
+  auto g = build(c);
+  ASSERT_TRUE(g) << g.error().str();
+  Engine engine;
+  auto kernel = engine.compile(*g);
+  ASSERT_TRUE(kernel) << kernel.error().str();
+  std::vector<DeviceBuffer> buffers;
+  std::vector<DevicePtr> in;
+  for (const HostTensor& t : make_random_inputs(*g, 5)) {
+    std::vector<uint8_t> bytes = to_device_bytes(t);
+    auto buf = DeviceBuffer::allocate(bytes.size());
+    ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok());
+    in.push_back(buf->ptr());
+    buffers.push_back(buf.take());
+  }
+  auto y = DeviceBuffer::allocate(static_cast<size_t>(c.m * c.n) * 4);
+  ASSERT_TRUE(y.ok());
+  std::vector<uint8_t> first;
+  for (int run = 0; run < 4; ++run) {
+    ASSERT_TRUE(y->fill_bytes(0xFF).ok());
+    ASSERT_TRUE((*kernel)->launch(in, {y->ptr()}).ok());
+    ASSERT_TRUE(device_synchronize().ok());
+    std::vector<uint8_t> bytes(y->size());
+    ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok());
+    if (run == 0) first = bytes;
+    else EXPECT_EQ(bytes, first) << "launch " << run << " differs (kernel " << (*kernel)->name() << ")";
+  }
+}
+
+// x at an address 4 bytes past a 16-byte boundary: the launch is refused
+// before anything is enqueued, and the same kernel then runs on aligned data.
+TEST(GpuGemmMma, MisalignedOperandIsAClearError) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  GraphBuilder b(Precision::BF16, "aligned_linear");
+  auto x = b.input("x", {64, 64});
+  auto w = b.input("w", {96, 64});
+  b.output("y", b.linear(x, w).relu());
+  auto g = b.build();
+  ASSERT_TRUE(g) << g.error().str();
+  Engine engine;
+  CompileOptions opts;
+  opts.config = "mainloop=mma";
+  auto kernel = engine.compile(*g, opts);
+  ASSERT_TRUE(kernel) << kernel.error().str();
+  auto xs = DeviceBuffer::allocate(64 * 64 * 2 + 16);
+  auto ws = DeviceBuffer::allocate(96 * 64 * 2);
+  auto ys = DeviceBuffer::allocate(64 * 96 * 2);
+  ASSERT_TRUE(xs.ok() && ws.ok() && ys.ok());
+  Status s = (*kernel)->launch({xs->ptr() + 4, ws->ptr()}, {ys->ptr()});
+  ASSERT_FALSE(s.ok()) << "a misaligned x was launched";
+  EXPECT_NE(s.error().str().find("16-byte aligned"), std::string::npos) << s.error().str();
+  ASSERT_TRUE(device_synchronize().ok()) << "the refused launch left the context broken";
+  CheckOptions check;
+  check.time = false;
+  auto r = check_kernel(**kernel, *g, check);
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_TRUE(r->pass) << r->summary();
+}
+
+}  // namespace
+}  // namespace fusejit
