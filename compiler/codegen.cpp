@@ -36,13 +36,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
     plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");
 
-  std::set<std::string> names;
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    std::string name = kernel_base_name(ctx, plan.kernels[k]);
-    if (names.count(name)) name += "_" + std::to_string(k);
-    names.insert(name);
-    plan.kernels[k].name = name;
-  }
+  name_kernels(ctx, plan);
 
   Program program;
   program.name = plan.kernels[0].name;

@@ -21,5 +21,7 @@ Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan&
 
 // A readable kernel name: fj_conv2d_k3_relu_add_maxpool4, fj_softmax_7, ...
 std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp);
+// Sets every KernelPlan::name: its base name, made unique by its index.
+void name_kernels(const PlanContext& ctx, Plan& plan);
 
 }  // namespace fusejit::cg

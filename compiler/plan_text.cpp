@@ -1,5 +1,6 @@
 // The fusion plan as text (Program::plan_text): what runs in which kernel,
 // what is stored where, and why something did not fuse.
+#include <set>
 #include <sstream>
 
 #include "compiler/emitters.h"
@@ -131,6 +132,16 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
   }
   if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";
   return name + tail;
+}
+
+void name_kernels(const PlanContext& ctx, Plan& plan) {
+  std::set<std::string> names;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    std::string name = kernel_base_name(ctx, plan.kernels[k]);
+    if (names.count(name)) name += "_" + std::to_string(k);
+    names.insert(name);
+    plan.kernels[k].name = name;
+  }
 }
 
 }  // namespace fusejit::cg

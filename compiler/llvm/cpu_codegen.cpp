@@ -60,6 +60,112 @@ Expected<std::string> take_cpu_keys(const std::string& config, cg::cpu::CpuHeuri
   return rest;
 }
 
+// Pixels (KH output rows) a CPU tile of a pool-fused conv must hold at least;
+// wider bands would not fit its stack buffers.
+constexpr int64_t kMaxPoolBand = 512;
+// Elements of a pool1d window the fused epilogue reduces unrolled, at most (as
+// pass_fuse_pool allows 2-D windows of a tile's 128 rows).
+constexpr int64_t kMaxPool1dWindow = 128;
+
+// Whether a max / avg pool2d reading the conv epilogue (if any) has bands of
+// window rows a CPU tile holds; a note if not.
+bool pool_band_fits(const cg::PlanContext& ctx, cg::Plan& plan) {
+  cg::KernelPlan& kp = plan.kernels[0];
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  const int64_t ow = ctx.node(kp.root).type.shape[3];
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+      const Node& p = ctx.node(u);
+      if (p.op != OpKind::MaxPool2d && p.op != OpKind::AvgPool2d) continue;
+      if (p.attr_ints("stride") != p.attr_ints("kernel_size")) continue;  // fuse_pool refuses it, saying why
+      const int64_t band = p.attr_ints("kernel_size")[0] * ow;
+      if (band <= kMaxPoolBand) continue;
+      kp.notes.push_back("cpu: " + std::string(op_name(p.op)) + " %" + std::to_string(u) + " not fused: a band of " +
+                         std::to_string(p.attr_ints("kernel_size")[0]) + " output rows (" + std::to_string(band) +
+                         " pixels) is more than a CPU tile holds (" + std::to_string(kMaxPoolBand) + ")");
+      return false;
+    }
+  return true;
+}
+
+// CPU-only plan choice: a max / avg pool1d along N of a linear / matmul
+// (kernel == stride, no padding, windows that tile N) joins the anchor kernel
+// as a tail when it is the epilogue's only consumer: a CPU tile's columns can
+// hold whole windows (NC a multiple of the kernel). The GPU epilogue does
+// not pool along N (its tiles are not cut to windows).
+void fuse_pool1d(cg::PlanContext& ctx, cg::Plan& plan) {
+  cg::KernelPlan& kp = plan.kernels[0];
+  if (!kp.tails.empty()) return;  // row reductions own the tile
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  std::set<ValueId> in(inside.begin(), inside.end()), outside;
+  std::vector<ValueId> pools;
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)])
+      if (!in.count(u) && outside.insert(u).second &&
+          (ctx.node(u).op == OpKind::MaxPool1d || ctx.node(u).op == OpKind::AvgPool1d))
+        pools.push_back(u);
+  if (pools.empty()) return;
+  const ValueId pool = pools[0];
+  const Node& p = ctx.node(pool);
+  const int64_t n = ctx.node(p.operands[0]).type.shape.back(), k = p.attr_int("kernel_size");
+  std::string why;
+  if (!ctx.heur.fuse_pool)
+    why = "disabled by the codegen config (fuse_pool=0)";
+  else if (outside.size() != 1 || cg::exits_of(ctx, inside).size() != 1 || ctx.is_output(p.operands[0]))
+    why = "other consumers need the full anchor-shaped result";
+  else if (p.attr_int("stride") != k || p.attr_int("padding") != 0)
+    why = "its windows overlap, leave gaps or are padded";
+  else if (p.type.shape.back() != n / k)
+    why = "ceil_mode adds a partial window";
+  else if (k > kMaxPool1dWindow)
+    why = "a window of " + std::to_string(k) + " is more than the epilogue unrolls (" +
+          std::to_string(kMaxPool1dWindow) + ")";
+  if (!why.empty()) {
+    for (ValueId u : pools)
+      kp.notes.push_back("cpu: " + std::string(op_name(ctx.node(u).op)) + " %" + std::to_string(u) +
+                         " not fused: " + why + "; a pool kernel reads the anchor's output");
+    return;
+  }
+  cg::FusedTail tail;
+  tail.op = pool;
+  tail.post.domain = p.type.shape;
+  ctx.kernel_of[static_cast<size_t>(pool)] = 0;
+  cg::grow_region(ctx, tail.post, {pool}, pool, 0, /*allow_placed=*/false);
+  kp.tails.push_back(std::move(tail));
+  kp.notes.push_back("cpu: " + std::string(op_name(p.op)) + " %" + std::to_string(pool) +
+                     " fused into the epilogue (CPU only): tiles hold whole windows of " + std::to_string(k) +
+                     " columns, the unpooled " + ctx.node(p.operands[0]).type.str() + " is never stored");
+}
+
+// Why the pools and the conv reductions that read the anchor's epilogue are
+// not fused on the CPU (they run as kernels of their own over its output).
+void cpu_unfused_notes(const cg::PlanContext& ctx, cg::Plan& plan) {
+  cg::KernelPlan& kp = plan.kernels[0];
+  const bool conv = ctx.node(kp.root).op == OpKind::Conv2d;
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  std::set<ValueId> seen;
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+      const OpCategory cat = op_category(ctx.node(u).op);
+      if (ctx.placed(u) || !seen.insert(u).second) continue;
+      const std::string label = "cpu: " + std::string(op_name(ctx.node(u).op)) + " %" + std::to_string(u);
+      const OpKind op = ctx.node(u).op;
+      const bool pool2d = op == OpKind::MaxPool2d || op == OpKind::AvgPool2d;
+      const bool pool1d = op == OpKind::MaxPool1d || op == OpKind::AvgPool1d;
+      const bool explained = conv ? pool2d : pool1d && kp.tails.empty();  // fuse_pool / fuse_pool1d say why
+      if (cat == OpCategory::Pool && !explained)
+        kp.notes.push_back(label + " not fused: the anchor epilogue pools only a conv2d's pool2d or a linear / "
+                           "matmul's pool1d, alone; %" + std::to_string(v) +
+                           " goes to memory and a pool kernel reads it");
+      else if (cat == OpCategory::Reduction && conv)
+        kp.notes.push_back(label + " not fused: a CPU conv tile is channels x pixels, its epilogue reduces along "
+                           "neither; %" + std::to_string(v) + " goes to memory and a row kernel reduces it");
+    }
+}
+
 }  // namespace
 
 Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegenOptions& opts) {
@@ -72,10 +178,9 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   if (!rest) return rest.error();
   Expected<Heuristics> heur = parse_heuristics(*rest);
   if (!heur) return heur.error();
-  // Pools and row reductions run as kernels of their own over the anchor's
-  // output (their GPU fusion is tied to thread-block tiles).
-  heur->fuse_pool = false;
-  heur->fuse_reductions = false;
+  // Row reductions along N of a linear / matmul and a conv's pool fuse as on
+  // the GPU (the same plan); conv reductions over channels and other pools
+  // run as kernels of their own (cpu_unfused_notes says why).
   heur->mainloop = "ffma";
 
   PlanContext ctx(g, *heur, "cpu");
@@ -84,21 +189,22 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   mark_leaf_exprs(ctx);
   if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
   if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
+  plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply
+  plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
+  if (g.node(plan.kernels[0].root).op != OpKind::Conv2d) {
+    fuse_row_reductions(ctx, plan);
+    fuse_pool1d(ctx, plan);
+  } else if (pool_band_fits(ctx, plan)) {
+    fuse_pool(ctx, plan);
+  }
+  cpu_unfused_notes(ctx, plan);
   if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
   assign_buffers(ctx, plan);
-  plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply
-  plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
   if (g.precision != Precision::FP32)
     plan.notes.push_back("cpu: precision " + std::string(precision_name(g.precision)) +
                          " computes in fp32 on the CPU backend (16-bit tensors converted at load and store)");
-  std::set<std::string> names;
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    std::string name = kernel_base_name(ctx, plan.kernels[k]);
-    if (names.count(name)) name += "_" + std::to_string(k);
-    names.insert(name);
-    plan.kernels[k].name = name;
-  }
+  name_kernels(ctx, plan);
 
   CpuProgram program;
   const CpuTarget target = resolve_target(opts.target);

@@ -112,6 +112,17 @@ llvm::Value* emit_op(KernelFunction& kf, const Node& n, const std::vector<llvm::
 // Emits every Store node; returns the result node's value, or nullptr.
 llvm::Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector<llvm::Value*>& idx,
                        llvm::Value* source);
+// The same for a tree with several sources (EpilogueTree::sources): the f32
+// value of each, by node.
+using TreeSources = std::vector<std::pair<ValueId, llvm::Value*>>;
+llvm::Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector<llvm::Value*>& idx,
+                       const TreeSources& sources);
+
+// Scalar combines shared by the reductions: NaN wins max / min; a + x with
+// reassociation allowed (the loop vectorizer may keep several partial sums).
+llvm::Value* max_nan(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* x);
+llvm::Value* min_nan(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* x);
+llvm::Value* sum_add(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* x);
 
 // Row-major coordinates (i64) of linear index `linear` in `shape`.
 std::vector<llvm::Value*> decompose(KernelFunction& kf, llvm::Value* linear, const Shape& shape);

@@ -3,7 +3,9 @@
 // c contiguous in the output. Work items are MC x NC output tiles; each packs
 // KC-deep panels of A (MR rows) and B (NR columns) on its stack, runs the
 // register-blocked micro-kernel (lower_gemm_microkernel.cpp) into a tile
-// buffer, and applies the region's epilogue tree to every valid element.
+// buffer, and applies the region's epilogue tree to every valid element and
+// the fused tails (row reductions, a pool: lower_anchor_tails.cpp) to each
+// tile row; tails constrain the column blocks (choose_blocking).
 #include <algorithm>
 
 #include "compiler/llvm/lower_anchor.h"
@@ -30,8 +32,10 @@ GemmView gemm_view(const AnchorGeometry& geo) {
 struct Blocking {
   MicroTile micro;
   int64_t kc = 256, mc = 0, nc = 0;  // kc: the k panel depth (K split evenly)
+  int64_t ldc = 0;                    // floats per tile row: nc rounded up to whole micro-panels
   int64_t row_tiles = 0, col_tiles = 0;
-  int64_t stack_bytes() const { return 4 * (mc * kc + kc * nc + mc * nc); }
+  bool row_buffer = false;  // fused tails: one more row of ldc floats
+  int64_t stack_bytes() const { return 4 * (mc * kc + kc * ldc + mc * ldc + (row_buffer ? ldc : 0)); }
 };
 
 constexpr int64_t kMinTiles = 16;                  // work items wanted for 2..16 threads
@@ -40,7 +44,10 @@ constexpr int64_t kStackLimit = int64_t{1} << 20;  // worker threads have 8 MiB 
 // Default micro-tiles with 32 vector registers (AVX-512): 12 x 2 vectors for
 // GEMMs, 8 x 3 vectors for convs (measured on the 2-core EPYC, bench/specs_cpu:
 // conv b 15.0 -> 13.6 ms, conv c 8.4 -> 7.2 ms; the linears are 5-8% faster at 12 x 2).
-Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bool conv) {
+// Fused tails constrain the column blocks: `col_unit` -1 (a tile spans every
+// column), or NC a multiple of col_unit (whole partial tiles, whole pool
+// window bands); the last micro-panel may then reach past NC (into ldc).
+Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bool conv, int64_t col_unit) {
   const CpuHeuristics& h = lc.heur;
   Blocking bl;
   MicroTile& mt = bl.micro;
@@ -57,20 +64,28 @@ Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bo
   bl.kc = std::max<int64_t>(1, ceil_div(v.depth, k_blocks));
   bl.mc = std::min(h.mc > 0 ? round_up(h.mc, mt.mr) : mt.mr * std::max(1, 144 / mt.mr), round_up(v.rows, mt.mr));
   bl.nc = std::min(h.nc > 0 ? round_up(h.nc, mt.nr) : round_up(256, mt.nr), round_up(v.cols, mt.nr));
+  const bool whole = col_unit < 0;
+  const int64_t col_step = col_unit > 0 ? col_unit : mt.nr;  // NC is a multiple of this
+  if (whole) bl.nc = round_up(v.cols, mt.nr);
+  if (col_unit > 0) bl.nc = round_up(bl.nc, col_step);
+  bl.row_buffer = col_unit != 0;
   auto tiles = [&] { return v.problems * ceil_div(v.rows, bl.mc) * ceil_div(v.cols, bl.nc); };
   while (tiles() < kMinTiles && h.mc <= 0 && h.nc <= 0) {
-    if (bl.nc > mt.nr && (bl.nc >= bl.mc || bl.mc <= mt.mr))
-      bl.nc = round_up(bl.nc / 2, mt.nr);
+    if (!whole && bl.nc > col_step && (bl.nc >= bl.mc || bl.mc <= mt.mr))
+      bl.nc = round_up(bl.nc / 2, col_step);
     else if (bl.mc > mt.mr)
       bl.mc = round_up(bl.mc / 2, mt.mr);
     else
       break;
   }
+  bl.ldc = round_up(bl.nc, mt.nr);
+  while (bl.stack_bytes() > kStackLimit && bl.mc > mt.mr && h.mc <= 0) bl.mc = round_up(bl.mc / 2, mt.mr);
   // Even tiles: the same count, sizes balanced.
   bl.row_tiles = ceil_div(v.rows, bl.mc);
   bl.col_tiles = ceil_div(v.cols, bl.nc);
   bl.mc = round_up(ceil_div(v.rows, bl.row_tiles), mt.mr);
-  bl.nc = round_up(ceil_div(v.cols, bl.col_tiles), mt.nr);
+  bl.nc = round_up(ceil_div(v.cols, bl.col_tiles), col_step);
+  bl.ldc = round_up(bl.nc, mt.nr);
   if (bl.stack_bytes() > kStackLimit)
     return Error("cpu codegen: blocking MC=" + std::to_string(bl.mc) + " NC=" + std::to_string(bl.nc) +
                  " KC=" + std::to_string(bl.kc) + " needs " + std::to_string(bl.stack_bytes()) +
@@ -84,7 +99,15 @@ class AnchorLowering {
  public:
   AnchorLowering(KernelFunction& kf, const KernelPlan& kp, const AnchorGeometry& geo, const GemmView& view,
                  const Blocking& bl)
-      : kf_(kf), b_(kf.b()), kp_(kp), geo_(geo), view_(view), bl_(bl), anchor_(kf.lc().pc.g.node(kp.root)) {
+      : kf_(kf),
+        b_(kf.b()),
+        kp_(kp),
+        geo_(geo),
+        view_(view),
+        bl_(bl),
+        anchor_(kf.lc().pc.g.node(kp.root)),
+        tails_(kf, kp, bl.ldc, kp.tile_n()),
+        pool_(kf, kp, geo, bl.ldc) {
     const ValueId x = anchor_.operands[0], w = anchor_.operands[1];
     const auto& buffers = kf.lc().plan.buffer;
     // A is the operand with rows r and contiguous k: conv2d's weight, else x.
@@ -97,11 +120,11 @@ class AnchorLowering {
     llvm::Type* f32 = kf_.f32_type();
     const MicroTile& mt = bl_.micro;
     a_pack_ = kf_.stack_array(f32, bl_.mc * bl_.kc, "a.pack");
-    b_pack_ = kf_.stack_array(f32, bl_.kc * bl_.nc, "b.pack");
-    c_tile_ = kf_.stack_array(f32, bl_.mc * bl_.nc, "c.tile");
+    b_pack_ = kf_.stack_array(f32, bl_.kc * bl_.ldc, "b.pack");
+    c_tile_ = kf_.stack_array(f32, bl_.mc * bl_.ldc, "c.tile");
     kf_.loop(kf_.begin(), kf_.end(), 1, [&](Value* t) {
       Value* per_problem = c(bl_.row_tiles * bl_.col_tiles);
-      Value* p = b_.CreateUDiv(t, per_problem, "problem");
+      Value* p = problem_ = b_.CreateUDiv(t, per_problem, "problem");
       Value* in_problem = b_.CreateURem(t, per_problem);
       r0_ = b_.CreateMul(b_.CreateUDiv(in_problem, c(bl_.col_tiles)), c(bl_.mc), "r0");
       c0_ = b_.CreateMul(b_.CreateURem(in_problem, c(bl_.col_tiles)), c(bl_.nc), "c0");
@@ -119,8 +142,8 @@ class AnchorLowering {
           Value* b_panel = gep(b_pack_, b_.CreateMul(jp, c(bl_.kc * mt.nr)));
           kf_.loop(c(0), a_panels, 1, [&](Value* ip) {
             Value* a_panel = gep(a_pack_, b_.CreateMul(ip, c(bl_.kc * mt.mr)));
-            Value* tile = gep(c_tile_, b_.CreateAdd(b_.CreateMul(ip, c(mt.mr * bl_.nc)), b_.CreateMul(jp, c(mt.nr))));
-            emit_micro_kernel(kf_, mt, a_panel, b_panel, kc, tile, bl_.nc, first);
+            Value* tile = gep(c_tile_, b_.CreateAdd(b_.CreateMul(ip, c(mt.mr * bl_.ldc)), b_.CreateMul(jp, c(mt.nr))));
+            emit_micro_kernel(kf_, mt, a_panel, b_panel, kc, tile, bl_.ldc, first);
           }, "ip");
         }, "jp");
       }, "pc");
@@ -138,9 +161,11 @@ class AnchorLowering {
   const Node& anchor_;
   BufferRef a_ref_, b_ref_;
   EpilogueTree tree_;
+  RowTails tails_;
+  PoolTail pool_;
   Value *a_pack_ = nullptr, *b_pack_ = nullptr, *c_tile_ = nullptr;
   // The current tile and problem.
-  Value *r0_ = nullptr, *c0_ = nullptr, *rows_ = nullptr, *cols_ = nullptr;
+  Value *r0_ = nullptr, *c0_ = nullptr, *rows_ = nullptr, *cols_ = nullptr, *problem_ = nullptr;
   Value* a_off_ = nullptr;  // element offset of A(0, 0) in its buffer
   Value* b_off_ = nullptr;  // matmul: of B(0, 0); conv2d: of the group's first input channel
   std::vector<Value*> batch_idx_;  // matmul: the output's batch coordinates
@@ -392,8 +417,10 @@ class AnchorLowering {
     }, any_pixels);
   }
 
-  // The region's tree at every valid (r, c) of the tile.
+  // The region's tree at every valid (r, c) of the tile (unless it stores
+  // nothing: the fused reductions read the accumulators), then the tails.
   void epilogue() {
+    const bool pointwise = !kp_.region.stores.empty() || (tails_.empty() && pool_.empty());
     kf_.loop(c(0), rows_, 1, [&](Value* i) {
       Value* r = add(r0_, i);
       std::vector<Value*> lead;  // output coordinates fixed along the row
@@ -404,7 +431,10 @@ class AnchorLowering {
         lead.push_back(r);
       } else
         lead = {image_, add(mul(group_, view_.rows), r)};
-      Value* row = gep(c_tile_, mul(i, bl_.nc));
+      Value* row = gep(c_tile_, mul(i, bl_.ldc));
+      if (!tails_.empty()) tails_.emit_row(row, c0_, cols_, lead, add(mul(problem_, view_.rows), r));
+      if (!pool_.empty()) pool_.emit_row(row, c0_, cols_, lead);
+      if (!pointwise) return;
       kf_.parallel_loop(c(0), cols_, [&](Value* j) {
         Value* col = add(c0_, j);
         Value* acc = b_.CreateAlignedLoad(kf_.f32_type(), gep(row, j), llvm::Align(4), "acc");
@@ -426,15 +456,28 @@ class AnchorLowering {
 Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index) {
   const KernelPlan& kp = lc.plan.kernels.at(static_cast<size_t>(index));
   if (kp.kind != KernelKind::Anchor) return Error("cpu codegen: kernel " + std::to_string(index) + " is no anchor");
-  if (!kp.tails.empty())
-    return Error("cpu codegen: the anchor kernel has fused pool/reduction tails; the CPU backend runs them as "
-                 "kernels of their own (plan with fuse_pool=0, fuse_reductions=0)");
   const AnchorGeometry geo = analyze_anchor(lc.pc.g, kp.root);
-  const GemmView view = gemm_view(geo);
+  GemmView view = gemm_view(geo);
+  int64_t col_unit = 0;  // see choose_blocking
+  for (const FusedTail& t : kp.tails) {
+    const Node& n = lc.pc.g.node(t.op);
+    if (geo.op == OpKind::Conv2d && (n.op == OpKind::MaxPool2d || n.op == OpKind::AvgPool2d)) {
+      // Whole bands of KH output rows (the windows' rows); the rows below the last band are never computed.
+      col_unit = n.attr_ints("kernel_size")[0] * geo.ow;
+      view.cols = n.type.shape[2] * col_unit;
+    } else if (geo.op != OpKind::Conv2d && (n.op == OpKind::MaxPool1d || n.op == OpKind::AvgPool1d)) {
+      col_unit = n.attr_int("kernel_size");  // whole windows; columns past the last one are never computed
+      view.cols = n.type.shape.back() * col_unit;
+    } else if (geo.op != OpKind::Conv2d && op_category(n.op) == OpCategory::Reduction) {
+      col_unit = t.partial ? kp.tile_n() : -1;
+    } else {
+      return Error("cpu codegen: internal error: the CPU anchor cannot fuse " + lc.pc.g.describe(t.op));
+    }
+  }
   if (view.rows < 1 || view.cols < 1 || view.depth < 1)
     return Error("cpu codegen: empty GEMM " + std::to_string(view.rows) + "x" + std::to_string(view.cols) + "x" +
                  std::to_string(view.depth) + " for " + lc.pc.g.describe(kp.root));
-  Expected<Blocking> bl = choose_blocking(lc, view, geo.op == OpKind::Conv2d);
+  Expected<Blocking> bl = choose_blocking(lc, view, geo.op == OpKind::Conv2d, col_unit);
   if (!bl) return bl.error();
   KernelFunction kf(lc, kp.name.empty() ? "fj_cpu_anchor" : kp.name);
   // Full-width vectors in this function, also for the vectorized loops.
@@ -454,6 +497,13 @@ Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index) {
             std::to_string(view.cols) + "x" + std::to_string(view.depth);
   what += " as " + std::to_string(mt.mr) + "x" + std::to_string(mt.nr) + " micro-tiles, KC " + std::to_string(bl->kc) +
           ", " + std::to_string(bl->mc) + "x" + std::to_string(bl->nc) + " tiles, " + std::to_string(tiles) + " tiles";
+  const bool pooled = !kp.tails.empty() && op_category(lc.pc.g.node(kp.tails[0].op).op) == OpCategory::Pool;
+  if (col_unit < 0)
+    what += ", row reductions on the tile";
+  else if (pooled)
+    what += ", pooled on the tile (windows in bands of " + std::to_string(col_unit) + " columns)";
+  else if (col_unit > 0)
+    what += ", row-reduction partials every " + std::to_string(col_unit) + " columns";
   return kf.finish(tiles, 1, what);
 }
 

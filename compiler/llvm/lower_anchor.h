@@ -1,6 +1,10 @@
 // compiler/llvm/lower_anchor.h — internal to lower_anchor*.cpp: the GEMM
-// micro-kernel that lower_anchor_kernel calls once per (MR x NR) micro-tile.
+// micro-kernel that lower_anchor_kernel calls once per (MR x NR) micro-tile,
+// and the fused tails (row reductions, pools) it applies to finished tiles.
 #pragma once
+
+#include <utility>
+#include <vector>
 
 #include "compiler/llvm/lower.h"
 
@@ -16,5 +20,66 @@ struct MicroTile {
 };
 void emit_micro_kernel(KernelFunction& kf, const MicroTile& t, llvm::Value* a_panel, llvm::Value* b_panel,
                        llvm::Value* kc, llvm::Value* c_tile, int64_t ldc, llvm::Value* first);
+
+// The anchor's fused row reductions along N (the plan's tails), applied to
+// each row of a finished tile (lower_anchor_tails.cpp). A whole tail (one
+// tile spans N) reduces the row and runs its consumers; a partial one stores
+// one partial per `unit` columns (the plan's tile width: nc is a multiple of
+// it) for the row-finish kernel.
+class RowTails {
+ public:
+  // `ldc`: floats a tile row holds (its row buffer); `unit`: columns per partial.
+  RowTails(KernelFunction& kf, const KernelPlan& kp, int64_t ldc, int64_t unit);
+  bool empty() const { return tails_.empty(); }
+  // One tile row: `acc` its accumulators (f32, `cols` valid), `c0` the tile's
+  // first column, `lead` the output coordinates fixed along the row, `row`
+  // its index in the reductions' flattened outputs.
+  void emit_row(llvm::Value* acc, llvm::Value* c0, llvm::Value* cols, const std::vector<llvm::Value*>& lead,
+                llvm::Value* row);
+
+ private:
+  struct Tail {
+    const FusedTail* plan;
+    const Node* node;
+    EpilogueTree pre;   // the value reduced, from the accumulator
+    EpilogueTree post;  // whole tails: the consumers of the result
+    bool identity;      // pre is the raw accumulator
+  };
+  KernelFunction& kf_;
+  int64_t unit_;
+  std::vector<Tail> tails_;
+  llvm::Value* row_buf_ = nullptr;
+  // Reduces buf[lo, hi): the sum / max / min, or for logsumexp the pair
+  // (sum of exp(v - max), max).
+  std::pair<llvm::Value*, llvm::Value*> reduce(OpKind op, llvm::Value* buf, llvm::Value* lo, llvm::Value* hi);
+  llvm::Value* extreme(bool is_max, llvm::Value* buf, llvm::Value* lo, llvm::Value* hi);
+};
+
+// A max / avg pool fused into the anchor (kernel == stride, no padding):
+// a conv's pool2d (pass_fuse_pool.cpp), applied to each channel row of a
+// finished tile whose columns are whole bands of KH output rows (NC a
+// multiple of KH x OW), or a linear / matmul's pool1d along N (cpu_codegen's
+// fuse_pool1d), to each row of a tile of whole windows (NC a multiple of K).
+class PoolTail {
+ public:
+  // `ldc`: floats a tile row holds (its row buffer).
+  PoolTail(KernelFunction& kf, const KernelPlan& kp, const AnchorGeometry& geo, int64_t ldc);
+  bool empty() const { return tail_ == nullptr; }
+  // One tile row: `acc` its accumulators (f32, `cols` valid, whole bands),
+  // `c0` the tile's first column (a band start), `lead` the output
+  // coordinates fixed along the row (conv: {image, channel}).
+  void emit_row(llvm::Value* acc, llvm::Value* c0, llvm::Value* cols, const std::vector<llvm::Value*>& lead);
+
+ private:
+  KernelFunction& kf_;
+  const FusedTail* tail_ = nullptr;
+  EpilogueTree pre_, post_;
+  bool identity_ = false, is_max_ = false, two_d_ = true;
+  int64_t kh_ = 1, kw_ = 1, ow_ = 1, pw_ = 1;  // window, conv output width, pooled width (2-D)
+  llvm::Value* row_buf_ = nullptr;
+};
+
+// Whether `pre` (a tree from the anchor's source to a result) is the raw accumulator.
+bool is_identity_tree(const EpilogueTree& pre);
 
 }  // namespace fusejit::cg::cpu

@@ -325,7 +325,25 @@ static Value* mapped_offset(KernelFunction& kf, const Shape& shape, const std::v
   return off ? off : kf.i64(0);
 }
 
-Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector<Value*>& idx, Value* source) {
+Value* max_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  return b.CreateSelect(b.CreateOr(b.CreateFCmpOGT(a, x), b.CreateFCmpUNO(a, a)), a, x);
+}
+Value* min_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  return b.CreateSelect(b.CreateOr(b.CreateFCmpOLT(a, x), b.CreateFCmpUNO(a, a)), a, x);
+}
+Value* sum_add(llvm::IRBuilder<>& b, Value* a, Value* x) {
+  Value* sum = b.CreateFAdd(a, x);
+  if (auto* add = llvm::dyn_cast<llvm::Instruction>(sum)) {
+    llvm::FastMathFlags f;
+    f.setAllowReassoc();
+    add->setFastMathFlags(f);
+  }
+  return sum;
+}
+
+// One source for every Source node (`many` null), or each by its node.
+static Value* emit_tree_impl(KernelFunction& kf, const EpilogueTree& tree, const std::vector<Value*>& idx,
+                             Value* source, const TreeSources* many) {
   const Graph& g = kf.lc().pc.g;
   const int rank = static_cast<int>(tree.domain.size());
   std::vector<Value*> vals(tree.nodes.size(), nullptr);
@@ -335,7 +353,12 @@ Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector
     const EpiNode& n = tree.nodes[i];
     const Node& node = g.node(n.value);
     switch (n.kind) {
-      case EpiNode::Kind::Source: vals[i] = source; break;
+      case EpiNode::Kind::Source:
+        vals[i] = source;
+        if (many)
+          for (const auto& [v, value] : *many)
+            if (v == n.value) vals[i] = value;
+        break;
       case EpiNode::Kind::Constant: vals[i] = kf.f32(node.constant_value()); break;
       case EpiNode::Kind::Load: {
         const std::vector<int> dims = n.dims.empty() ? broadcast_dims(node.type.shape, rank) : n.dims;
@@ -359,6 +382,15 @@ Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector
     }
   }
   return tree.result >= 0 ? vals[static_cast<size_t>(tree.result)] : nullptr;
+}
+
+Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector<Value*>& idx, Value* source) {
+  return emit_tree_impl(kf, tree, idx, source, nullptr);
+}
+
+Value* emit_tree(KernelFunction& kf, const EpilogueTree& tree, const std::vector<Value*>& idx,
+                 const TreeSources& sources) {
+  return emit_tree_impl(kf, tree, idx, nullptr, &sources);
 }
 
 }  // namespace fusejit::cg::cpu

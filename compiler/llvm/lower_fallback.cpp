@@ -36,23 +36,6 @@ Value* strided(KernelFunction& kf, const std::vector<Value*>& coords, const std:
   return off;
 }
 
-Value* max_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
-  return b.CreateSelect(b.CreateOr(b.CreateFCmpOGT(a, x), b.CreateFCmpUNO(a, a)), a, x);
-}
-Value* min_nan(llvm::IRBuilder<>& b, Value* a, Value* x) {
-  return b.CreateSelect(b.CreateOr(b.CreateFCmpOLT(a, x), b.CreateFCmpUNO(a, a)), a, x);
-}
-// a + x with reassociation allowed, so the loop vectorizer may keep several partial sums.
-Value* sum_add(llvm::IRBuilder<>& b, Value* a, Value* x) {
-  Value* sum = b.CreateFAdd(a, x);
-  if (auto* add = llvm::dyn_cast<llvm::Instruction>(sum)) {
-    llvm::FastMathFlags f;
-    f.setAllowReassoc();
-    add->setFastMathFlags(f);
-  }
-  return sum;
-}
-
 Expected<CpuLaunch> lower_pointwise(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   const Shape& domain = kp.region.domain;
@@ -312,6 +295,68 @@ Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
                    std::string(op_name(r.op)) + " " + shape_str(xs) + " -> " + shape_str(os));
 }
 
+// Combines the per-tile partials the anchor stored for each partial row
+// reduction (tile order, as fj::combine_partials), then runs their consumers
+// with every finished value in a register. One work item per output element.
+Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const std::vector<ValueId> finishes = kp.finishes.empty() ? std::vector<ValueId>{kp.root} : kp.finishes;
+  for (ValueId r : finishes)
+    if (!lc.plan.partials.count(r)) return Error("cpu codegen: internal error: no partials for " + g.describe(r));
+  const PartialBuffers& first = lc.plan.partials.at(finishes[0]);
+  const AnchorGeometry geo = analyze_anchor(g, lc.plan.kernels[0].root);
+  const Shape& domain = kp.region.domain;
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, finishes, -1, true);
+  llvm::Type* f32 = kf.f32_type();
+  std::string what;
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* e) {
+    TreeSources values;
+    for (ValueId r : finishes) {
+      const PartialBuffers& pb = lc.plan.partials.at(r);
+      const OpKind op = g.node(r).op;
+      const BufferRef sums{BufferKind::Scratch, pb.sums};
+      auto at = [&](Value* t) { return b.CreateAdd(b.CreateMul(t, kf.i64(pb.rows)), e, "", true, true); };
+      Value* v = nullptr;
+      if (op == OpKind::LogSumExp) {
+        const BufferRef maxima{BufferKind::Scratch, pb.maxima};
+        Value* mx = kf.local(kf.f32(-INFINITY), "max");
+        kf.loop(0, pb.tiles, 1, [&](Value* t) {
+          b.CreateStore(max_nan(b, b.CreateLoad(f32, mx), kf.load_f32(maxima, at(t))), mx);
+        }, "t");
+        Value* m = b.CreateLoad(f32, mx);
+        Value* sum = kf.local(kf.f32(0), "sum");
+        kf.loop(0, pb.tiles, 1, [&](Value* t) {  // tiles whose values are all -inf add nothing
+          Value* m_t = kf.load_f32(maxima, at(t));
+          Value* part = b.CreateFMul(kf.load_f32(sums, at(t)), kf.call_math("expf", {b.CreateFSub(m_t, m)}));
+          part = b.CreateSelect(b.CreateFCmpOEQ(m_t, kf.f32(-INFINITY)), kf.f32(0), part);
+          b.CreateStore(b.CreateFAdd(b.CreateLoad(f32, sum), part), sum);
+        }, "t");
+        Value* lse = b.CreateFAdd(m, kf.call_math("logf", {b.CreateLoad(f32, sum)}));
+        v = b.CreateSelect(b.CreateFCmpOEQ(b.CreateFSub(m, m), kf.f32(0)), lse, m);  // inf / NaN: the maximum
+      } else {
+        const bool is_max = op == OpKind::Max, is_min = op == OpKind::Min;
+        Value* acc = kf.local(kf.f32(is_max ? -INFINITY : is_min ? INFINITY : 0.0), "acc");
+        kf.loop(0, pb.tiles, 1, [&](Value* t) {
+          Value* cur = b.CreateLoad(f32, acc);
+          Value* part = kf.load_f32(sums, at(t));
+          b.CreateStore(is_max ? max_nan(b, cur, part) : is_min ? min_nan(b, cur, part) : b.CreateFAdd(cur, part), acc);
+        }, "t");
+        v = b.CreateLoad(f32, acc);
+        if (op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(geo.n * geo.groups)));
+      }
+      values.push_back({r, v});
+    }
+    emit_tree(kf, post, decompose(kf, e, domain), values);
+  }, "row");
+  for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + std::string(op_name(g.node(r).op));
+  return kf.finish(first.rows, grain_for(first.tiles * static_cast<int64_t>(finishes.size())),
+                   "finishes " + what + " from " + std::to_string(first.tiles) + " per-tile partials of " +
+                       std::to_string(first.rows) + " rows");
+}
+
 }  // namespace
 
 Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index) {
@@ -323,7 +368,7 @@ Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index) {
     case KernelKind::Norm: return lower_norm(lc, kp);
     case KernelKind::Pool2d:
     case KernelKind::Pool1d: return lower_pool(lc, kp);
-    case KernelKind::RowFinish: return Error("cpu codegen: internal error: a row-finish kernel (no partials on the CPU)");
+    case KernelKind::RowFinish: return lower_row_finish(lc, kp);
     case KernelKind::Anchor: break;
   }
   return Error("cpu codegen: internal error: anchor kernel passed to the fallback lowering");
