@@ -14,7 +14,9 @@ alternating blocks (torch, fusejit, torch, fusejit), each after a 0.5 s pause an
 --trials calls (fewer, at least 3, when a side's block would take more than --max-side-s / 2); the
 median over both rounds per side. (Blocks, not single interleaved calls: torch's OpenMP / OpenBLAS
 threads spin after each call and would slow whatever runs next.)
-ratio = torch ms / fusejit ms (> 1: fusejit faster).
+ratio = torch ms / fusejit ms (> 1: fusejit faster). Convs (b, c) are also timed in torch on channels_last
+copies of x and the weight (made outside the timing; same values, checked against NCHW): torch 1.13's NCHW
+conv takes a much slower path on this machine, so the channels_last ratio is the one to hold fusejit to.
 Compile: a fresh FUSEJIT_CACHE_DIR (a temp dir) so the first compile of each chain is cold (codegen +
 LLVM O3 + JIT link); "disk hit" = the same spec in a new engine (object file from the disk cache, JIT
 link); "memory hit" = the same engine again. All three time fusejit.compile on a pre-parsed Spec
@@ -265,14 +267,27 @@ def main():
             y = kernel(*inputs)
             torch_ms, fj_ms, trials = time_pair(lambda: chain(*inputs), lambda: kernel(*inputs), args.warmup,
                                                 args.trials, args.max_side_s)
+            # Convs: torch also on channels_last copies of the 4-D inputs (converted outside the timing): on
+            # this build its NCHW conv can be 8x slower than channels_last, so both are reported.
+            torch_cl_ms = None
+            if any(t.dim() == 4 for t in inputs):
+                cl = [t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs]
+                if rel_l2(chain(*cl), ref32) > 1e-5:
+                    raise RuntimeError(f"{n}: torch channels_last disagrees with NCHW")
+                torch_cl_ms, _, _ = time_pair(lambda: chain(*cl), lambda: kernel(*inputs), args.warmup,
+                                              args.trials, args.max_side_s)
         err32, err64, err_torch64 = rel_l2(y, ref32), rel_l2(y, ref64), rel_l2(ref32, ref64)
         row = dict(problem=n, what=P["what"], spec=f"bench/specs_cpu/{P['spec']}", kernel=kernel.name,
                    gflop=P["flops"] / 1e9, torch_ms=torch_ms, fusejit_ms=fj_ms, ratio=torch_ms / fj_ms,
+                   torch_channels_last_ms=torch_cl_ms,
+                   ratio_channels_last=torch_cl_ms / fj_ms if torch_cl_ms else None,
                    torch_gflops=P["flops"] / (torch_ms * 1e6), fusejit_gflops=P["flops"] / (fj_ms * 1e6),
                    trials=trials, rel_l2_vs_torch=err32, rel_l2_vs_fp64=err64,
                    torch_rel_l2_vs_fp64=err_torch64, check="ok" if err32 <= 1e-5 else "FAIL",
                    compile_cold_ms=cold, compile_disk_hit_ms=disk_hit, compile_memory_hit_ms=mem_hit)
         rows.append(row)
+        if torch_cl_ms:
+            print(f"{n}: torch channels_last {torch_cl_ms:.3f} ms, ratio {row['ratio_channels_last']:.2f}")
         print(f"{n}: torch {torch_ms:.3f} ms, fusejit {fj_ms:.3f} ms, ratio {row['ratio']:.2f}, "
               f"rel L2 {err32:.1e} ({row['check']}), compile cold {cold:.0f} ms, hits {disk_hit:.2f} / "
               f"{mem_hit:.3f} ms", flush=True)
@@ -298,12 +313,15 @@ def main():
 
 
 def table(rows):
-    lines = ["| # | chain | GFLOP | torch ms | fusejit ms | torch/fusejit | torch GFLOP/s | fusejit GFLOP/s "
+    lines = ["| # | chain | GFLOP | torch ms | torch channels_last ms | fusejit ms | torch/fusejit "
+             "| torch channels_last/fusejit | torch GFLOP/s | fusejit GFLOP/s "
              "| rel L2 vs torch | vs fp64 | cold compile ms | disk hit ms | memory hit ms | trials | fusejit kernel |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['problem']} | {r['what']} | {r['gflop']:.2f} | {r['torch_ms']:.3f} | "
-                     f"{r['fusejit_ms']:.3f} | {r['ratio']:.2f} | {r['torch_gflops']:.1f} | "
+        cl = r.get("torch_channels_last_ms")
+        cl_ms, cl_ratio = (f"{cl:.3f}", f"{r['ratio_channels_last']:.2f}") if cl else ("-", "-")
+        lines.append(f"| {r['problem']} | {r['what']} | {r['gflop']:.2f} | {r['torch_ms']:.3f} | {cl_ms} | "
+                     f"{r['fusejit_ms']:.3f} | {r['ratio']:.2f} | {cl_ratio} | {r['torch_gflops']:.1f} | "
                      f"{r['fusejit_gflops']:.1f} | {r['rel_l2_vs_torch']:.1e} {r['check']} | "
                      f"{r['rel_l2_vs_fp64']:.1e} | {r['compile_cold_ms']:.0f} | "
                      f"{r['compile_disk_hit_ms']:.2f} | {r['compile_memory_hit_ms']:.3f} | {r['trials'][0]}+{r['trials'][1]} | "
