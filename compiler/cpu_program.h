@@ -43,6 +43,10 @@ struct CpuTarget {
   std::string triple, cpu, features;
 };
 
+// The host's target: triple, CPU name and "+name,-name" features sorted by
+// name (a stable string: cache keys hash it). Builds with the CPU backend only.
+CpuTarget host_cpu_target();
+
 struct CpuCodegenOptions {
   CpuTarget target;
   std::string config;  // scheduler config; CPU keys: cpu_tile=MRxNR (see docs/cpu.md)

@@ -108,16 +108,13 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  std::vector<int64_t> dims = r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims");
-  const bool mean = r.op == OpKind::Mean || r.op == OpKind::GlobalAvgPool;
-  std::vector<int> kept, reduced;
-  Shape kept_shape, reduced_shape;
-  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
-    const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
-    (red ? reduced : kept).push_back(d);
-    (red ? reduced_shape : kept_shape).push_back(xs[static_cast<size_t>(d)]);
-  }
-  const int64_t rows = numel(kept_shape), len = numel(reduced_shape);
+  const ReduceGeometry rg = reduce_geometry(g, kp.root);
+  const std::vector<int>& kept = rg.kept;
+  const std::vector<int>& reduced = rg.reduced;
+  const Shape& kept_shape = rg.kept_shape;
+  const Shape& reduced_shape = rg.reduced_shape;
+  const int64_t rows = rg.rows, len = rg.len;
+  const bool mean = rg.mean;
   if (len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(len);
@@ -126,7 +123,8 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " over dims " +
-              attr_str(AttrValue(dims)) + ", " + std::to_string(group) + " threads per output";
+              attr_str(AttrValue(r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims"))) +
+              ", " + std::to_string(group) + " threads per output";
   s.constants.push_back({"kRows", rows, "outputs"});
   s.constants.push_back({"kLen", len, "elements reduced into each"});
   const std::string in = em.load_param(x);

@@ -80,6 +80,22 @@ int RowConfig::group_for(int64_t row_len) const {
   return g;
 }
 
+ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction) {
+  const Node& r = g.node(reduction);
+  const Shape& xs = g.node(r.operands[0]).type.shape;
+  const std::vector<int64_t> dims = r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims");
+  ReduceGeometry geo;
+  geo.mean = r.op == OpKind::Mean || r.op == OpKind::GlobalAvgPool;
+  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
+    const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (red ? geo.reduced : geo.kept).push_back(d);
+    (red ? geo.reduced_shape : geo.kept_shape).push_back(xs[static_cast<size_t>(d)]);
+  }
+  geo.rows = numel(geo.kept_shape);
+  geo.len = numel(geo.reduced_shape);
+  return geo;
+}
+
 NormGeometry norm_geometry(const Graph& g, ValueId norm) {
   const Node& n = g.node(norm);
   const Shape& xs = g.node(n.operands[0]).type.shape;

@@ -144,6 +144,17 @@ struct NormGeometry {
 };
 NormGeometry norm_geometry(const Graph& g, ValueId norm);
 
+// A reduction (or global_avg_pool) as rows: its input's dims split into the
+// kept ones (one output element each: `rows`) and the reduced ones (`len`
+// elements each), in order.
+struct ReduceGeometry {
+  std::vector<int> kept, reduced;
+  Shape kept_shape, reduced_shape;
+  int64_t rows = 1, len = 1;
+  bool mean = false;  // mean or global_avg_pool: the sum divided by len
+};
+ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction);
+
 // A pool or row reduction done inside the anchor's epilogue, with the
 // elementwise consumers of its result fused into its store. A `partial` row
 // reduction (N wider than a tile) stores one partial per (row, column tile)

@@ -1,5 +1,6 @@
 // generate_cpu_program: the same planning passes as the CUDA codegen (with the
 // CPU's heuristics), then one LLVM function per planned kernel.
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -17,19 +18,31 @@ namespace fusejit {
 
 bool cpu_backend_available() { return true; }
 
+CpuTarget host_cpu_target() {
+  static const CpuTarget host = [] {
+    CpuTarget t;
+    t.triple = llvm::sys::getProcessTriple();
+    t.cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> features;
+    if (llvm::sys::getHostCPUFeatures(features)) {
+      std::vector<std::string> names;
+      for (const auto& f : features) names.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
+      std::sort(names.begin(), names.end(),
+                [](const std::string& a, const std::string& b) { return a.substr(1) < b.substr(1); });
+      for (const std::string& n : names) t.features += (t.features.empty() ? "" : ",") + n;
+    }
+    return t;
+  }();
+  return host;
+}
+
 namespace {
 
 CpuTarget resolve_target(CpuTarget t) {
-  if (t.triple.empty()) t.triple = llvm::sys::getProcessTriple();
-  if (t.cpu.empty()) t.cpu = llvm::sys::getHostCPUName().str();
-  if (t.features.empty()) {
-    llvm::StringMap<bool> features;
-    if (llvm::sys::getHostCPUFeatures(features)) {
-      std::set<std::string> sorted;  // stable text: the cache key hashes it
-      for (const auto& f : features) sorted.insert((f.getValue() ? "+" : "-") + f.getKey().str());
-      for (const std::string& f : sorted) t.features += (t.features.empty() ? "" : ",") + f;
-    }
-  }
+  const CpuTarget host = host_cpu_target();
+  if (t.triple.empty()) t.triple = host.triple;
+  if (t.cpu.empty()) t.cpu = host.cpu;
+  if (t.features.empty()) t.features = host.features;
   return t;
 }
 

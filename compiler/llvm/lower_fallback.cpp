@@ -58,16 +58,13 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  const std::vector<int64_t> dims = r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims");
-  const bool mean = r.op == OpKind::Mean || r.op == OpKind::GlobalAvgPool;
-  std::vector<int> kept, reduced;
-  Shape kept_shape, reduced_shape;
-  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
-    const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
-    (red ? reduced : kept).push_back(d);
-    (red ? reduced_shape : kept_shape).push_back(xs[static_cast<size_t>(d)]);
-  }
-  const int64_t rows = numel(kept_shape), len = numel(reduced_shape);
+  const ReduceGeometry rg = reduce_geometry(g, kp.root);
+  const std::vector<int>& kept = rg.kept;
+  const std::vector<int>& reduced = rg.reduced;
+  const Shape& kept_shape = rg.kept_shape;
+  const Shape& reduced_shape = rg.reduced_shape;
+  const int64_t rows = rg.rows, len = rg.len;
+  const bool mean = rg.mean;
   // The reduced dims are the innermost ones: each row is one contiguous run.
   bool trailing = true;
   for (size_t j = 0; j < reduced.size(); ++j)

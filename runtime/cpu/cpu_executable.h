@@ -17,7 +17,7 @@ namespace fusejit::cpu {
 
 // The host as LLVM names it: process triple, CPU name (e.g. "skylake-avx512"),
 // and the enabled features ("+avx512f,+fma,..."), plus LLVM's version.
-CpuTarget host_target();
+CpuTarget host_target();  // = host_cpu_target() (compiler/cpu_program.h)
 std::string llvm_version();  // "14.0.6"
 
 // IR text -> optimized (O3 for `target`) -> relocatable object file bytes.

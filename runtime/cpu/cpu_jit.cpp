@@ -56,25 +56,7 @@ void init_llvm_native() {
   });
 }
 
-CpuTarget host_target() {
-  static const CpuTarget host = [] {
-    CpuTarget t;
-    t.triple = llvm::sys::getProcessTriple();
-    t.cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> features;
-    if (llvm::sys::getHostCPUFeatures(features)) {
-      // Sorted, so that the string (part of cache keys) is stable.
-      std::vector<std::string> names;
-      for (const auto& f : features) names.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
-      std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-        return a.substr(1) < b.substr(1);
-      });
-      for (const std::string& n : names) t.features += (t.features.empty() ? "" : ",") + n;
-    }
-    return t;
-  }();
-  return host;
-}
+CpuTarget host_target() { return host_cpu_target(); }
 
 std::string llvm_version() { return LLVM_VERSION_STRING; }
 
