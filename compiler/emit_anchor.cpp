@@ -119,7 +119,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;
   for (const FusedTail& tail : kp.tails) {
-    if (op_category(g.node(tail.op).op) == OpCategory::Pool)
+    if (op_category(g.node(tail.op).op) == OpCategory::Pool && !tail.spatial)  // global_avg_pool: a reduction
       pool = &tail;
     else
       reductions.push_back(&tail);
@@ -180,6 +180,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                           std::to_string(k[1]) + ", " + std::to_string(per_tile) + ">;  // pool-window-major rows");
       const int64_t blocks_w = (pw_out + per_tile - 1) / per_tile;
       m_tiles = geo.batch_n * (geo.oh / k[0]) * blocks_w;
+    } else if (std::any_of(kp.tails.begin(), kp.tails.end(), [](const FusedTail& t) { return t.spatial; })) {
+      s.aliases.push_back("using Pixels = fj::ImagePixels<ConvShape, Tile::BM>;  // tiles of one image's pixels");
+      m_tiles = geo.batch_n * ((geo.oh * geo.ow + tile_m - 1) / tile_m);
     } else {
       s.aliases.push_back("using Pixels = fj::DensePixels<ConvShape>;  // row m = (n, oh, ow)");
       m_tiles = (geo.m + tile_m - 1) / tile_m;
@@ -345,7 +348,30 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     out.push_back("});");
     return out;
   };
-  if (pool) {
+  if (pool && geo.op != OpKind::Conv2d) {  // a 1-D pool along N: whole windows in every staged chunk
+    const Node& pn = g.node(pool->op);
+    const int64_t k = pn.attr_int("kernel_size");
+    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
+                                         "fj_pre_pool", "the epilogue up to the pooled value, at output coordinates");
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
+                                          "fj_post_pool", "after the pool, at pooled coordinates");
+    int chunk = wgmma ? wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3") : 64;
+    while (chunk > 16 && (tile_n % chunk || (!wgmma && int64_t{tile_m} * (chunk + 8) * 4 > 32 * 1024))) chunk /= 2;
+    if (tile_n % chunk || chunk % k)
+      return Error("codegen: a " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " tile cannot hold whole " +
+                   std::to_string(k) + "-column windows of " + g.describe(pool->op) +
+                   " (its width and staging chunk must be multiples of the window)");
+    smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8));
+    run.push_back("fj::tile_pool1d_staged<" + std::to_string(chunk) + ", " + std::to_string(k) + ", " +
+                  (pn.op == OpKind::MaxPool1d ? "true" : "false") + ">(frag, m0, n0, " + shape.rows + ", " +
+                  shape.cols + ", smem,");
+    append(run, lambda("[&](float acc, int m, int n) -> float {", shape.coords,
+                       "return " + pre + "(p, acc, " + coord_call + ");"));
+    run.back() = "},";
+    std::vector<std::string> pooled = shape.coords;  // the last coordinate is the window's
+    pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
+    append(run, lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
+  } else if (pool) {
     const Node& pn = g.node(pool->op);
     const auto& k = pn.attr_ints("kernel_size");
     const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
@@ -393,6 +419,26 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       smem_floats = std::max<int64_t>(smem_floats, (row_sharers + 2) * tile_m);
       const std::string value_head = "[&](float acc, int m, int n) -> float {";
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
+      if (tail.spatial) {  // per-channel partials over this tile's pixels (one image)
+        const PartialBuffers& pb = plan.partials.at(tail.op);
+        const int threads = mma ? mt.threads() : t.threads();
+        int chunk = tile_n;
+        while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > 32 * 1024)) chunk /= 2;
+        smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8) + threads);
+        const std::string rows = "kPartialRows" + suffix;
+        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});
+        run.push_back("fj::tile_col_partials<" + reduce_op_type(rn.op) + ", " + std::to_string(chunk) +
+                      ">(frag, m0, n0, kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },");
+        append(run, lambda(value_head, shape.coords, value_call));
+        run.back() = "},";
+        run.push_back("[&](float part, int n) {");
+        append(run, {"const int image = blockIdx.x / Pixels::kTilesPerImage;",
+                     "const long long at = (long long)(blockIdx.x % Pixels::kTilesPerImage) * " + rows +
+                         " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
+                     em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
+        run.push_back("});");
+        continue;
+      }
       if (tail.partial) {
         const PartialBuffers& pb = plan.partials.at(tail.op);
         const std::string rows = "kPartialRows" + suffix;

@@ -29,7 +29,12 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     const KernelPlan& anchor = plan.kernels[0];
     const AnchorGeometry geo = analyze_anchor(g, anchor.root);
     for (auto& [v, pb] : plan.partials) {
-      pb.tiles = geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n());
+      bool spatial = false;
+      for (const FusedTail& t : anchor.tails) spatial = spatial || (t.op == v && t.spatial);
+      // Column tiles (over N, conv groups included), or a conv's pixel tiles per image.
+      pb.tiles = spatial ? (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m()
+                         : geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n());
+      pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;
       pb.rows = g.node(v).type.numel();
       const int64_t bytes = pb.tiles * pb.rows * 4;
       pb.sums = static_cast<int>(plan.scratch.size());

@@ -27,6 +27,7 @@ TileConfig heuristic_tile(const AnchorGeometry& geo, bool pool_fused) {
   TileConfig best;
   best.bn = cover(geo.n, {8, 16, 32, 64, 128});
   best.bm = pool_fused ? 128 : cover(geo.m, {32, 64, 128});
+  if (pool_fused) best.bn = std::max(best.bn, 16);  // a 1-D pool's windows: 16 columns divide into them
   int best_score = -1;
   for (int tm : {8, 4, 2, 1}) {
     for (int tn : {8, 4, 2, 1}) {
@@ -84,7 +85,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   const bool three_tf32 = kp.mma_kind == "f32x3";
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
   for (const FusedTail& t : kp.tails)
-    if (!t.partial) min_bn = geo.n;
+    if (!t.partial && op_category(ctx.node(t.op).op) != OpCategory::Pool) min_bn = geo.n;
   WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma : heuristic_wgmma(geo, three_tf32, min_bn);
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)

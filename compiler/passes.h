@@ -2,6 +2,9 @@
 // generate_program (codegen.cpp). Each reads and extends the Plan.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "compiler/plan.h"
 
 namespace fusejit::cg {
@@ -25,10 +28,24 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan);
 // that pool, with the pool's elementwise consumers.
 void fuse_pool(PlanContext& ctx, Plan& plan);
 
+// pass_fuse_pool1d.cpp: moves a max/avg pool1d along a linear's / matmul's
+// N (kernel == stride, no padding, floor mode) into the epilogue when it is
+// the epilogue's only consumer and no row reduction took the tile. The
+// backend says which windows its tiles hold (a reason if not, else "");
+// `prefix` starts its plan notes.
+using Pool1dWindowCheck = std::function<std::string(int64_t kernel)>;
+void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_blocker, const std::string& prefix);
+
 // pass_fuse_reduction.cpp: moves reductions along the anchor's N (linear and
 // matmul: the last dim; conv: the channels) into the epilogue when one tile
 // spans N, with their elementwise consumers.
 void fuse_row_reductions(PlanContext& ctx, Plan& plan);
+
+// pass_fuse_spatial.cpp: a reduction over a conv's output pixels
+// (global_avg_pool; sum, mean, max, min over dims [2, 3]) as per-tile,
+// per-channel partials from the conv epilogue (tiles of one image's pixels)
+// and a RowFinish kernel, when it is the epilogue's only consumer.
+void fuse_spatial_reduction(PlanContext& ctx, Plan& plan);
 
 // pass_schedule.cpp: picks the anchor's tile (heuristics or override) to
 // suit the fused tails.

@@ -164,12 +164,16 @@ struct FusedTail {
   ValueId op = -1;
   Region post;  // domain: the tail op's output shape (empty for partial tails)
   bool partial = false;
+  // A partial reduction over a conv's output pixels (pass_fuse_spatial.cpp):
+  // each tile holds pixels of one image and stores a partial per channel.
+  bool spatial = false;
 };
 
 // Scratch of a partial row reduction: [tiles][rows] floats (and the row
 // maxima, same layout, for logsumexp).
 struct PartialBuffers {
   int64_t tiles = 0, rows = 0;
+  int64_t reduced = 0;  // elements each row combines (a mean's divisor)
   int sums = -1;    // scratch index: per-tile partials (sums / max / min / exp-sums)
   int maxima = -1;  // scratch index: per-tile maxima (logsumexp only)
 };

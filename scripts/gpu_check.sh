@@ -11,7 +11,7 @@
 #             tools (e.g. "racecheck") to split it over device calls
 #   tune      `fusejit tune` on the three seeds + the GPU autotune test
 #   python    the C API test and the Python bridge's pytest suite
-#   gemm      the GEMM mainloop tests (GpuGemm, CodegenWgmma: SASS + spills) and
+#   gemm      the GEMM mainloop tests (GpuGemm, CodegenWgmma, CodegenGemmMma: SASS + spills) and
 #             `fusejit run` on linear chains of the GEMM bench shapes, each mode
 #   bench     bench/bench.py against PyTorch (BENCH_ARGS passes options)
 #   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
@@ -139,7 +139,7 @@ gemm_spec() {
 }
 
 stage_gemm() {
-  timeout 500 "$build/tests/fusejit_tests" --gtest_filter='GpuGemm*:CodegenWgmma*' > "$out/gemm_tests.log" 2>&1
+  timeout 500 "$build/tests/fusejit_tests" --gtest_filter='GpuGemm*:CodegenWgmma*:CodegenGemmMma*' > "$out/gemm_tests.log" 2>&1
   note "gemm tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gemm_tests.log" | tr '\n' ' ')"
   grep -E "Failure|FAILED|rel_l2" "$out/gemm_tests.log" | head -30
   : > "$out/gemm_runs.log"

@@ -36,6 +36,26 @@ struct DensePixels {
   }
 };
 
+// Pixels tiled per image: an image's OH*OW pixels fill kTilesPerImage tiles
+// of BM rows (the last one ragged, its extra rows not ok), so a tile never
+// mixes images (reductions over the pixels: per-tile partials per channel).
+template <class S, int BM>
+struct ImagePixels {
+  static constexpr int kPixels = S::kOH * S::kOW;
+  static constexpr int kTilesPerImage = (kPixels + BM - 1) / BM;
+  static constexpr int kRows = S::kBatch * kTilesPerImage * BM;  // GEMM M
+  __device__ __forceinline__ Pixel pixel(int m) const {
+    Pixel p;
+    p.n = m / (kTilesPerImage * BM);
+    int r = m % (kTilesPerImage * BM);
+    p.ok = p.n < S::kBatch && r < kPixels;
+    if (!p.ok) p.n = 0, r = 0;
+    p.oh = r / S::kOW;
+    p.ow = r % S::kOW;
+    return p;
+  }
+};
+
 // Pool-window-major pixels for a pool with kernel = stride = (QH, QW), no
 // padding, floor mode. A tile of BM rows covers QH output rows by P windows
 // side by side (P*QW output columns) of one pooled row of one image:

@@ -5,6 +5,8 @@
 //
 //   tile_pointwise   value(acc, m, n) per element  (elementwise DAG + stores)
 //   tile_pool        value(acc, m, n) -> window max/avg -> store(v, m0, w, n)
+//   tile_pool1d_staged  value(acc, m, n) -> max/avg of K columns -> store(v, m, w)
+//   tile_col_partials   value(acc, m, n) -> reduce over the tile's rows -> store(v, n)
 //   tile_row_reduce  value(acc, m, n) -> reduce over all n -> store(v, m)
 //   tile_row_partials  the same over one column tile of a wider N: partials
 //                      that combine_partials() finishes in a second kernel
@@ -70,6 +72,21 @@ __device__ __forceinline__ void stage_chunk(const Frag& frag, float* smem, int l
   }
 }
 
+// The fragment through shared memory kChunk columns at a time (LD floats a
+// row): body(c0) runs for each chunk between two barriers, the chunk staged.
+template <int kChunk, class Frag, class BodyF>
+__device__ __forceinline__ void for_each_staged_chunk(const Frag& frag, float* smem, int ld, const BodyF& body) {
+  constexpr int kChunks = Frag::kTileCols / kChunk;
+  static_assert(Frag::kTileCols % kChunk == 0, "chunks must split the tile");
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    stage_chunk<kChunk, 0, kChunks>(frag, smem, ld, chunk);
+    Frag::sync();
+    body(chunk * kChunk);
+    Frag::sync();
+  }
+}
+
 // The elementwise epilogue through shared memory, kChunk columns at a time:
 // the fragment goes to smem (Frag::stage_cols), then consecutive threads call
 // f for consecutive columns of a row, so a warp's loads and stores touch
@@ -79,16 +96,11 @@ __device__ __forceinline__ void stage_chunk(const Frag& frag, float* smem, int l
 template <int kChunk, class Frag, class F>
 __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                       const F& f) {
-  constexpr int BM = Frag::kTileRows, LD = kChunk + 8, kChunks = Frag::kTileCols / kChunk;
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8;
   constexpr int kIters = BM * kChunk / Frag::kThreads;  // elements per thread per chunk
-  static_assert(Frag::kTileCols % kChunk == 0, "chunks must split the tile");
   static_assert(BM * kChunk % Frag::kThreads == 0, "threads must split a chunk");
   const int rows = min(BM, M - m0);
-#pragma unroll 1
-  for (int chunk = 0; chunk < kChunks; ++chunk) {
-    const int c0 = chunk * kChunk;
-    stage_chunk<kChunk, 0, kChunks>(frag, smem, LD, chunk);
-    Frag::sync();
+  for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
     const int cols = min(kChunk, N - n0 - c0);
     if (rows == BM && cols == kChunk) {
 #pragma unroll 4
@@ -103,8 +115,7 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
         if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
       }
     }
-    Frag::sync();
-  }
+  });
 }
 
 // Pool fused into the epilogue. `Windows` describes where pool windows lie in
@@ -159,6 +170,79 @@ __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, flo
     }
     Frag::sync();
   }
+}
+
+// 1-D pool along N fused into the epilogue: windows of K columns (K divides
+// kChunk). The fragment is staged kChunk columns at a time (as in
+// tile_pointwise_staged); each (row, window) is then reduced by one thread
+// from value(acc, m, n) of its K elements (max NaN-propagating, or the mean),
+// and store(v, m, w) runs for whole windows inside [0, M) x [0, N) (w: the
+// pooled column; floor mode drops a partial last window). smem: kTileRows *
+// (kChunk + 8) floats.
+template <int kChunk, int K, bool kMax, class Frag, class ValueF, class StoreF>
+__device__ __forceinline__ void tile_pool1d_staged(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                   const ValueF& value, const StoreF& store) {
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8, W = kChunk / K;
+  static_assert(kChunk % K == 0, "whole windows in every chunk");
+  const int rows = min(BM, M - m0);
+  for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
+    const int windows = min(W, (N - n0 - c0) / K);  // whole windows inside [0, N)
+#pragma unroll 1
+    for (int e = frag.thread(); e < BM * W; e += Frag::kThreads) {
+      const int r = e / W, w = e % W;
+      if (r >= rows || w >= windows) continue;
+      const int m = m0 + r, n = n0 + c0 + w * K;
+      float v = kMax ? neg_inf() : 0.f;
+#pragma unroll
+      for (int q = 0; q < K; ++q) {
+        const float x = value(smem[r * LD + w * K + q], m, n + q);
+        v = kMax ? max_nan(v, x) : v + x;
+      }
+      store(kMax ? v : v / (float)K, m, n / K);
+    }
+  });
+}
+
+// Column partials: for each tile column n0 + c < N, the reduction (Op) of
+// value(acc, m, n) over the tile's rows m with row_ok(m), through shared
+// memory kChunk columns at a time: S = kThreads / kChunk threads split a
+// column's rows, then one thread folds their S partials in order
+// (deterministic) and calls store(v, n). smem: kTileRows * (kChunk + 8) +
+// kThreads floats.
+template <class Op, int kChunk, class Frag, class OkF, class ValueF, class StoreF>
+__device__ __forceinline__ void tile_col_partials(Frag& frag, int m0, int n0, int N, float* smem, const OkF& row_ok,
+                                                  const ValueF& value, const StoreF& store) {
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8;
+  constexpr int S = Frag::kThreads / kChunk > 0 ? Frag::kThreads / kChunk : 1;
+  constexpr int U = Frag::kRowUnroll;
+#pragma unroll 1
+  for (int g = 0; g < Frag::kRows / U; ++g) {
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      const int m = m0 + frag.row(g * U + q);
+      const bool ok = row_ok(m);
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) {
+        const int n = n0 + frag.col(j);
+        frag.set(g, q, j, ok && n < N ? value(frag.pick(g, q, j), m, n) : Op::identity());
+      }
+    }
+  }
+  float* parts = smem + BM * LD;  // [S][kChunk]
+  for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
+    for (int e = frag.thread(); e < S * kChunk; e += Frag::kThreads) {
+      const int c = e % kChunk, s = e / kChunk;
+      float part = Op::identity();
+      for (int r = s; r < BM; r += S) part = Op::combine(part, smem[r * LD + c]);
+      parts[s * kChunk + c] = part;
+    }
+    Frag::sync();
+    for (int c = frag.thread(); c < kChunk; c += Frag::kThreads) {
+      float v = parts[c];
+      for (int s = 1; s < S; ++s) v = Op::combine(v, parts[s * kChunk + c]);
+      if (n0 + c0 + c < N) store(v, n0 + c0 + c);
+    }
+  });
 }
 
 // Combines value(acc, m, n) over the tile's columns (n0 + col < N) for every

@@ -51,4 +51,16 @@ __device__ __forceinline__ float min_nan(float a, float b) {
 // Ceiling division for tile counts.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// Accumulators of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0],
+// element by element: Frag::stage_cols for fragments whose acc[i][j] sits
+// at (row(i), col(j)) (SIMT, mma.sync).
+template <int kC0, int kChunk, class Frag>
+__device__ __forceinline__ void stage_acc_cols(const Frag& f, float* smem, int ld) {
+#pragma unroll
+  for (int i = 0; i < Frag::kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < Frag::kCols; ++j)
+      if (f.col(j) >= kC0 && f.col(j) < kC0 + kChunk) smem[f.row(i) * ld + f.col(j) - kC0] = f.acc[i][j];
+}
+
 }  // namespace fj

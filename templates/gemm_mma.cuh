@@ -306,6 +306,11 @@ struct MmaFragment {
   __device__ __forceinline__ int row(int i) const { return r0 + (i / 2) * 16 + (i % 2) * 8; }
   __device__ __forceinline__ int col(int j) const { return c0 + (j / 2) * 8 + j % 2; }
   __device__ __forceinline__ int row_sharer() const { return sharer; }
+  // acc of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0] (staged epilogues).
+  template <int kC0, int kChunk>
+  __device__ __forceinline__ void stage_cols(float* smem, int ld) const {
+    stage_acc_cols<kC0, kChunk>(*this, smem, ld);
+  }
   __device__ __forceinline__ int thread() const { return threadIdx.x; }
   static __device__ __forceinline__ void sync() { __syncthreads(); }
   __device__ __forceinline__ float pick(int g, int q, int j) const {

@@ -28,7 +28,7 @@
 //   static constexpr int kThreads;          // threads holding fragments
 //   int thread() const;                     // this thread's index among them
 //   static void sync();                     // barrier among exactly those threads
-// and, for the staged epilogue (tile_pointwise_staged), optionally
+// and, for the staged epilogues (tile_pointwise_staged, tile_pool1d_staged),
 //   template <int kC0, int kChunk> void stage_cols(float* smem, int ld) const;
 //                                           // acc of columns [kC0, kC0+kChunk) to
 //                                           // smem[row * ld + col - kC0]
@@ -90,6 +90,11 @@ struct SimtFragment {
     return tn * Tile::VN + j % Tile::VN + (j / Tile::VN) * (Tile::kThreadsN * Tile::VN);
   }
   __device__ __forceinline__ int row_sharer() const { return tn; }
+  // acc of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0] (staged epilogues).
+  template <int kC0, int kChunk>
+  __device__ __forceinline__ void stage_cols(float* smem, int ld) const {
+    stage_acc_cols<kC0, kChunk>(*this, smem, ld);
+  }
   __device__ __forceinline__ int thread() const { return threadIdx.x; }
   static __device__ __forceinline__ void sync() { __syncthreads(); }
   // acc[g*kRowUnroll + q][j] for a run-time g: epilogues roll their loop over

@@ -15,24 +15,16 @@
 #include "fusejit/builder.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tests/compile_jobs.h"
+#include "tests/mma_kinds.h"
 
 namespace fusejit {
 namespace {
 
+using test_util::kPrecisions;
+using test_util::mma_kind;
+
 using test_util::compile_all;
 using test_util::CompileJob;
-
-const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16};
-
-std::string mma_kind(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "f32x3";
-    case Precision::TF32: return "tf32";
-    case Precision::BF16: return "bf16";
-    case Precision::F16: return "f16";
-  }
-  return "?";
-}
 
 Graph finish(GraphBuilder& g) {
   auto built = g.build();

@@ -3,30 +3,24 @@
 // mma.sync on sm_80 and sm_90a; linear runs it on sm_80, and on sm_90a where
 // TMA cannot read its rows (K * element size not a multiple of 16 bytes) or
 // when forced. Every variant (precision x arch x ragged shape x tile) compiles
-// with NVRTC; config errors are clear. The GPU side is gpu_gemm_mma_test.cpp.
+// with NVRTC; config errors are clear; the default configs do not spill and
+// (where cuobjdump exists) hold HMMA. The GPU side is gpu_gemm_mma_test.cpp.
 #include <gtest/gtest.h>
 
 #include "compiler/codegen.h"
+#include "fusejit/cubin.h"
 #include "fusejit/builder.h"
 #include "tests/compile_jobs.h"
+#include "tests/mma_kinds.h"
 
 namespace fusejit {
 namespace {
 
+using test_util::kPrecisions;
+using test_util::mma_kind;
+
 using test_util::compile_all;
 using test_util::CompileJob;
-
-constexpr Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16};
-
-std::string mma_kind(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "f32x3";
-    case Precision::TF32: return "tf32";
-    case Precision::BF16: return "bf16";
-    case Precision::F16: return "f16";
-  }
-  return "?";
-}
 
 // gelu(a @ b + bias), its row sum too: a [3, 1, M, K] @ b [4, K, N].
 Graph batched_matmul(Precision p, int64_t m, int64_t k, int64_t n) {
@@ -171,6 +165,42 @@ TEST(CodegenGemmMma, SplitKForSmallGrids) {
   ASSERT_TRUE(short_k.ok()) << short_k.error().str();
   EXPECT_EQ(short_k->plan_text.find("split-K"), std::string::npos) << "K = 64 is one k tile\n" << short_k->plan_text;
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The default configs of the mma.sync GEMMs (the bench shapes, a split-K
+// one, batched matmul with its row sum) compile without spills in any of
+// their kernels, and (where cuobjdump exists) the anchor's SASS holds HMMA.
+TEST(CodegenGemmMma, DefaultConfigsCompileWithoutSpillsAndHoldHmma) {
+  bool have_cuobjdump = false;
+  struct Case {
+    std::string label, arch;
+    Graph graph;
+  };
+  std::vector<Case> cases;
+  for (Precision p : kPrecisions) {
+    const std::string prec(precision_name(p));
+    cases.push_back({"matmul 4096^3 " + prec, "sm_90a", batched_matmul(p, 4096, 4096, 4096)});
+    cases.push_back({"linear 4096^3 " + prec, "sm_80", linear_chain(p, 4096, 4096, 4096)});
+    cases.push_back({"linear 1024x8192x8192 " + prec, "sm_80", linear_chain(p, 1024, 8192, 8192)});
+  }
+  cases.push_back({"linear 100x1000x500 fp32 (split-K)", "sm_90a", linear_chain(Precision::FP32, 100, 1000, 500)});
+  cases.push_back({"linear 256x16384x16384 bf16 (split-K)", "sm_80", linear_chain(Precision::BF16, 256, 16384, 16384)});
+  for (const Case& c : cases) {
+    auto prog = generate_program(c.graph, {c.arch, ""});
+    ASSERT_TRUE(prog.ok()) << c.label << ": " << prog.error().str();
+    ASSERT_NE(prog->name.find("_mma_"), std::string::npos) << c.label << "\n" << prog->plan_text;
+    auto cubin = compile_to_cubin(prog->source, prog->name, {c.arch, false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.label << ": " << cubin.error().str();
+    const auto kernels = parse_ptxas_info(cubin->log);
+    EXPECT_FALSE(kernels.empty()) << c.label << "\n" << cubin->log;
+    for (const KernelResources& k : kernels)
+      EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << c.label << ": " << k.function << " spills\n" << cubin->log;
+    const auto sass = test_util::sass_of(cubin->cubin, ::testing::TempDir(), prog->name + "_" + c.arch);
+    have_cuobjdump = sass.has_value();
+    if (!sass) continue;
+    EXPECT_NE(sass->find("HMMA"), std::string::npos) << c.label << ": no HMMA in the SASS";
+  }
+  if (!have_cuobjdump) GTEST_SKIP() << "spills checked; no cuobjdump here for the HMMA check";
 }
 
 TEST(CodegenGemmMma, ConfigErrorsSayWhy) {

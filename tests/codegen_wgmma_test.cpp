@@ -10,6 +10,7 @@
 #include "compiler/codegen.h"
 #include "fusejit/builder.h"
 #include "runtime/nvrtc_compiler.h"
+#include "tests/compile_jobs.h"
 
 namespace fusejit {
 namespace {
@@ -128,8 +129,7 @@ TEST(CodegenWgmma, RowReductionsFuseUpTo256Columns) {
 // The default configs compile without spills, and (where cuobjdump exists)
 // the CUBIN holds HGMMA instructions.
 TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
-  const char* cuobjdump = "/usr/local/cuda/bin/cuobjdump";
-  const bool have_cuobjdump = std::filesystem::exists(cuobjdump);
+  bool have_cuobjdump = false;
   struct Case {
     Precision p;
     int64_t m, k, n;
@@ -159,16 +159,10 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
     const long static_smem = std::stol(cubin->log.substr(digits, smem_at - digits));
     ASSERT_FALSE(prog.launches.empty());
     EXPECT_LE(prog.launches[0].shared_bytes + static_smem, 227 * 1024) << label;
-    if (!have_cuobjdump) continue;
-    const std::string path = ::testing::TempDir() + "/" + prog.name + ".cubin";
-    std::ofstream(path, std::ios::binary).write(cubin->cubin.data(), static_cast<std::streamsize>(cubin->cubin.size()));
-    FILE* pipe = popen((std::string(cuobjdump) + " -sass " + path + " 2>&1").c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string sass;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, pipe)) sass.append(buf, n);
-    pclose(pipe);
-    EXPECT_NE(sass.find("HGMMA"), std::string::npos) << label << ": no HGMMA in the SASS";
+    const auto sass = test_util::sass_of(cubin->cubin, ::testing::TempDir(), prog.name);
+    have_cuobjdump = sass.has_value();
+    if (!sass) continue;
+    EXPECT_NE(sass->find("HGMMA"), std::string::npos) << label << ": no HGMMA in the SASS";
   }
   if (!have_cuobjdump) GTEST_SKIP() << "spills checked; no cuobjdump here for the HGMMA check";
 }

@@ -1,10 +1,15 @@
 // tests/compile_jobs.h — compiles generated CUDA sources with NVRTC on all
-// cores (no GPU needed): the CPU-side proof that every kernel variant builds.
+// cores (no GPU needed): the CPU-side proof that every kernel variant builds;
+// and the SASS of a CUBIN where cuobjdump exists (the GPU machine).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -46,6 +51,23 @@ inline std::vector<std::string> compile_all(std::vector<CompileJob> jobs) {
   for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   return failures;
+}
+
+// The SASS of `cubin` (cuobjdump -sass on a file in `dir`), or nullopt where
+// the toolkit has no cuobjdump (this CPU machine).
+inline std::optional<std::string> sass_of(const std::vector<char>& cubin, const std::string& dir,
+                                          const std::string& name) {
+  const char* cuobjdump = "/usr/local/cuda/bin/cuobjdump";
+  if (!std::filesystem::exists(cuobjdump)) return std::nullopt;
+  const std::string path = dir + "/" + name + ".cubin";
+  std::ofstream(path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+  FILE* pipe = popen((std::string(cuobjdump) + " -sass " + path + " 2>&1").c_str(), "r");
+  if (!pipe) return std::string("popen failed");
+  std::string sass;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) sass.append(buf, n);
+  pclose(pipe);
+  return sass;
 }
 
 }  // namespace fusejit::test_util

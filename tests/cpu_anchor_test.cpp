@@ -93,7 +93,8 @@ TEST(CpuAnchor, LinearRaggedShapes) {
 
 TEST(CpuAnchor, LinearForcedTiles) {
   // Small k panels (several per tile, a ragged last one) and other micro-tiles.
-  for (const char* config : {"cpu_tile=6x16,cpu_kc=7", "cpu_tile=4x48,cpu_kc=5", "cpu_tile=14x32,cpu_kc=64"})
+  for (const char* config : {"cpu_tile=6x16,cpu_kc=7", "cpu_tile=4x48,cpu_kc=5", "cpu_tile=14x32,cpu_kc=64",
+                             "cpu_tile=4x16,cpu_mc=9,cpu_nc=40"})
     check_graph(linear(Precision::FP32, 37, 131, 53, true, "relu"), std::string("linear 37x131x53 ") + config, config);
 }
 
@@ -181,7 +182,8 @@ TEST(CpuAnchor, Conv2dGeometry) {
 }
 
 // Output rows at least one panel wide (OW >= NR): panels that straddle two
-// output rows take the two-row masked-load im2col path.
+// output rows take the two-row masked-load im2col path (per-tap tables of
+// runs and masks; per k beyond 64 taps).
 TEST(CpuAnchor, Conv2dWideRows) {
   std::vector<ConvCase> cases = {
       {{1, 3, 9, 40}, {6, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},          // OW 40, same padding
@@ -189,6 +191,7 @@ TEST(CpuAnchor, Conv2dWideRows) {
       {{1, 3, 11, 50}, {4, 3, 3, 3}, {{2, 1}, {1, 1}, {1, 1}, 1}},         // stride 2 along h only
       {{1, 4, 12, 34}, {6, 2, 3, 3}, {{1, 1}, {2, 0}, {2, 1}, 2}},         // dilation along h, groups
       {{1, 3, 5, 64}, {4, 3, 5, 5}, {{1, 1}, {2, 2}, {1, 1}, 1}},          // OW 64: exactly two panels
+      {{1, 2, 12, 60}, {3, 2, 9, 9}, {{1, 1}, {4, 4}, {1, 1}, 1}},         // 81 taps: runs per k, no tables
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     check_graph(conv(cases[i]), "wide conv case " + std::to_string(i));

@@ -106,7 +106,7 @@ TEST(CpuBackend, BadConfigIsAnError) {
   if (!cpu_backend_available()) GTEST_SKIP() << "this build has no LLVM CPU backend";
   auto g = testing::random_chain(7);
   ASSERT_TRUE(g);
-  for (const char* bad : {"cpu_tile=0x8", "cpu_tile=banana", "cpu_kc=0", "mainloop=warp"}) {
+  for (const char* bad : {"cpu_tile=0x8", "cpu_tile=banana", "cpu_kc=0", "cpu_nc=0", "cpu_mc=x", "mainloop=warp"}) {
     auto k = shared_engine().compile(*g, cpu_options(bad));
     ASSERT_FALSE(k) << bad;
     EXPECT_NE(k.error().str().find("config"), std::string::npos) << k.error().str();

@@ -19,9 +19,13 @@
 #include "fusejit/reference.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_check.h"
+#include "tests/mma_kinds.h"
 
 namespace fusejit {
 namespace {
+
+using test_util::kPrecisions;
+using test_util::mma_kind;
 
 struct ConvGeom {
   int64_t n, cin, h, w, cout, k, stride, pad, dil, groups;
@@ -42,17 +46,6 @@ std::string label(const ConvCase& c) {
          std::to_string(g.h) + "," + std::to_string(g.w) + "] -> " + std::to_string(g.cout) + " k" +
          std::to_string(g.k) + " s" + std::to_string(g.stride) + " p" + std::to_string(g.pad) + " d" +
          std::to_string(g.dil) + " g" + std::to_string(g.groups) + " " + c.tail;
-}
-
-// The mma kind the kernel name carries for a precision (fj::MmaKind).
-std::string mma_kind(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "f32x3";
-    case Precision::TF32: return "tf32";
-    case Precision::BF16: return "bf16";
-    case Precision::F16: return "f16";
-  }
-  return "?";
 }
 
 Expected<Graph> build(const ConvCase& c) {

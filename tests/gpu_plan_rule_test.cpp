@@ -7,23 +7,15 @@
 #include "fusejit/engine.h"
 #include "fusejit/spec.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/kernel_check.h"
 #include "tests/plan_rule_cases.h"
+#include "tests/reference_check.h"
 
 namespace fusejit {
 namespace {
 
 void check_case(const std::string& name, const Graph& g, const std::string& config) {
   Engine engine;
-  CompileOptions opts;
-  opts.config = config;
-  auto kernel = engine.compile(g, opts);
-  ASSERT_TRUE(kernel) << name << " does not compile: " << kernel.error().str();
-  CheckOptions check;
-  check.time = false;
-  auto r = check_kernel(**kernel, g, check);
-  EXPECT_TRUE(r && r->pass) << name << " (config '" << config << "'):\n"
-                            << (r ? r->summary() : r.error().str()) << print_graph(g);
+  test_util::expect_matches_reference(engine, g, config, name);
 }
 
 void run_cases(const std::string& config) {

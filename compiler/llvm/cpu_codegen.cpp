@@ -50,7 +50,7 @@ bool has_feature(const std::string& features, const std::string& name) {
   return ("," + features + ",").find(",+" + name + ",") != std::string::npos;
 }
 
-// Splits the CPU scheduler's keys (cpu_tile=MRxNR, cpu_kc=N) from the config;
+// Splits the CPU scheduler's keys (cpu_tile=MRxNR, cpu_kc, cpu_mc, cpu_nc) from the config;
 // the rest goes to parse_heuristics.
 Expected<std::string> take_cpu_keys(const std::string& config, cg::cpu::CpuHeuristics& h) {
   std::string rest, item;
@@ -66,6 +66,10 @@ Expected<std::string> take_cpu_keys(const std::string& config, cg::cpu::CpuHeuri
     } else if (item.rfind("cpu_kc=", 0) == 0) {
       h.kc = std::atoi(item.c_str() + 7);
       if (h.kc < 1 || h.kc > 4096) return Error("config: cpu_kc wants 1..4096, got '" + item.substr(7) + "'");
+    } else if (item.rfind("cpu_mc=", 0) == 0 || item.rfind("cpu_nc=", 0) == 0) {
+      int& v = item[4] == 'm' ? h.mc : h.nc;
+      v = std::atoi(item.c_str() + 7);
+      if (v < 1 || v > 65536) return Error("config: " + item.substr(0, 6) + " wants 1..65536, got '" + item.substr(7) + "'");
     } else {
       rest += item + " ";
     }
@@ -100,56 +104,6 @@ bool pool_band_fits(const cg::PlanContext& ctx, cg::Plan& plan) {
       return false;
     }
   return true;
-}
-
-// CPU-only plan choice: a max / avg pool1d along N of a linear / matmul
-// (kernel == stride, no padding, windows that tile N) joins the anchor kernel
-// as a tail when it is the epilogue's only consumer: a CPU tile's columns can
-// hold whole windows (NC a multiple of the kernel). The GPU epilogue does
-// not pool along N (its tiles are not cut to windows).
-void fuse_pool1d(cg::PlanContext& ctx, cg::Plan& plan) {
-  cg::KernelPlan& kp = plan.kernels[0];
-  if (!kp.tails.empty()) return;  // row reductions own the tile
-  std::vector<ValueId> inside = {kp.root};
-  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
-  std::set<ValueId> in(inside.begin(), inside.end()), outside;
-  std::vector<ValueId> pools;
-  for (ValueId v : inside)
-    for (ValueId u : ctx.users[static_cast<size_t>(v)])
-      if (!in.count(u) && outside.insert(u).second &&
-          (ctx.node(u).op == OpKind::MaxPool1d || ctx.node(u).op == OpKind::AvgPool1d))
-        pools.push_back(u);
-  if (pools.empty()) return;
-  const ValueId pool = pools[0];
-  const Node& p = ctx.node(pool);
-  const int64_t n = ctx.node(p.operands[0]).type.shape.back(), k = p.attr_int("kernel_size");
-  std::string why;
-  if (!ctx.heur.fuse_pool)
-    why = "disabled by the codegen config (fuse_pool=0)";
-  else if (outside.size() != 1 || cg::exits_of(ctx, inside).size() != 1 || ctx.is_output(p.operands[0]))
-    why = "other consumers need the full anchor-shaped result";
-  else if (p.attr_int("stride") != k || p.attr_int("padding") != 0)
-    why = "its windows overlap, leave gaps or are padded";
-  else if (p.type.shape.back() != n / k)
-    why = "ceil_mode adds a partial window";
-  else if (k > kMaxPool1dWindow)
-    why = "a window of " + std::to_string(k) + " is more than the epilogue unrolls (" +
-          std::to_string(kMaxPool1dWindow) + ")";
-  if (!why.empty()) {
-    for (ValueId u : pools)
-      kp.notes.push_back("cpu: " + std::string(op_name(ctx.node(u).op)) + " %" + std::to_string(u) +
-                         " not fused: " + why + "; a pool kernel reads the anchor's output");
-    return;
-  }
-  cg::FusedTail tail;
-  tail.op = pool;
-  tail.post.domain = p.type.shape;
-  ctx.kernel_of[static_cast<size_t>(pool)] = 0;
-  cg::grow_region(ctx, tail.post, {pool}, pool, 0, /*allow_placed=*/false);
-  kp.tails.push_back(std::move(tail));
-  kp.notes.push_back("cpu: " + std::string(op_name(p.op)) + " %" + std::to_string(pool) +
-                     " fused into the epilogue (CPU only): tiles hold whole windows of " + std::to_string(k) +
-                     " columns, the unpooled " + ctx.node(p.operands[0]).type.str() + " is never stored");
 }
 
 // Why the pools and the conv reductions that read the anchor's epilogue are
@@ -206,7 +160,11 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
   if (g.node(plan.kernels[0].root).op != OpKind::Conv2d) {
     fuse_row_reductions(ctx, plan);
-    fuse_pool1d(ctx, plan);
+    fuse_pool1d(ctx, plan, [](int64_t k) {  // NC is cut to whole windows
+      return k > kMaxPool1dWindow ? "a window of " + std::to_string(k) + " is more than the epilogue unrolls (" +
+                                        std::to_string(kMaxPool1dWindow) + ")"
+                                  : std::string();
+    }, "cpu: ");
   } else if (pool_band_fits(ctx, plan)) {
     fuse_pool(ctx, plan);
   }

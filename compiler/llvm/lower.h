@@ -69,6 +69,8 @@ class KernelFunction {
   // parallel, and vectorization is requested. Outputs must not overlap inputs.
   void parallel_loop(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body,
                      const std::string& name = "i");
+  // Keeps LLVM from unrolling the loop emitted last (small IR, quick O3).
+  void keep_rolled();
   // if (cond) then(); with an optional else.
   void if_then(llvm::Value* cond, const std::function<void()>& then_body,
                const std::function<void()>& else_body = nullptr);

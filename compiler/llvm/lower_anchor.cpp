@@ -7,6 +7,7 @@
 // the fused tails (row reductions, a pool: lower_anchor_tails.cpp) to each
 // tile row; tails constrain the column blocks (choose_blocking).
 #include <algorithm>
+#include <optional>
 
 #include "compiler/llvm/lower_anchor.h"
 
@@ -35,7 +36,12 @@ struct Blocking {
   int64_t ldc = 0;                    // floats per tile row: nc rounded up to whole micro-panels
   int64_t row_tiles = 0, col_tiles = 0;
   bool row_buffer = false;  // fused tails: one more row of ldc floats
-  int64_t stack_bytes() const { return 4 * (mc * kc + kc * ldc + mc * ldc + (row_buffer ? ldc : 0)); }
+  // The A panels of every k block stay packed while a worker's tiles share
+  // their rows (col tiles run fastest; conv2d: every image of a group).
+  bool keep_a = false;
+  int64_t k_blocks = 1;
+  int64_t a_pack_floats() const { return mc * kc * (keep_a ? k_blocks : 1); }
+  int64_t stack_bytes() const { return 4 * (a_pack_floats() + kc * micro.nr + mc * ldc + (row_buffer ? ldc : 0)); }
 };
 
 constexpr int64_t kMinTiles = 16;                  // work items wanted for 2..16 threads
@@ -47,7 +53,10 @@ constexpr int64_t kStackLimit = int64_t{1} << 20;  // worker threads have 8 MiB 
 // Fused tails constrain the column blocks: `col_unit` -1 (a tile spans every
 // column), or NC a multiple of col_unit (whole partial tiles, whole pool
 // window bands); the last micro-panel may then reach past NC (into ldc).
-Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bool conv, int64_t col_unit) {
+// conv2d: `taps` = KH * KW; KC is then a multiple of it (whole input channels
+// per k block: Im2colPacker's per-tap masks stay fixed over a block).
+Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bool conv, int64_t col_unit,
+                                   int64_t taps) {
   const CpuHeuristics& h = lc.heur;
   Blocking bl;
   MicroTile& mt = bl.micro;
@@ -62,6 +71,7 @@ Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bo
   mt.mr = h.mr > 0 ? h.mr : wide ? 8 : std::clamp((lc.vector_regs - nv - 2) / nv, 1, 12);
   const int64_t k_blocks = ceil_div(v.depth, h.kc > 0 ? h.kc : 256);
   bl.kc = std::max<int64_t>(1, ceil_div(v.depth, k_blocks));
+  if (conv) bl.kc = round_up(bl.kc, taps);  // depth = (Cin / groups) * taps: K splits into whole channels
   bl.mc = std::min(h.mc > 0 ? round_up(h.mc, mt.mr) : mt.mr * std::max(1, 144 / mt.mr), round_up(v.rows, mt.mr));
   bl.nc = std::min(h.nc > 0 ? round_up(h.nc, mt.nr) : round_up(256, mt.nr), round_up(v.cols, mt.nr));
   const bool whole = col_unit < 0;
@@ -86,6 +96,9 @@ Expected<Blocking> choose_blocking(const LowerContext& lc, const GemmView& v, bo
   bl.mc = round_up(ceil_div(v.rows, bl.row_tiles), mt.mr);
   bl.nc = round_up(ceil_div(v.cols, bl.col_tiles), col_step);
   bl.ldc = round_up(bl.nc, mt.nr);
+  bl.k_blocks = ceil_div(v.depth, bl.kc);
+  bl.keep_a = bl.col_tiles > 1 || v.problems > 1;  // worth it where tiles share A's rows
+  if (bl.keep_a && bl.stack_bytes() > kStackLimit) bl.keep_a = false;
   if (bl.stack_bytes() > kStackLimit)
     return Error("cpu codegen: blocking MC=" + std::to_string(bl.mc) + " NC=" + std::to_string(bl.nc) +
                  " KC=" + std::to_string(bl.kc) + " needs " + std::to_string(bl.stack_bytes()) +
@@ -119,9 +132,12 @@ class AnchorLowering {
   void emit() {
     llvm::Type* f32 = kf_.f32_type();
     const MicroTile& mt = bl_.micro;
-    a_pack_ = kf_.stack_array(f32, bl_.mc * bl_.kc, "a.pack");
-    b_pack_ = kf_.stack_array(f32, bl_.kc * bl_.ldc, "b.pack");
+    a_pack_ = kf_.stack_array(f32, bl_.a_pack_floats(), "a.pack");
+    // Which rows of A the packed panels hold (-1: none yet).
+    Value* packed_a = bl_.keep_a ? kf_.local(c(-1), "packed.a") : nullptr;
+    b_pack_ = kf_.stack_array(f32, bl_.kc * mt.nr, "b.pack");  // one panel
     c_tile_ = kf_.stack_array(f32, bl_.mc * bl_.ldc, "c.tile");
+    if (geo_.op == OpKind::Conv2d) im2col_.emplace(kf_, geo_, b_ref_, mt, view_.cols);
     kf_.loop(kf_.begin(), kf_.end(), 1, [&](Value* t) {
       Value* per_problem = c(bl_.row_tiles * bl_.col_tiles);
       Value* p = problem_ = b_.CreateUDiv(t, per_problem, "problem");
@@ -133,15 +149,28 @@ class AnchorLowering {
       setup_problem(p);
       Value* a_panels = b_.CreateUDiv(b_.CreateAdd(rows_, c(mt.mr - 1)), c(mt.mr), "a.panels");
       Value* b_panels = b_.CreateUDiv(b_.CreateAdd(cols_, c(mt.nr - 1)), c(mt.nr), "b.panels");
+      auto a_block = [&](Value* pc) {  // this k block's A panels
+        return bl_.keep_a ? gep(a_pack_, mul(b_.CreateUDiv(pc, c(bl_.kc)), bl_.mc * bl_.kc)) : a_pack_;
+      };
+      if (bl_.keep_a) {
+        Value* key = add(a_off_, mul(r0_, view_.depth));  // A's element offset of the tile's first row
+        kf_.if_then(b_.CreateICmpNE(key, b_.CreateLoad(b_.getInt64Ty(), packed_a)), [&] {
+          kf_.loop(c(0), c(view_.depth), bl_.kc, [&](Value* pc) {
+            pack_a(pc, min(c(bl_.kc), b_.CreateSub(c(view_.depth), pc), "kc"), a_panels, a_block(pc));
+          }, "pa.pc");
+          b_.CreateStore(key, packed_a);
+        });
+      }
       kf_.loop(c(0), c(view_.depth), bl_.kc, [&](Value* pc) {
         Value* kc = min(c(bl_.kc), b_.CreateSub(c(view_.depth), pc), "kc");
-        pack_a(pc, kc, a_panels);
-        pack_b(pc, kc, b_panels);
+        Value* a_pack = a_block(pc);
+        if (!bl_.keep_a) pack_a(pc, kc, a_panels, a_pack);
         Value* first = b_.CreateICmpEQ(pc, c(0), "first");
         kf_.loop(c(0), b_panels, 1, [&](Value* jp) {
-          Value* b_panel = gep(b_pack_, b_.CreateMul(jp, c(bl_.kc * mt.nr)));
+          pack_b(pc, kc, jp);  // into L1, right before the micro-kernels that read it
+          Value* b_panel = b_pack_;
           kf_.loop(c(0), a_panels, 1, [&](Value* ip) {
-            Value* a_panel = gep(a_pack_, b_.CreateMul(ip, c(bl_.kc * mt.mr)));
+            Value* a_panel = gep(a_pack, b_.CreateMul(ip, c(bl_.kc * mt.mr)));
             Value* tile = gep(c_tile_, b_.CreateAdd(b_.CreateMul(ip, c(mt.mr * bl_.ldc)), b_.CreateMul(jp, c(mt.nr))));
             emit_micro_kernel(kf_, mt, a_panel, b_panel, kc, tile, bl_.ldc, first);
           }, "ip");
@@ -164,6 +193,7 @@ class AnchorLowering {
   RowTails tails_;
   PoolTail pool_;
   Value *a_pack_ = nullptr, *b_pack_ = nullptr, *c_tile_ = nullptr;
+  std::optional<Im2colPacker> im2col_;  // conv2d
   // The current tile and problem.
   Value *r0_ = nullptr, *c0_ = nullptr, *rows_ = nullptr, *cols_ = nullptr, *problem_ = nullptr;
   Value* a_off_ = nullptr;  // element offset of A(0, 0) in its buffer
@@ -214,7 +244,7 @@ class AnchorLowering {
 
   // A panels: Apack[ip][k][i] = A(r0 + ip*MR + i, pc + k); rows past R repeat
   // row R-1 (finite values in accumulators the epilogue never reads).
-  void pack_a(Value* pc, Value* kc, Value* a_panels) {
+  void pack_a(Value* pc, Value* kc, Value* a_panels, Value* a_pack) {
     const int mr = bl_.micro.mr;
     kf_.loop(c(0), a_panels, 1, [&](Value* ip) {
       std::vector<Value*> rows;
@@ -222,7 +252,7 @@ class AnchorLowering {
         Value* r = min(add(r0_, add(mul(ip, mr), c(i))), c(view_.rows - 1));
         rows.push_back(add(a_off_, add(mul(r, view_.depth), pc)));
       }
-      pack_transposed(a_ref_, rows, gep(a_pack_, mul(ip, bl_.kc * mr)), kc);
+      pack_transposed(a_ref_, rows, gep(a_pack, mul(ip, bl_.kc * mr)), kc);
     }, "pa.panel");
   }
 
@@ -258,28 +288,13 @@ class AnchorLowering {
     }, "pt.tail");
   }
 
-  // <lanes x element> of a buffer's dtype, and such a vector widened to f32.
-  llvm::FixedVectorType* raw_vector(DType dt) {
-    llvm::Type* et = dt == DType::F32 ? kf_.f32_type() : dt == DType::F16 ? b_.getHalfTy() : b_.getInt16Ty();
-    return llvm::FixedVectorType::get(et, static_cast<unsigned>(bl_.micro.lanes));
-  }
-  Value* widen(DType dt, Value* v) {
-    const auto lanes = static_cast<unsigned>(bl_.micro.lanes);
-    auto* f32v = llvm::FixedVectorType::get(kf_.f32_type(), lanes);
-    if (dt == DType::F16) return b_.CreateFPExt(v, f32v);
-    if (dt == DType::BF16)  // the upper half of an f32
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, llvm::FixedVectorType::get(b_.getInt32Ty(), lanes)), 16),
-                              f32v);
-    return v;
-  }
-
   // lanes consecutive elements of a buffer as f32.
   Value* load_vector(BufferRef ref, Value* offset) {
     const DType dt = kf_.buffer_dtype(ref);
-    llvm::FixedVectorType* vt = raw_vector(dt);
+    llvm::FixedVectorType* vt = raw_vector(kf_, dt, bl_.micro.lanes);
     Value* at = b_.CreateBitCast(b_.CreateInBoundsGEP(vt->getElementType(), kf_.buffer(ref), offset),
                                  vt->getPointerTo());
-    return widen(dt, b_.CreateAlignedLoad(vt, at, llvm::Align(dt == DType::F32 ? 4 : 2)));
+    return widen_to_f32(kf_, dt, b_.CreateAlignedLoad(vt, at, llvm::Align(dt == DType::F32 ? 4 : 2)), bl_.micro.lanes);
   }
 
   // Transposes lanes x lanes (rows v[i]): swaps the off-diagonal h x h blocks
@@ -304,11 +319,11 @@ class AnchorLowering {
 
   // B panels: Bpack[jp][k][j] = B(pc + k, c0 + jp*NR + j); columns past C
   // repeat column C-1.
-  void pack_b(Value* pc, Value* kc, Value* b_panels) {
+  void pack_b(Value* pc, Value* kc, Value* jp) {
     const int nr = bl_.micro.nr;
-    kf_.loop(c(0), b_panels, 1, [&](Value* jp) {
+    {
       Value* col0 = add(c0_, mul(jp, nr));
-      Value* panel = mul(jp, bl_.kc * nr);
+      Value* panel = c(0);
       if (geo_.op == OpKind::Linear) {  // B(k, c) = W[c, k]: rows of W transposed
         std::vector<Value*> rows;
         for (int j = 0; j < nr; ++j)
@@ -329,125 +344,52 @@ class AnchorLowering {
         Value* full = b_.CreateICmpSLE(add(col0, c(nr)), c(view_.cols), "full");
         kf_.if_then(full, [&] { rows(false); }, [&] { rows(true); });
       } else {
-        pack_im2col(pc, kc, col0, panel);
+        im2col_->pack(b_off_, pc, kc, col0, gep(b_pack_, panel));
       }
-    }, "pb.panel");
-  }
-
-  // conv2d: B(k, c) = x[image, group's ci, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW]
-  // (zero outside the image) with k = (ci, kh, kw), c = (oh, ow).
-  struct Tap {
-    Value *channel, *ih0, *iw0;  // the input channel's offset; the tap's input row/column at oh = ow = 0
-  };
-  Tap tap_of(Value* kg) {
-    const int64_t taps = geo_.kh * geo_.kw;
-    Value* ci = b_.CreateUDiv(kg, c(taps), "ci");
-    Value* tap = b_.CreateURem(kg, c(taps));
-    Value* kh = b_.CreateUDiv(tap, c(geo_.kw), "kh");
-    Value* kw = b_.CreateURem(tap, c(geo_.kw), "kw");
-    return {add(b_off_, mul(ci, geo_.h * geo_.w)), b_.CreateSub(mul(kh, geo_.dh), c(geo_.ph)),
-            b_.CreateSub(mul(kw, geo_.dw), c(geo_.pw))};
-  }
-
-  void pack_im2col(Value* pc, Value* kc, Value* col0, Value* panel) {
-    const int nr = bl_.micro.nr;
-    auto any_pixels = [&] {  // element by element, any geometry
-      kf_.loop(c(0), kc, 1, [&](Value* k) {
-        const Tap t = tap_of(add(pc, k));
-        Value* dst = add(panel, mul(k, nr));
-        kf_.loop(0, nr, 1, [&](Value* j) {
-          Value* col = min(add(col0, j), c(view_.cols - 1));
-          Value* ih = b_.CreateAdd(mul(b_.CreateUDiv(col, c(geo_.ow)), geo_.sh), t.ih0);
-          Value* iw = b_.CreateAdd(mul(b_.CreateURem(col, c(geo_.ow)), geo_.sw), t.iw0);
-          Value* inside = b_.CreateAnd(b_.CreateICmpULT(ih, c(geo_.h)), b_.CreateICmpULT(iw, c(geo_.w)), "inside");
-          Value* at = b_.CreateSelect(inside, b_.CreateAdd(t.channel, b_.CreateAdd(mul(ih, geo_.w), iw)), c(0));
-          Value* v = b_.CreateSelect(inside, kf_.load_f32(b_ref_, at), kf_.f32(0.0));
-          store_pack(b_pack_, add(dst, j), v);
-        }, "pb.j");
-      }, "pb.k");
-    };
-    if (geo_.sw != 1 || geo_.dw != 1 || geo_.ow < nr) return any_pixels();
-    // Stride 1 along w and a full panel of at most two output rows (OW >= NR):
-    // each tap reads a contiguous run of input row `oh` for the panel's first
-    // `split` columns and of row oh + 1 for the rest, masked at the borders.
-    Value* oh = b_.CreateUDiv(col0, c(geo_.ow), "oh");
-    Value* ow0 = b_.CreateURem(col0, c(geo_.ow), "ow0");
-    Value* split = b_.CreateSub(c(geo_.ow), ow0, "split");  // columns on row oh
-    Value* full = b_.CreateICmpSLE(add(col0, c(nr)), c(view_.cols), "full.panel");
-    kf_.if_then(full, [&] {
-      const int lanes = bl_.micro.lanes;
-      const DType dt = kf_.buffer_dtype(b_ref_);
-      llvm::FixedVectorType* vt = raw_vector(dt);
-      const auto n = static_cast<unsigned>(lanes);
-      const llvm::Align align(dt == DType::F32 ? 4 : 2);
-      auto splat = [&](Value* v) { return b_.CreateVectorSplat(n, v); };
-      // Not inbounds: masked-off lanes may point outside the input.
-      auto masked_load = [&](Value* offset, Value* mask) {
-        Value* at = b_.CreateBitCast(b_.CreateGEP(vt->getElementType(), kf_.buffer(b_ref_), offset),
-                                     vt->getPointerTo());
-        return b_.CreateMaskedLoad(vt, at, align, mask, llvm::Constant::getNullValue(vt));
-      };
-      kf_.loop(c(0), kc, 1, [&](Value* k) {
-        const Tap t = tap_of(add(pc, k));
-        Value* ih = b_.CreateAdd(mul(oh, geo_.sh), t.ih0, "ih");
-        Value* ih2 = b_.CreateAdd(ih, c(geo_.sh), "ih2");
-        Value* row_ok = b_.CreateICmpULT(ih, c(geo_.h), "row.ok");
-        Value* row2_ok = b_.CreateICmpULT(ih2, c(geo_.h), "row2.ok");
-        Value* iw = b_.CreateAdd(ow0, t.iw0, "iw");  // lane 0's input column
-        Value* src = b_.CreateAdd(t.channel, b_.CreateAdd(b_.CreateMul(ih, c(geo_.w)), iw));
-        // Row oh + 1 starts at ow = 0, i.e. input column t.iw0, at panel column `split`.
-        Value* src2 = b_.CreateSub(b_.CreateAdd(t.channel, b_.CreateAdd(b_.CreateMul(ih2, c(geo_.w)), t.iw0)), split);
-        Value* dst = add(panel, mul(k, nr));
-        for (int g = 0; g < nr / lanes; ++g) {
-          std::vector<llvm::Constant*> js;
-          for (int l = 0; l < lanes; ++l) js.push_back(b_.getInt64(static_cast<uint64_t>(g * lanes + l)));
-          Value* j = llvm::ConstantVector::get(js);
-          Value* first = b_.CreateICmpSLT(j, splat(split), "first.row");
-          Value* in1 = b_.CreateICmpULT(b_.CreateAdd(splat(iw), j), splat(c(geo_.w)));
-          Value* in2 = b_.CreateICmpULT(b_.CreateSub(b_.CreateAdd(splat(t.iw0), j), splat(split)), splat(c(geo_.w)));
-          Value* mask1 = b_.CreateAnd(b_.CreateAnd(first, in1), splat(row_ok));
-          Value* mask2 = b_.CreateAnd(b_.CreateAnd(b_.CreateNot(first), in2), splat(row2_ok));
-          Value* v1 = masked_load(b_.CreateAdd(src, c(g * lanes)), mask1);
-          Value* v2 = masked_load(b_.CreateAdd(src2, c(g * lanes)), mask2);
-          Value* v = widen(dt, b_.CreateSelect(first, v1, v2));
-          Value* out = b_.CreateBitCast(gep(b_pack_, add(dst, c(g * lanes))), v->getType()->getPointerTo());
-          b_.CreateAlignedStore(v, out, llvm::Align(64));
-        }
-      }, "pb.rows.k");
-    }, any_pixels);
+    }
   }
 
   // The region's tree at every valid (r, c) of the tile (unless it stores
   // nothing: the fused reductions read the accumulators), then the tails.
+  // Output coordinates fixed along tile row r.
+  std::vector<Value*> row_lead(Value* r) {
+    std::vector<Value*> lead;
+    if (geo_.op == OpKind::Linear)
+      lead = decompose(kf_, r, Shape(geo_.out.begin(), geo_.out.end() - 1));
+    else if (geo_.op == OpKind::Matmul) {
+      lead = batch_idx_;
+      lead.push_back(r);
+    } else
+      lead = {image_, add(mul(group_, view_.rows), r)};
+    return lead;
+  }
+
   void epilogue() {
     const bool pointwise = !kp_.region.stores.empty() || (tails_.empty() && pool_.empty());
     kf_.loop(c(0), rows_, 1, [&](Value* i) {
       Value* r = add(r0_, i);
-      std::vector<Value*> lead;  // output coordinates fixed along the row
-      if (geo_.op == OpKind::Linear)
-        lead = decompose(kf_, r, Shape(geo_.out.begin(), geo_.out.end() - 1));
-      else if (geo_.op == OpKind::Matmul) {
-        lead = batch_idx_;
-        lead.push_back(r);
-      } else
-        lead = {image_, add(mul(group_, view_.rows), r)};
+      const std::vector<Value*> lead = row_lead(r);
       Value* row = gep(c_tile_, mul(i, bl_.ldc));
       if (!tails_.empty()) tails_.emit_row(row, c0_, cols_, lead, add(mul(problem_, view_.rows), r));
       if (!pool_.empty()) pool_.emit_row(row, c0_, cols_, lead);
-      if (!pointwise) return;
-      kf_.parallel_loop(c(0), cols_, [&](Value* j) {
-        Value* col = add(c0_, j);
-        Value* acc = b_.CreateAlignedLoad(kf_.f32_type(), gep(row, j), llvm::Align(4), "acc");
-        std::vector<Value*> idx = lead;
-        if (geo_.op == OpKind::Conv2d) {
-          idx.push_back(b_.CreateUDiv(col, c(geo_.ow), "oh"));
-          idx.push_back(b_.CreateURem(col, c(geo_.ow), "ow"));
-        } else {
-          idx.push_back(col);
-        }
-        emit_tree(kf_, tree_, idx, acc);
-      }, "ep.c");
+      if (pointwise) pointwise_row(row, lead, c(0), cols_);
     }, "ep.r");
+  }
+
+  // The region's tree on columns [j0, j1) of a tile row.
+  void pointwise_row(Value* row, const std::vector<Value*>& lead, Value* j0, Value* j1) {
+    kf_.parallel_loop(j0, j1, [&](Value* j) {
+      Value* col = add(c0_, j);
+      Value* acc = b_.CreateAlignedLoad(kf_.f32_type(), gep(row, j), llvm::Align(4), "acc");
+      std::vector<Value*> idx = lead;
+      if (geo_.op == OpKind::Conv2d) {
+        idx.push_back(b_.CreateUDiv(col, c(geo_.ow), "oh"));
+        idx.push_back(b_.CreateURem(col, c(geo_.ow), "ow"));
+      } else {
+        idx.push_back(col);
+      }
+      emit_tree(kf_, tree_, idx, acc);
+    }, "ep.c");
   }
 };
 
@@ -477,7 +419,7 @@ Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index) {
   if (view.rows < 1 || view.cols < 1 || view.depth < 1)
     return Error("cpu codegen: empty GEMM " + std::to_string(view.rows) + "x" + std::to_string(view.cols) + "x" +
                  std::to_string(view.depth) + " for " + lc.pc.g.describe(kp.root));
-  Expected<Blocking> bl = choose_blocking(lc, view, geo.op == OpKind::Conv2d, col_unit);
+  Expected<Blocking> bl = choose_blocking(lc, view, geo.op == OpKind::Conv2d, col_unit, geo.kh * geo.kw);
   if (!bl) return bl.error();
   KernelFunction kf(lc, kp.name.empty() ? "fj_cpu_anchor" : kp.name);
   // Full-width vectors in this function, also for the vectorized loops.
@@ -497,6 +439,7 @@ Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index) {
             std::to_string(view.cols) + "x" + std::to_string(view.depth);
   what += " as " + std::to_string(mt.mr) + "x" + std::to_string(mt.nr) + " micro-tiles, KC " + std::to_string(bl->kc) +
           ", " + std::to_string(bl->mc) + "x" + std::to_string(bl->nc) + " tiles, " + std::to_string(tiles) + " tiles";
+  if (bl->keep_a) what += " (A panels packed once per row block)";
   const bool pooled = !kp.tails.empty() && op_category(lc.pc.g.node(kp.tails[0].op).op) == OpCategory::Pool;
   if (col_unit < 0)
     what += ", row reductions on the tile";

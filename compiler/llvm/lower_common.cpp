@@ -119,6 +119,14 @@ void KernelFunction::loop(Value* lo, Value* hi, int64_t step, const std::functio
   b_.SetInsertPoint(exit);
 }
 
+void KernelFunction::keep_rolled() {
+  llvm::LLVMContext& c = lc_.llvm;
+  llvm::Metadata* disable[] = {llvm::MDString::get(c, "llvm.loop.unroll.disable")};
+  llvm::MDNode* id = llvm::MDNode::getDistinct(c, {nullptr, llvm::MDNode::get(c, disable)});
+  id->replaceOperandWith(0, id);
+  last_latch_->setMetadata(llvm::LLVMContext::MD_loop, id);
+}
+
 void KernelFunction::parallel_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body,
                                    const std::string& name) {
   llvm::LLVMContext& c = lc_.llvm;

@@ -1,0 +1,55 @@
+// Pass: a reduction over a conv's output pixels (global_avg_pool; sum, mean,
+// max, min over dims [2, 3]) finished from the conv epilogue. The conv's GEMM
+// rows are tiled per image (templates/conv_simt.cuh ImagePixels), so each
+// tile reduces its pixels of every channel it holds to one partial; a
+// RowFinish kernel combines the [tiles per image, N * C] partials in a fixed
+// order (deterministic) and runs the reduction's consumers. The conv-shaped
+// tensor is never stored. logsumexp and other consumers of the epilogue keep
+// the stored output and a reduce kernel.
+#include <set>
+
+#include "compiler/passes.h"
+
+namespace fusejit::cg {
+
+void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
+  KernelPlan& kp = plan.kernels[0];
+  if (ctx.node(kp.root).op != OpKind::Conv2d || !kp.tails.empty()) return;
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  std::set<ValueId> in(inside.begin(), inside.end()), outside;
+  ValueId red = -1;
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+      if (in.count(u) || !outside.insert(u).second) continue;
+      const Node& n = ctx.node(u);
+      const bool spatial = n.op == OpKind::GlobalAvgPool ||
+                           (op_category(n.op) == OpCategory::Reduction && n.op != OpKind::LogSumExp &&
+                            n.attr_ints("dims") == std::vector<int64_t>{2, 3});
+      if (spatial && red < 0) red = u;
+    }
+  if (red < 0) return;
+  const Node& r = ctx.node(red);
+  const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(red);
+  const ValueId reduced = r.operands[0];
+  std::string why;
+  if (!ctx.heur.fuse_reductions)
+    why = "disabled by the codegen config (fuse_reductions=0)";
+  else if (outside.size() != 1 || exits_of(ctx, inside).size() != 1 || ctx.is_output(reduced))
+    why = "other consumers need the full conv-shaped result";
+  if (!why.empty()) {
+    kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(reduced) +
+                       " goes to memory and a reduce kernel reads it");
+    return;
+  }
+  FusedTail tail;
+  tail.op = red;
+  tail.partial = true;
+  tail.spatial = true;
+  plan.partials[red] = PartialBuffers{};
+  kp.tails.push_back(std::move(tail));
+  kp.notes.push_back(label + " partly fused: each tile (pixels of one image) stores a partial per channel and a "
+                     "row-finish kernel combines them; the " + ctx.node(reduced).type.str() + " is never stored");
+}
+
+}  // namespace fusejit::cg

@@ -1,0 +1,61 @@
+// CPU (no GPU): a reduction over a conv's output pixels (global_avg_pool;
+// sum, mean, max, min over [2, 3]) runs as per-channel partials from the conv
+// epilogue (tiles of one image's pixels) plus one row-finish kernel: two
+// kernels, the conv output never stored, every variant compiling for sm_80
+// and sm_90a on the FFMA and mma.sync mainloops. Other consumers of the conv
+// output keep it stored. GPU: gpu_conv_spatial_test.cpp.
+#include <gtest/gtest.h>
+
+#include "compiler/codegen.h"
+#include "tests/compile_jobs.h"
+#include "tests/conv_spatial_cases.h"
+
+namespace fusejit {
+namespace {
+
+using test_util::compile_all;
+using test_util::CompileJob;
+
+TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
+    for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
+      for (const char* arch : {"sm_80", "sm_90a"})
+        for (const char* config : {"", "mainloop=ffma", "mainloop=mma"}) {
+          if (std::string(config) == "mainloop=ffma" && p != Precision::FP32) continue;
+          const std::string label = c.label + " " + std::string(precision_name(p)) + " " + arch + " '" + config + "'";
+          auto g = testing::conv_spatial_chain(p, c);
+          ASSERT_TRUE(g) << label << ": " << g.error().str();
+          auto prog = generate_program(*g, {arch, config});
+          ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+          ASSERT_EQ(prog->launches.size(), 2u) << label << "\n" << prog->plan_text;
+          EXPECT_NE(prog->plan_text.find("partly fused: each tile (pixels of one image)"), std::string::npos)
+              << label << "\n" << prog->plan_text;
+          ASSERT_EQ(prog->scratch.size(), 1u) << label << "\n" << prog->plan_text;  // the partials, not the conv
+          EXPECT_NE(prog->scratch[0].what.find("per-tile partials"), std::string::npos) << prog->scratch[0].what;
+          EXPECT_LT(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4 * 64) << label;
+          jobs.push_back({label, arch, prog->name, prog->source});
+        }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(CodegenConvSpatial, OtherConsumersKeepTheConvOutput) {
+  GraphBuilder g(Precision::FP32, "conv_spatial_and_output");
+  auto x = g.input("x", {2, 4, 10, 10});
+  auto y = g.conv2d(x, g.input("w", {8, 4, 3, 3})).relu();
+  g.output("pooled", y.global_avg_pool());
+  g.output("y", y);  // the conv-shaped result is an output too
+  auto graph = g.build();
+  ASSERT_TRUE(graph) << graph.error().str();
+  auto prog = generate_program(*graph, {"sm_90a", ""});
+  ASSERT_TRUE(prog.ok()) << prog.error().str();
+  EXPECT_NE(prog->plan_text.find("not fused into the epilogue: other consumers need the full conv-shaped result"),
+            std::string::npos)
+      << prog->plan_text;
+  auto off = generate_program(*graph, {"sm_90a", "fuse_reductions=0"});
+  ASSERT_TRUE(off.ok()) << off.error().str();
+  EXPECT_EQ(off->plan_text.find("partly fused"), std::string::npos) << off->plan_text;
+}
+
+}  // namespace
+}  // namespace fusejit
