@@ -108,13 +108,14 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  const ReduceGeometry rg = reduce_geometry(g, kp.root);
-  const std::vector<int>& kept = rg.kept;
-  const std::vector<int>& reduced = rg.reduced;
-  const Shape& kept_shape = rg.kept_shape;
-  const Shape& reduced_shape = rg.reduced_shape;
-  const int64_t rows = rg.rows, len = rg.len;
-  const bool mean = rg.mean;
+  // Named members, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const ReduceGeometry geo = reduce_geometry(g, kp.root);
+  const std::vector<int>& kept = geo.kept;
+  const std::vector<int>& reduced = geo.reduced;
+  const Shape& kept_shape = geo.kept_shape;
+  const Shape& reduced_shape = geo.reduced_shape;
+  const int64_t rows = geo.rows, len = geo.len;
+  const bool mean = geo.mean;
   if (len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(len);
@@ -319,7 +320,6 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
   const std::vector<ValueId> finishes = kp.finishes.empty() ? std::vector<ValueId>{kp.root} : kp.finishes;
   const PartialBuffers& first = plan.partials.at(finishes[0]);
-  const AnchorGeometry geo = analyze_anchor(g, plan.kernels[0].root);
   const Shape& domain = kp.region.domain;
   const PointwiseConfig& cfg = ctx.heur.pointwise;
   KernelEmitter em(ctx, plan, index);
@@ -328,8 +328,8 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
   for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + g.describe(r);
   s.comment = kp.name + ": finishes " + what + " from " + std::to_string(first.tiles) + " per-tile partials per row";
   s.constants.push_back({"kNumel", first.rows, "rows"});
-  s.constants.push_back({"kTiles", first.tiles, "column tiles of the anchor"});
-  s.constants.push_back({"kReduced", geo.n * geo.groups, "elements reduced per row"});
+  s.constants.push_back({"kTiles", first.tiles, "partials per row: the anchor's column (or pixel) tiles"});
+  s.constants.push_back({"kReduced", first.reduced, "elements reduced per row"});
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, finishes, -1, true), "fj_post",
                                         "the results and their fused consumers, at output coordinates");
   const std::string at = "(long long)t * kNumel + e";
@@ -344,7 +344,7 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
     inner.push_back("const float " + v + " = fj::combine_partials<" + reduce_op(op) + ", kTiles>([&](int t) { return " +
                     sums + "[" + at + "]; },");
     inner.push_back("    [&](int t) { return " + (maxima.empty() ? std::string("0.f") : maxima + "[" + at + "]") +
-                    "; })" + (op == OpKind::Mean ? " / (float)kReduced;" : ";"));
+                    "; })" + (op == OpKind::Mean || op == OpKind::GlobalAvgPool ? " / (float)kReduced;" : ";"));
     args += (args.empty() ? "" : ", ") + v;
   }
   inner.push_back(post_call(post, args, static_cast<int>(domain.size())));

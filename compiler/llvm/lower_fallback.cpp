@@ -58,13 +58,14 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  const ReduceGeometry rg = reduce_geometry(g, kp.root);
-  const std::vector<int>& kept = rg.kept;
-  const std::vector<int>& reduced = rg.reduced;
-  const Shape& kept_shape = rg.kept_shape;
-  const Shape& reduced_shape = rg.reduced_shape;
-  const int64_t rows = rg.rows, len = rg.len;
-  const bool mean = rg.mean;
+  // Named members, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const ReduceGeometry geo = reduce_geometry(g, kp.root);
+  const std::vector<int>& kept = geo.kept;
+  const std::vector<int>& reduced = geo.reduced;
+  const Shape& kept_shape = geo.kept_shape;
+  const Shape& reduced_shape = geo.reduced_shape;
+  const int64_t rows = geo.rows, len = geo.len;
+  const bool mean = geo.mean;
   // The reduced dims are the innermost ones: each row is one contiguous run.
   bool trailing = true;
   for (size_t j = 0; j < reduced.size(); ++j)
