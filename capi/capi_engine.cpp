@@ -193,9 +193,10 @@ fj_status fj_engine_emit(fj_engine* engine, const fj_spec* spec, const fj_option
       if (!fusejit::cpu_backend_available()) return cpu_backend_missing();
       fusejit::CpuCodegenOptions cg;
       cg.config = opts.compile.config;
+      cg.ir_text = kind == FJ_EMIT_SOURCE;
       auto cpu = fusejit::generate_cpu_program(spec->graph, cg);
       if (!cpu) return fail(FJ_ERR_COMPILE, message_of(cpu.error()));
-      char* out = dup_string(kind == FJ_EMIT_SOURCE ? cpu->llvm_ir : cpu->plan_text);
+      char* out = dup_string(kind == FJ_EMIT_SOURCE ? cpu->llvm_module : cpu->plan_text);
       if (!out) return fail(FJ_ERR_INTERNAL, "out of memory");
       *text = out;
       return FJ_OK;

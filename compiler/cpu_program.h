@@ -1,5 +1,5 @@
 // compiler/cpu_program.h — what the LLVM codegen hands to the CPU runtime: one
-// LLVM IR module (text) and the ordered calls that run it. The CPU twin of
+// LLVM module (bitcode) and the ordered calls that run it. The CPU twin of
 // program.h; no LLVM types here (the library builds without LLVM).
 //
 // Function ABI: every generated entry point is
@@ -21,7 +21,7 @@
 namespace fusejit {
 
 struct CpuLaunch {
-  std::string function;        // symbol in CpuProgram::llvm_ir
+  std::string function;        // symbol in CpuProgram::llvm_module
   int64_t work_items = 1;      // the function covers [0, work_items)
   int64_t grain = 1;           // fewest work items worth a task of their own
   std::vector<BufferRef> args; // args[i] of the call, in order
@@ -30,7 +30,9 @@ struct CpuLaunch {
 
 struct CpuProgram {
   std::string name;                  // e.g. "fj_cpu_linear_relu"
-  std::string llvm_ir;               // the module as LLVM IR text (hashed by the cache key)
+  // The module as LLVM bitcode, or as IR text with CpuCodegenOptions::ir_text
+  // (parseIR reads either). The cache key hashes it.
+  std::string llvm_module;
   std::string target_triple, cpu, features;  // what it was generated for
   std::vector<CpuLaunch> launches;   // run in this order
   std::vector<ScratchSpec> scratch;  // intermediates (f32), allocated by the runtime
@@ -50,6 +52,10 @@ CpuTarget host_cpu_target();
 struct CpuCodegenOptions {
   CpuTarget target;
   std::string config;  // scheduler config; CPU keys: cpu_tile=MRxNR (see docs/cpu.md)
+  // The module as readable IR text (fusejit emit) instead of bitcode. Printing
+  // text is ~5x slower than writing bitcode: a disk-cache hit regenerates the
+  // module to hash it, so the engine asks for bitcode.
+  bool ir_text = false;
 };
 
 // Whether this build has the LLVM CPU backend (FUSEJIT_ENABLE_LLVM).

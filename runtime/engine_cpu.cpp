@@ -50,7 +50,7 @@ CacheKey cpu_object_cache_key(const Graph& prepared, const std::string& config, 
   key.add("graph", hash_hex(structural_hash(prepared)));
   key.add("config", config);
   key.add("generator", generator_version());
-  key.add("ir", sha256_hex(program.llvm_ir));
+  key.add("ir", sha256_hex(program.llvm_module));
   key.add("launches", launches_digest(program));
   key.add("llvm", cpu::llvm_version());
   key.add("triple", program.target_triple);
@@ -124,7 +124,7 @@ CacheKey cpu_object_cache_key(const Graph& prepared, const std::string& config, 
   key.add("backend", "cpu");
   key.add("graph", hash_hex(structural_hash(prepared)));
   key.add("config", config);
-  key.add("ir", sha256_hex(program.llvm_ir));
+  key.add("ir", sha256_hex(program.llvm_module));
   return key;
 }
 

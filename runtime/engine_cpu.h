@@ -24,7 +24,7 @@ bool cuda_device_present(int device);
 std::string cpu_memory_key(const std::string& graph_hash_hex, const std::string& config);
 
 // The disk cache key of a CPU object file. Parts: backend ("cpu"), graph,
-// config, generator, ir (sha256 of the IR text), launches (sha256 of the
+// config, generator, ir (sha256 of the module's bitcode), launches (sha256 of the
 // launch list and scratch sizes), llvm, triple, arch ("cpu <name>", so that
 // `fusejit cache list` tells CPU entries apart), features.
 CacheKey cpu_object_cache_key(const Graph& prepared, const std::string& config, const CpuProgram& program);

@@ -167,7 +167,7 @@ done:
 std::shared_ptr<CpuProgram> test_program(int64_t n) {
   auto p = std::make_shared<CpuProgram>();
   p->name = "fj_cpu_runtime_test";
-  p->llvm_ir = kIr;
+  p->llvm_module = kIr;
   CpuTarget host = host_target();
   p->target_triple = host.triple;
   p->cpu = host.cpu;
@@ -220,13 +220,13 @@ TEST(CpuRuntime, CompileLoadRun) {
 
 TEST(CpuRuntime, InvalidIrIsAnError) {
   CpuProgram p = *test_program(4);
-  p.llvm_ir = "define void @f(i8** %a, i64 %b, i64 %e) {\n  ret i32 0\n}\n";
+  p.llvm_module = "define void @f(i8** %a, i64 %b, i64 %e) {\n  ret i32 0\n}\n";
   auto parse = compile_object(p);
   ASSERT_FALSE(parse);
   EXPECT_NE(parse.error().message.find("invalid LLVM IR"), std::string::npos) << parse.error().message;
 
   // Parses, but %v does not dominate its use: only the verifier sees it.
-  p.llvm_ir = R"(
+  p.llvm_module = R"(
 define void @bad(i8** %args, i64 %b, i64 %e) {
 entry:
   br label %x
@@ -243,7 +243,7 @@ x:
   EXPECT_NE(verify.error().message.find("verifier"), std::string::npos) << verify.error().message;
   EXPECT_NE(verify.error().message.find("dominate"), std::string::npos) << verify.error().message;
 
-  p.llvm_ir = kIr;
+  p.llvm_module = kIr;
   p.target_triple = "nonsense-unknown-target";
   EXPECT_FALSE(compile_object(p));
 }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/raw_ostream.h>
@@ -213,9 +214,12 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   if (llvm::verifyModule(module, &err))
     return Error("cpu codegen: internal error: the generated LLVM IR does not verify: " + err.str());
   program.plan_text = plan_text(g, plan);
-  llvm::raw_string_ostream ir(program.llvm_ir);
-  module.print(ir, nullptr);
-  ir.flush();
+  llvm::raw_string_ostream out(program.llvm_module);
+  if (opts.ir_text)
+    module.print(out, nullptr);
+  else
+    llvm::WriteBitcodeToFile(module, out);
+  out.flush();
   return program;
 }
 

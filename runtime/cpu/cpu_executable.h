@@ -20,7 +20,7 @@ namespace fusejit::cpu {
 CpuTarget host_target();  // = host_cpu_target() (compiler/cpu_program.h)
 std::string llvm_version();  // "14.0.6"
 
-// IR text -> optimized (O3 for `target`) -> relocatable object file bytes.
+// The program's module (bitcode or IR text) -> optimized (O3 for `target`) -> relocatable object file bytes.
 Expected<std::vector<char>> compile_object(const CpuProgram& program);
 
 class CpuExecutable {

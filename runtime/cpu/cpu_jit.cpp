@@ -1,4 +1,4 @@
-// runtime/cpu/cpu_jit.cpp — the host target, and LLVM IR text -> verified ->
+// runtime/cpu/cpu_jit.cpp — the host target, and an LLVM module (bitcode or IR text) -> verified ->
 // O3 (new pass manager) -> relocatable object file in memory.
 //
 // Nothing here aborts on bad input: parse and verifier errors, unknown
@@ -139,7 +139,7 @@ Expected<std::vector<char>> compile_object(const CpuProgram& program) {
   Diagnostics diags;
   context.setDiagnosticHandlerCallBack(&Diagnostics::handle, &diags);
   llvm::SMDiagnostic parse_error;
-  auto buffer = llvm::MemoryBuffer::getMemBuffer(program.llvm_ir, program.name, false);
+  auto buffer = llvm::MemoryBuffer::getMemBuffer(program.llvm_module, program.name, false);
   std::unique_ptr<llvm::Module> module = llvm::parseIR(buffer->getMemBufferRef(), parse_error, context);
   if (!module) {
     std::string msg;

@@ -23,13 +23,14 @@ int emit_cpu(const Graph& g, const ParsedArgs& a) {
   }
   CpuCodegenOptions cg;
   cg.config = a.get("config");
+  cg.ir_text = true;
   auto program = generate_cpu_program(g, cg);
   if (!program) {
     std::fprintf(stderr, "fusejit emit: %s\n", program.error().str().c_str());
     return 1;
   }
   if (!a.flags.count("plan")) {
-    std::printf("%s", program->llvm_ir.c_str());
+    std::printf("%s", program->llvm_module.c_str());
     return 0;
   }
   std::printf("%s", program->plan_text.c_str());
