@@ -9,8 +9,10 @@
 //   pools whose every window is one element at its own place (kernel 1 and
 //     stride 1 or an extent of 1; global_avg_pool over 1x1) -> x
 // The identity only where the shape is kept (keepdim, or a same-shape op): a
-// reduction without keepdim drops the dim and there is no reshape op. A
-// keepdim reduction over some size-1 dims and others just drops the size-1
+// reduction without keepdim drops the dim and there is no reshape op, except
+// where its operand is a keepdim reduction over the same dims (the size-1
+// dims are the ones it kept): then the pair is that reduction without keepdim.
+// A keepdim reduction over some size-1 dims and others just drops the size-1
 // ones. `x - mean(x)` over a size-1 dim thus becomes x - x, kept as is (it
 // is not 0 for ±inf and NaN).
 // Where the value is an output and x is already one (or not computed from the
@@ -50,6 +52,23 @@ ValueId identity(Rewriter& rw, ValueId v, ValueId x, const std::string& detail) 
   return rw.emit_op(OpKind::Mul, {x, one}, old.type, old.loc, {}, old.name);
 }
 
+// r(p(y, D, keepdim), D) without keepdim, every dim of D of size 1 -> p(y, D)
+// without keepdim: one element reduced is itself (±inf and NaN too). p stays
+// where it has other users (DCE drops it otherwise).
+ValueId drop_kept_dims(Rewriter& rw, ValueId v, Node n) {
+  const Node& p = rw.node(n.operands[0]);
+  if (op_category(p.op) != OpCategory::Reduction || !p.attr_bool("keepdim") ||
+      p.attr_ints("dims") != n.attr_ints("dims"))
+    return rw.keep(std::move(n));
+  rw.note(what(rw, v, " over " + shape_str(n.attr_ints("dims")) + " of size 1") + " -> " + std::string(op_name(p.op)) +
+          " '" + p.name + "' without keepdim");
+  n.op = p.op;
+  n.operands = p.operands;
+  n.attrs = p.attrs;
+  n.attrs["keepdim"] = false;
+  return rw.emit(std::move(n));
+}
+
 ValueId reduction(Rewriter& rw, ValueId v, Node n) {
   const ValueId x = n.operands[0];
   const Shape& in = rw.node(x).type.shape;
@@ -57,6 +76,7 @@ ValueId reduction(Rewriter& rw, ValueId v, Node n) {
   std::vector<int64_t> wide;  // the reduced dims of size > 1
   for (int64_t d : dims)
     if (in.at(static_cast<size_t>(d)) != 1) wide.push_back(d);
+  if (wide.empty() && !n.attr_bool("keepdim")) return drop_kept_dims(rw, v, std::move(n));
   if (wide.size() == dims.size() || !n.attr_bool("keepdim")) return rw.keep(std::move(n));
   const std::string detail = " over " + shape_str(dims) + " of size 1";
   if (wide.empty()) return identity(rw, v, x, detail);

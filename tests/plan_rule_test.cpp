@@ -59,7 +59,6 @@ const std::map<std::string, Exception>& exceptions() {
       {"rmsnorm", {3, true, "h * rsqrt(mean(h^2)): the broadcast back over the row is a pointwise kernel"}},
       {"residual_input_after_reduction", {3, false, "x + sum(h) broadcasts back over the row: a pointwise kernel"}},
       {"residual_output_after_reduction", {3, true, "h + mean(h) broadcasts back over the row: a pointwise kernel"}},
-      {"sum_max_mean_lse_chain", {3, false, "logsumexp over a size-1 dim is not simplified away: a reduce kernel"}},
       {"conv_channel_reductions", {2, true, "a reduction over H, W next to channel reductions reads the stored conv output"}},
       {"linear_layer_norm_gelu", {2, true, "layer_norm needs its whole row: a norm kernel over the stored output"}},
       {"conv_strided_mish_avgpool_f16", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
@@ -133,7 +132,7 @@ TEST(PlanRule, PartialRowReductionsShareOneFinishKernel) {
 // Item 2: elementwise ops of several finished reductions, and reductions of
 // the finished values over size-1 dims, run in the finish kernel.
 TEST(PlanRule, ConsumersOfFinishedReductionsStayInTheFinishKernel) {
-  for (const char* name : {"row_stats_combined"}) {  // sum_max_mean_lse_chain: a known exception
+  for (const char* name : {"row_stats_combined", "sum_max_mean_lse_chain"}) {
     for (const testing::PlanRuleCase& c : testing::plan_rule_cases()) {
       if (c.name != name) continue;
       Expected<Graph> g = parse_spec(c.spec, c.name);

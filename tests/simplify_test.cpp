@@ -193,6 +193,51 @@ TEST(Simplify, ReductionsWithoutKeepdimStay) {
   EXPECT_EQ(print_graph(simplified(g)), print_graph(g));
 }
 
+TEST(Simplify, ReductionWithoutKeepdimOfAKeepdimReductionDropsItsDims) {
+  // l = logsumexp(a, dims 1) over a's kept size-1 dim -> sum(t, dims 1): the
+  // keepdim chain s -> max -> mean folds to s, then the pair (s, l) to one sum.
+  for (const char* inner : {"sum", "max", "logsumexp"}) {
+    SCOPED_TRACE(inner);
+    Graph g = spec(
+        "name: lse\nprecision: fp32\ninputs:\n"
+        "  - {name: x, shape: [64, 32]}\n  - {name: w, shape: [16, 32]}\n  - {name: e, shape: [64, 16]}\n"
+        "ops:\n  - {name: h, op: linear, args: [x, w]}\n  - {name: t, op: add, args: [h, e]}\n"
+        "  - {name: s, op: " + std::string(inner) + ", args: [t], dims: [1], keepdim: true}\n"
+        "  - {name: m, op: max, args: [s], dims: [1], keepdim: true}\n"
+        "  - {name: a, op: mean, args: [m], dims: [1], keepdim: true}\n"
+        "  - {name: l, op: logsumexp, args: [a], dims: [1]}\n"
+        "outputs: [l]\n");
+    std::vector<std::string> notes;
+    Graph s = simplified(g, &notes);
+    int reductions = 0;
+    for (const Node& n : s.nodes) {
+      if (op_category(n.op) != OpCategory::Reduction) continue;
+      ++reductions;
+      EXPECT_EQ(op_name(n.op), inner);
+      EXPECT_FALSE(n.attr_bool("keepdim"));
+      EXPECT_EQ(n.type.shape, (Shape{64}));
+    }
+    EXPECT_EQ(reductions, 1) << print_graph(s);
+    bool noted = false;
+    for (const std::string& n : notes) noted = noted || n.find("without keepdim") != std::string::npos;
+    EXPECT_TRUE(noted);
+    expect_same_meaning(g, s);
+    EXPECT_EQ(program(g).launches.size(), 1u) << program(g).plan_text;
+  }
+  // Other dims than the inner reduction kept, or the inner one without keepdim: unchanged.
+  Graph other = spec(
+      "name: other\nprecision: fp32\ninputs:\n"
+      "  - {name: x, shape: [4, 1, 8]}\n  - {name: w, shape: [16, 8]}\n"
+      "ops:\n  - {name: h, op: linear, args: [x, w]}\n"
+      "  - {name: s, op: sum, args: [h], dims: [2], keepdim: true}\n"
+      "  - {name: r, op: max, args: [s], dims: [1]}\n"
+      "outputs: [r]\n");
+  Graph so = simplified(other);
+  EXPECT_EQ(count(so, OpKind::Sum), 1);
+  EXPECT_EQ(count(so, OpKind::Max), 1) << print_graph(so);
+  expect_same_meaning(other, so);
+}
+
 TEST(Simplify, ReductionDropsItsSize1Dims) {
   Graph g = spec(
       "name: part\nprecision: fp32\ninputs:\n"
