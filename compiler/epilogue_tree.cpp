@@ -20,25 +20,25 @@ class TreeBuilder {
     int id;
     if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
       tree.has_source = true;
-      id = add({EpiNode::Kind::Source, v, {}, {}});
+      id = add({EpiNode::Kind::Source, v, {}, {}, {}});
       if (is_anchor(n.op)) {  // the accumulator; the anchor adds its bias
         std::vector<int> args = {id};
         if (n.op != OpKind::Matmul && n.operands.size() == 3) {  // not memoized: its own dim mapping
           const ValueId bias = n.operands[2];
-          EpiNode load{EpiNode::Kind::Load, bias, {}, plan_.buffer.at(bias)};
+          EpiNode load{EpiNode::Kind::Load, bias, {}, plan_.buffer.at(bias), {}};
           if (n.op == OpKind::Conv2d) load.dims = {1};
           args.push_back(add(std::move(load)));
         }
-        id = add({EpiNode::Kind::Compute, v, args, {}});
+        id = add({EpiNode::Kind::Compute, v, args, {}, {}});
       }
     } else if (n.op == OpKind::Constant) {
-      id = add({EpiNode::Kind::Constant, v, {}, {}});
+      id = add({EpiNode::Kind::Constant, v, {}, {}, {}});
     } else if (in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && is_elementwise(n.op))) {
       std::vector<int> args;
       for (ValueId o : n.operands) args.push_back(visit(o));
-      id = add({EpiNode::Kind::Compute, v, args, {}});
+      id = add({EpiNode::Kind::Compute, v, args, {}, {}});
     } else {
-      id = add({EpiNode::Kind::Load, v, {}, plan_.buffer.at(v)});
+      id = add({EpiNode::Kind::Load, v, {}, plan_.buffer.at(v), {}});
     }
     memo_[v] = id;
     return id;
@@ -46,7 +46,7 @@ class TreeBuilder {
 
   void store(ValueId v) {
     const int at = visit(v);
-    for (const BufferRef& b : plan_.store_to.at(v)) add({EpiNode::Kind::Store, v, {at}, b});
+    for (const BufferRef& b : plan_.store_to.at(v)) add({EpiNode::Kind::Store, v, {at}, b, {}});
   }
 
  private:
