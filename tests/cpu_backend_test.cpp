@@ -113,6 +113,25 @@ TEST(CpuBackend, BadConfigIsAnError) {
   }
 }
 
+// The engine's path hands the runtime bitcode (cheap to write and hash on a
+// disk-cache hit); fusejit emit asks for the same module as readable text.
+TEST(CpuBackend, ModuleIsBitcodeUnlessTextIsAsked) {
+  if (!cpu_backend_available()) GTEST_SKIP() << "this build has no LLVM CPU backend";
+  auto g = testing::random_chain(5);
+  ASSERT_TRUE(g);
+  CpuCodegenOptions opts;
+  auto bitcode = generate_cpu_program(*g, opts);
+  opts.ir_text = true;
+  auto text = generate_cpu_program(*g, opts);
+  ASSERT_TRUE(bitcode && text);
+  ASSERT_GE(bitcode->llvm_module.size(), 4u);
+  EXPECT_EQ(bitcode->llvm_module.substr(0, 4), std::string("BC\xC0\xDE"));  // the bitcode magic
+  EXPECT_NE(text->llvm_module.find("define void @" + text->launches[0].function), std::string::npos);
+  auto again = generate_cpu_program(*g, {});  // deterministic: the cache key hashes it
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->llvm_module, bitcode->llvm_module);
+}
+
 TEST(CpuBackend, LaunchChecksArguments) {
   if (!cpu_backend_available()) GTEST_SKIP() << "this build has no LLVM CPU backend";
   auto g = testing::random_chain(3);
