@@ -7,7 +7,8 @@ on torch tensors (ctypes over libfusejit_c.so; docs/python.md).
     k = fusejit.compile("spec.yaml", device="cpu")   # the LLVM CPU backend (docs/cpu.md)
     y = k(x, w, b, bias)                    # torch CPU tensors or numpy arrays
 
-fusejit.models holds drop-in nn.Modules for the seed chains (needs torch).
+fusejit.models holds drop-in nn.Modules for the seed chains, fusejit.nn.Fused any spec as an
+nn.Module (both need torch).
 """
 from . import specs
 from ._kernel import (Arg, Kernel, Spec, backend_available, compile, compile_cubin, device_count,
@@ -18,13 +19,13 @@ from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, 
 __all__ = [
     "Arg", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
     "emit", "version",
-    "specs", "models", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
+    "specs", "models", "nn", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
     "CompileError", "NoDeviceError", "CudaError", "library_candidates",
 ]
 
 
 def __getattr__(name):
-    if name == "models":  # imports torch, so only on demand
+    if name in ("models", "nn"):  # import torch, so only on demand
         import importlib
-        return importlib.import_module(".models", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'fusejit' has no attribute {name!r}")

@@ -1,0 +1,109 @@
+"""Any fusion spec as an nn.Module (docs/python.md; needs torch).
+
+    block = fusejit.nn.Fused("linear_gelu.yaml", w=w, b=b)   # spec inputs held as parameters
+    y = block(x)                                              # the other inputs, in spec order or by name
+
+The spec inputs given to the constructor become nn.Parameters under their spec
+names (state_dict, .to(), optimizers see them); the others are the forward's
+inputs. Shapes and dtypes are the spec's. One kernel per device, compiled at
+the first call there and kept on the module.
+
+Forward only: there is no backward yet, so outputs are not connected to
+autograd (a warning says so once when gradients would be expected).
+"""
+import warnings
+
+import torch
+
+from ._kernel import _as_spec, compile as _compile
+
+_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+class Fused(torch.nn.Module):
+    """`spec`: a path, YAML text or fusejit.Spec. `parameters`: spec input name
+    -> tensor (its shape and dtype must be the spec's). `config`, `arch`: as for
+    fusejit.compile."""
+
+    def __init__(self, spec, *, config=None, arch="auto", **parameters):
+        super().__init__()
+        self._spec = _as_spec(spec)
+        self._label = f"Fused({self._spec.name or 'spec'})"
+        self._config, self._arch = config, arch
+        args = {a.name: a for a in self._spec.inputs}
+        for name, value in parameters.items():
+            arg = args.get(name)
+            if arg is None:
+                raise TypeError(f"{self._label}: '{name}' is not an input of the spec "
+                                f"(inputs: {', '.join(args)})")
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{self._label}: parameter '{name}': expected a torch.Tensor, "
+                                f"got {type(value).__name__}")
+            if tuple(value.shape) != arg.shape:
+                raise ValueError(f"{self._label}: parameter '{name}': expected shape {arg.shape}, "
+                                 f"got {tuple(value.shape)}")
+            if value.dtype != _DTYPES[arg.dtype]:
+                raise TypeError(f"{self._label}: parameter '{name}': expected dtype "
+                                f"{_DTYPES[arg.dtype]} ({arg.dtype}), got {value.dtype}")
+            param = value if isinstance(value, torch.nn.Parameter) else torch.nn.Parameter(value)
+            try:
+                self.register_parameter(name, param)
+            except (KeyError, TypeError) as e:  # a name torch refuses (".", or an attribute of the module)
+                raise ValueError(f"{self._label}: parameter '{name}': {e}") from None
+        self._inputs = [n for n in args if n not in parameters]
+        self._kernels = {}
+        self._warned_autograd = False
+
+    @property
+    def spec(self):
+        return self._spec
+
+    @property
+    def input_names(self):
+        """The forward's inputs, in order (the spec inputs that are not parameters)."""
+        return list(self._inputs)
+
+    def forward(self, *inputs, **named):
+        if len(inputs) > len(self._inputs):
+            raise TypeError(f"{self._label} takes {len(self._inputs)} inputs "
+                            f"({', '.join(self._inputs)}), got {len(inputs)}")
+        given = dict(zip(self._inputs, inputs))
+        for name, value in named.items():
+            if name not in self._inputs:
+                what = "a parameter of the module" if name in self._parameters else "not an input"
+                raise TypeError(f"{self._label}: '{name}' is {what} (inputs: {', '.join(self._inputs)})")
+            if name in given:
+                raise TypeError(f"{self._label}: input '{name}' given twice")
+            given[name] = value
+        missing = [n for n in self._inputs if n not in given]
+        if missing:
+            raise TypeError(f"{self._label}: missing input(s) {', '.join(missing)}")
+        tensors = [given[a.name] if a.name in given else self._parameters[a.name] for a in self._spec.inputs]
+        self._warn_autograd(tensors)
+        lead = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+        if lead is None:
+            raise TypeError(f"{self._label}: expected torch tensors")
+        kernel = self._kernel_for(lead.device)
+        return kernel(*[t.detach() if isinstance(t, torch.Tensor) else t for t in tensors])
+
+    def _kernel_for(self, device):
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{self._label}: expected CPU or CUDA tensors, got {device}")
+        key = (device.type, device.index)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = _compile(self._spec, arch=self._arch, config=self._config,
+                              device="cpu" if device.type == "cpu" else device)
+            self._kernels[key] = kernel
+        return kernel
+
+    def _warn_autograd(self, tensors):
+        if self._warned_autograd or not torch.is_grad_enabled():
+            return
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+            self._warned_autograd = True
+            warnings.warn(f"{self._label}: fusejit has no backward yet; the output is not connected to "
+                          f"autograd (run under torch.no_grad() to silence this)", stacklevel=3)
+
+    def extra_repr(self):
+        return f"spec={self._spec.name!r}, inputs={self._inputs}, parameters={list(self._parameters)}"
