@@ -78,13 +78,19 @@ class Fused(torch.nn.Module):
         missing = [n for n in self._inputs if n not in given]
         if missing:
             raise TypeError(f"{self._label}: missing input(s) {', '.join(missing)}")
-        tensors = [given[a.name] if a.name in given else self._parameters[a.name] for a in self._spec.inputs]
+        names = [a.name for a in self._spec.inputs]
+        tensors = [given[n] if n in given else self._parameters[n] for n in names]
+        for name, t in zip(names, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self._label}: input '{name}': expected a torch.Tensor, got {type(t).__name__}")
+        lead = names.index(self._inputs[0]) if self._inputs else 0
+        device = tensors[lead].device
+        for name, t in zip(names, tensors):
+            if t.device != device:
+                raise ValueError(f"{self._label}: '{name}' is on {t.device}, '{names[lead]}' on {device} "
+                                 f"(move the module with .to(device))")
         self._warn_autograd(tensors)
-        lead = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
-        if lead is None:
-            raise TypeError(f"{self._label}: expected torch tensors")
-        kernel = self._kernel_for(lead.device)
-        return kernel(*[t.detach() if isinstance(t, torch.Tensor) else t for t in tensors])
+        return self._kernel_for(device)(*[t.detach() for t in tensors])
 
     def _kernel_for(self, device):
         if device.type not in ("cpu", "cuda"):

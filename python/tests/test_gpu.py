@@ -220,3 +220,19 @@ def test_kernel_argument_errors(kernel):
         kernel(x_nc, w, b, bias)
     with pytest.raises(ValueError, match="'y'.*shape"):
         kernel(x, w, b, bias, out=torch.empty(3, device=DEV))
+
+
+# ---- fusejit.nn.Fused -----------------------------------------------------------------
+
+def test_fused_module_on_cuda():
+    _, w, b, bias = small_inputs()
+    m = fusejit.nn.Fused(SPEC, w=w, b=b, bias=bias)
+    assert m.input_names == ["x"]
+    x = torch.rand(2, 3, 8, 9, device=DEV)
+    with torch.no_grad():
+        y = m(x)
+    assert y.device == x.device
+    torch.testing.assert_close(y.double(), expected_small(x, w, b, bias), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="'w' is on cuda:0, 'x' on cpu"):
+        with torch.no_grad():
+            m(x.cpu())

@@ -111,6 +111,14 @@ def test_forward_errors_name_the_input():
             m(x.double())
         with pytest.raises(ValueError, match="argument 'x'.*shape"):
             m(x[:3])
+        with pytest.raises(TypeError, match="input 'x': expected a torch.Tensor"):
+            m([1.0])
+        with pytest.raises(ValueError, match="'w' is on cpu, 'x' on meta"):
+            m(x.to("meta"))
+        only_params = fusejit.nn.Fused(LINEAR_GELU, x=x, w=p["w"], b=p["b"], scale=p["scale"])
+        assert only_params.input_names == []
+        with pytest.raises(ValueError, match="expected CPU or CUDA tensors, got meta"):
+            only_params.to("meta")()
 
 
 def test_warns_once_that_there_is_no_backward():
