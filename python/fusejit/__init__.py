@@ -8,7 +8,7 @@ on torch tensors (ctypes over libfusejit_c.so; docs/python.md).
     y = k(x, w, b, bias)                    # torch CPU tensors or numpy arrays
 
 fusejit.models holds drop-in nn.Modules for the seed chains, fusejit.nn.Fused any spec as an
-nn.Module (both need torch).
+nn.Module, fusejit.torch any spec as a torch.library operator (all need torch).
 """
 from . import specs
 from ._kernel import (Arg, Kernel, Spec, backend_available, compile, compile_cubin, device_count,
@@ -19,13 +19,13 @@ from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, 
 __all__ = [
     "Arg", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
     "emit", "version",
-    "specs", "models", "nn", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
+    "specs", "models", "nn", "torch", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
     "CompileError", "NoDeviceError", "CudaError", "library_candidates",
 ]
 
 
 def __getattr__(name):
-    if name in ("models", "nn"):  # import torch, so only on demand
+    if name in ("models", "nn", "torch"):  # import torch, so only on demand
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'fusejit' has no attribute {name!r}")

@@ -50,6 +50,7 @@ class Fused(torch.nn.Module):
                 self.register_parameter(name, param)
             except (KeyError, TypeError) as e:  # a name torch refuses (".", or an attribute of the module)
                 raise ValueError(f"{self._label}: parameter '{name}': {e}") from None
+        self._names = list(args)  # every spec input, in order
         self._inputs = [n for n in args if n not in parameters]
         self._kernels = {}
         self._warned_autograd = False
@@ -78,8 +79,8 @@ class Fused(torch.nn.Module):
         missing = [n for n in self._inputs if n not in given]
         if missing:
             raise TypeError(f"{self._label}: missing input(s) {', '.join(missing)}")
-        names = [a.name for a in self._spec.inputs]
-        tensors = [given[n] if n in given else self._parameters[n] for n in names]
+        names = self._names
+        tensors = [given[n] if n in given else getattr(self, n) for n in names]
         for name, t in zip(names, tensors):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{self._label}: input '{name}': expected a torch.Tensor, got {type(t).__name__}")

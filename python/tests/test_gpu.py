@@ -236,3 +236,63 @@ def test_fused_module_on_cuda():
     with pytest.raises(ValueError, match="'w' is on cuda:0, 'x' on cpu"):
         with torch.no_grad():
             m(x.cpu())
+
+
+needs_ops = pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.4: no torch.library fake kernels")
+
+
+@needs_ops
+def test_op_for_is_one_torch_op_per_spec():
+    inputs = small_inputs()
+    op = fusejit.torch.op_for(SPEC)
+    assert op is fusejit.torch.op_for(SPEC)
+    assert str(op).startswith("fusejit.py_gpu_small_")
+    with torch.no_grad():
+        y = op(*inputs)
+    torch.testing.assert_close(y.double(), expected_small(*inputs), rtol=1e-4, atol=1e-4)
+
+
+class OpModule(nn.Module):
+    """A module around the spec's operator, as fusejit.nn.Fused will be once these tests pass."""
+
+    def __init__(self, w, b, bias):
+        super().__init__()
+        self.w, self.b, self.bias = nn.Parameter(w), nn.Parameter(b), nn.Parameter(bias)
+        self.op = fusejit.torch.op_for(SPEC)
+
+    def forward(self, x):
+        return self.op(x, self.w, self.b, self.bias)
+
+
+@needs_ops
+def test_op_compiles_without_graph_breaks():
+    _, w, b, bias = small_inputs()
+    m = OpModule(w, b, bias)
+    x = torch.rand(2, 3, 8, 9, device=DEV)
+    with torch.no_grad():
+        eager = m(x)
+        explained = torch._dynamo.explain(m)(x)
+        compiled = torch.compile(m, fullgraph=True)(x)
+    assert explained.graph_break_count == 0, explained
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(eager.double(), expected_small(x, w, b, bias), rtol=1e-4, atol=1e-4)
+
+
+@needs_ops
+def test_op_is_captured_by_a_cuda_graph():
+    _, w, b, bias = small_inputs()
+    m = OpModule(w, b, bias)
+    x = torch.rand(2, 3, 8, 9, device=DEV)
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the first call compiles: outside the capture
+            m(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = m(x)
+        x.copy_(torch.rand_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+    torch.testing.assert_close(y.double(), expected_small(x, w, b, bias), rtol=1e-4, atol=1e-4)
