@@ -19,11 +19,13 @@ from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, 
 __all__ = [
     "Arg", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
     "emit", "version",
-    "specs", "models", "nn", "torch", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
+    "specs", "models", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
     "CompileError", "NoDeviceError", "CudaError", "library_candidates",
 ]
 
 
+# fusejit.nn and fusejit.torch stay out of __all__: `from fusejit import *` would
+# shadow torch's own `nn` and `torch` in the caller's namespace.
 def __getattr__(name):
     if name in ("models", "nn", "torch"):  # import torch, so only on demand
         import importlib
