@@ -9,10 +9,10 @@ Problems (specs in bench/specs_cpu/, fp32):
 
 Threads: T = $FUSEJIT_NUM_THREADS, else os.cpu_count(); torch.set_num_threads(T) and fusejit's pool
 (FUSEJIT_NUM_THREADS=T, set before the library loads) use the same count.
-Timing: time.perf_counter around each call (both are synchronous on the CPU); two rounds of
+Timing: time.perf_counter around each call (both are synchronous on the CPU); --rounds (2) rounds of
 alternating blocks (torch, fusejit, torch, fusejit), each after a 0.5 s pause and --warmup calls, of
 --trials calls (fewer, at least 3, when a side's block would take more than --max-side-s / 2); the
-median over both rounds per side. (Blocks, not single interleaved calls: torch's OpenMP / OpenBLAS
+median over all rounds per side, and each round's ratio (reported as a min-max range). (Blocks, not single interleaved calls: torch's OpenMP / OpenBLAS
 threads spin after each call and would slow whatever runs next.)
 ratio = torch ms / fusejit ms (> 1: fusejit faster). Convs (b, c) are also timed in torch on channels_last
 copies of x and the weight (made outside the timing; same values, checked against NCHW): torch 1.13's NCHW
@@ -30,7 +30,7 @@ average before and after.
 Output: --out (default bench/results) gets bench_cpu_<machine>_<UTC date-time>.json and .md.
 
   python3 bench/bench_cpu.py [--build build] [--problems a,b,c,d] [--trials 20] [--warmup 3]
-        [--max-side-s 3] [--out DIR]
+        [--max-side-s 3] [--rounds 2] [--out DIR]
 """
 import argparse
 import datetime
@@ -105,22 +105,27 @@ def time_calls(fn, warmup, trials, max_side_s):
 
 def time_pair(fa, fb, warmup, trials, max_s, rounds=2, pause_s=0.5):
     """Median ms of fa and of fb over `rounds` alternating blocks (a-block, b-block, a-block, ...),
-    each warmed up and preceded by a pause. Blocks rather than single interleaved calls: torch's
-    OpenMP and OpenBLAS worker threads spin for a while after each call and would slow the other
-    side; alternating blocks still let both sides see the same drift of a shared machine's load."""
-    ta, tb = [], []
+    each warmed up and preceded by a pause, and the ratio a/b of each round's medians. Blocks rather
+    than single interleaved calls: torch's OpenMP and OpenBLAS worker threads spin for a while after
+    each call and would slow the other side; alternating blocks still let both sides see the same
+    drift of a shared machine's load."""
+    ta, tb, ratios = [], [], []
     for _ in range(rounds):
+        medians = []
         for fn, out in ((fa, ta), (fb, tb)):
             time.sleep(pause_s)
             for _ in range(warmup):
                 fn()
-            start, n = time.perf_counter(), 0
+            start, n, block = time.perf_counter(), 0, []
             while n < trials and (n < 3 or time.perf_counter() - start < max_s / rounds):
                 t0 = time.perf_counter()
                 fn()
-                out.append((time.perf_counter() - t0) * 1e3)
+                block.append((time.perf_counter() - t0) * 1e3)
                 n += 1
-    return statistics.median(ta), statistics.median(tb), [len(ta), len(tb)]
+            out.extend(block)
+            medians.append(statistics.median(block))
+        ratios.append(medians[0] / medians[1])
+    return statistics.median(ta), statistics.median(tb), [len(ta), len(tb)], ratios
 
 
 def rel_l2(a, b):
@@ -221,6 +226,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--problems", default="a,b,c,d")
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternating rounds per pair (their per-round ratios are reported)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-side-s", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -265,8 +272,8 @@ def main():
             ref32 = chain(*inputs)
             ref64 = chain(*[t.double() for t in inputs])
             y = kernel(*inputs)
-            torch_ms, fj_ms, trials = time_pair(lambda: chain(*inputs), lambda: kernel(*inputs), args.warmup,
-                                                args.trials, args.max_side_s)
+            torch_ms, fj_ms, trials, ratios = time_pair(lambda: chain(*inputs), lambda: kernel(*inputs),
+                                                        args.warmup, args.trials, args.max_side_s, args.rounds)
             # Convs: torch also on channels_last copies of the 4-D inputs (converted outside the timing): on
             # this build its NCHW conv can be 8x slower than channels_last, so both are reported.
             torch_cl_ms = None
@@ -274,8 +281,10 @@ def main():
                 cl = [t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs]
                 if rel_l2(chain(*cl), ref32) > 1e-5:
                     raise RuntimeError(f"{n}: torch channels_last disagrees with NCHW")
-                torch_cl_ms, _, _ = time_pair(lambda: chain(*cl), lambda: kernel(*inputs), args.warmup,
-                                              args.trials, args.max_side_s)
+                torch_cl_ms, _, _, cl_ratios = time_pair(lambda: chain(*cl), lambda: kernel(*inputs), args.warmup,
+                                                         args.trials, args.max_side_s, args.rounds)
+                if torch_cl_ms < torch_ms:  # the best torch layout is the peer
+                    ratios = cl_ratios
         err32, err64, err_torch64 = rel_l2(y, ref32), rel_l2(y, ref64), rel_l2(ref32, ref64)
         row = dict(problem=n, what=P["what"], spec=f"bench/specs_cpu/{P['spec']}", kernel=kernel.name,
                    gflop=P["flops"] / 1e9, torch_ms=torch_ms, fusejit_ms=fj_ms, ratio=torch_ms / fj_ms,
@@ -284,7 +293,8 @@ def main():
                    torch_gflops=P["flops"] / (torch_ms * 1e6), fusejit_gflops=P["flops"] / (fj_ms * 1e6),
                    trials=trials, rel_l2_vs_torch=err32, rel_l2_vs_fp64=err64,
                    torch_rel_l2_vs_fp64=err_torch64, check="ok" if err32 <= 1e-5 else "FAIL",
-                   compile_cold_ms=cold, compile_disk_hit_ms=disk_hit, compile_memory_hit_ms=mem_hit)
+                   compile_cold_ms=cold, compile_disk_hit_ms=disk_hit, compile_memory_hit_ms=mem_hit,
+                   best_torch_ratio_rounds=ratios)
         rows.append(row)
         if torch_cl_ms:
             print(f"{n}: torch channels_last {torch_cl_ms:.3f} ms, ratio {row['ratio_channels_last']:.2f}")
@@ -294,7 +304,7 @@ def main():
 
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc)
-    meta = dict(machine=machine, threads=threads, fma_peak=peak, torch_mm_4096_gflops=mm, blas=blas,
+    meta = dict(machine=machine, threads=threads, rounds=args.rounds, fma_peak=peak, torch_mm_4096_gflops=mm, blas=blas,
                 torch=torch.__version__, fusejit=fusejit.version(), commit=commit(),
                 command="python3 bench/bench_cpu.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
                 date=now.isoformat(), load_before=load_before, load_after=load_after,
@@ -312,17 +322,23 @@ def main():
     return 0 if all(r["check"] == "ok" for r in rows) else 1
 
 
+def rounds_range(r):
+    ratios = r.get("best_torch_ratio_rounds") or []
+    return f"{min(ratios):.2f}-{max(ratios):.2f} ({len(ratios)})" if ratios else "-"
+
+
 def table(rows):
     lines = ["| # | chain | GFLOP | torch ms | torch channels_last ms | fusejit ms | torch/fusejit "
              "| torch channels_last/fusejit | torch GFLOP/s | fusejit GFLOP/s "
+             "| best torch/fusejit per round (min-max) "
              "| rel L2 vs torch | vs fp64 | cold compile ms | disk hit ms | memory hit ms | trials | fusejit kernel |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cl = r.get("torch_channels_last_ms")
         cl_ms, cl_ratio = (f"{cl:.3f}", f"{r['ratio_channels_last']:.2f}") if cl else ("-", "-")
         lines.append(f"| {r['problem']} | {r['what']} | {r['gflop']:.2f} | {r['torch_ms']:.3f} | {cl_ms} | "
                      f"{r['fusejit_ms']:.3f} | {r['ratio']:.2f} | {cl_ratio} | {r['torch_gflops']:.1f} | "
-                     f"{r['fusejit_gflops']:.1f} | {r['rel_l2_vs_torch']:.1e} {r['check']} | "
+                     f"{r['fusejit_gflops']:.1f} | {rounds_range(r)} | {r['rel_l2_vs_torch']:.1e} {r['check']} | "
                      f"{r['rel_l2_vs_fp64']:.1e} | {r['compile_cold_ms']:.0f} | "
                      f"{r['compile_disk_hit_ms']:.2f} | {r['compile_memory_hit_ms']:.3f} | {r['trials'][0]}+{r['trials'][1]} | "
                      f"{r['kernel']} |")
@@ -344,8 +360,9 @@ def markdown(meta, rows):
 - date: {meta['date']}; load average (1, 5, 15 min) before {tuple(round(x, 2) for x in meta['load_before'])}, \
 after {tuple(round(x, 2) for x in meta['load_after'])} (the machine is shared: other jobs skew the times)
 
-Median ms over two rounds of alternating blocks (torch, fusejit, torch, fusejit; each block after a 0.5 s
-pause and warm-up, up to the given trials; time.perf_counter; both sides synchronous, same fp32 inputs; both allocate their outputs: fusejit's time includes the Python bridge's argument checks).
+Median ms over {meta['rounds']} rounds of alternating blocks (torch, fusejit, torch, fusejit, ...; each block after a 0.5 s
+pause and warm-up, up to the given trials; the per-round column: the ratio of each round's two medians, against
+the faster torch layout; time.perf_counter; both sides synchronous, same fp32 inputs; both allocate their outputs: fusejit's time includes the Python bridge's argument checks).
 torch/fusejit > 1: fusejit faster. rel L2: fusejit's output against torch's fp32 output (ok: <= 1e-5) and against torch in
 float64. Compile: cold = empty disk cache, new engine (codegen + LLVM O3 + JIT link); disk hit = a new
 engine, object file from the disk cache; memory hit = the same engine (targets: cold <= 300 ms,
