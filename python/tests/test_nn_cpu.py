@@ -130,3 +130,15 @@ def test_warns_once_that_there_is_no_backward():
         m(x)
     assert sum("no backward" in str(w.message) for w in caught) == 1
     assert not y.requires_grad
+
+
+@pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.4: no torch.library fake kernels")
+def test_torch_op_on_cpu_tensors():
+    p, x = make(4)
+    op = fusejit.torch.op_for(LINEAR_GELU)
+    assert op is fusejit.torch.op_for(LINEAR_GELU)
+    y, s = op(x, p["w"], p["b"], p["scale"])
+    ry, rs = reference(p, x)
+    assert rel_l2(y, ry) <= 1e-5 and rel_l2(s, rs) <= 1e-5
+    with pytest.raises(TypeError, match="argument 'x'.*dtype"):
+        op(x.double(), p["w"], p["b"], p["scale"])
