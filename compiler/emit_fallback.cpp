@@ -108,17 +108,10 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  // Named members, not a structured binding: clang 14 cannot capture bindings in lambdas.
   const ReduceGeometry geo = reduce_geometry(g, kp.root);
-  const std::vector<int>& kept = geo.kept;
-  const std::vector<int>& reduced = geo.reduced;
-  const Shape& kept_shape = geo.kept_shape;
-  const Shape& reduced_shape = geo.reduced_shape;
-  const int64_t rows = geo.rows, len = geo.len;
-  const bool mean = geo.mean;
-  if (len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
+  if (geo.len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
   const RowConfig& cfg = ctx.heur.row;
-  int group = cfg.group_for(len);
+  int group = cfg.group_for(geo.len);
   if (group > 32) group = cfg.threads;
 
   KernelEmitter em(ctx, plan, index);
@@ -126,8 +119,8 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " over dims " +
               attr_str(AttrValue(r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims"))) +
               ", " + std::to_string(group) + " threads per output";
-  s.constants.push_back({"kRows", rows, "outputs"});
-  s.constants.push_back({"kLen", len, "elements reduced into each"});
+  s.constants.push_back({"kRows", geo.rows, "outputs"});
+  s.constants.push_back({"kLen", geo.len, "elements reduced into each"});
   const std::string in = em.load_param(x);
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                         "the result and its fused consumers, at output coordinates");
@@ -137,18 +130,18 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   std::vector<std::string> run = {"fj::reduce_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) +
                                       ", " + reduce_op(r.op) + ">(",
                                   "    kRows, kLen,", "[&](long long o) -> long long {"};
-  append(run, decompose_index("o", kept_shape, "c", "long long"));
-  run.push_back("return " + strided_sum(kept, strides, "c", true) + ";");
+  append(run, decompose_index("o", geo.kept_shape, "c", "long long"));
+  run.push_back("return " + strided_sum(geo.kept, strides, "c", true) + ";");
   run.push_back("},");
   run.push_back("[&](long long b, int r) -> float {");
-  append(run, decompose_index("r", reduced_shape, "q", "int"));
-  run.push_back("return fj::load_as_float(" + in + ", b + " + strided_sum(reduced, strides, "q", wide) + ");");
+  append(run, decompose_index("r", geo.reduced_shape, "q", "int"));
+  run.push_back("return fj::load_as_float(" + in + ", b + " + strided_sum(geo.reduced, strides, "q", wide) + ");");
   run.push_back("},");
   run.push_back("[&](long long o, float v) {");
   append(run, decompose_index("o", r.type.shape, "i", "long long"));
-  run.push_back(post_call(post, mean ? "v / (float)kLen" : "v", out_rank));
+  run.push_back(post_call(post, geo.mean ? "v / (float)kLen" : "v", out_rank));
   run.push_back("});");
-  const unsigned grid = grid_for(rows, cfg.threads / group, kIntMax);
+  const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }
 

@@ -58,18 +58,11 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
-  // Named members, not a structured binding: clang 14 cannot capture bindings in lambdas.
   const ReduceGeometry geo = reduce_geometry(g, kp.root);
-  const std::vector<int>& kept = geo.kept;
-  const std::vector<int>& reduced = geo.reduced;
-  const Shape& kept_shape = geo.kept_shape;
-  const Shape& reduced_shape = geo.reduced_shape;
-  const int64_t rows = geo.rows, len = geo.len;
-  const bool mean = geo.mean;
   // The reduced dims are the innermost ones: each row is one contiguous run.
   bool trailing = true;
-  for (size_t j = 0; j < reduced.size(); ++j)
-    trailing = trailing && reduced[j] == static_cast<int>(xs.size() - reduced.size() + j);
+  for (size_t j = 0; j < geo.reduced.size(); ++j)
+    trailing = trailing && geo.reduced[j] == static_cast<int>(xs.size() - geo.reduced.size() + j);
   const auto strides = strides_of(xs);
 
   KernelFunction kf(lc, kp.name);
@@ -77,15 +70,15 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
   const BufferRef in = lc.plan.buffer.at(x);
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
-    Value* base = strided(kf, decompose(kf, o, kept_shape), kept, strides);
+    Value* base = strided(kf, decompose(kf, o, geo.kept_shape), geo.kept, strides);
     auto element = [&](Value* i) {
-      Value* off = trailing ? i : strided(kf, decompose(kf, i, reduced_shape), reduced, strides);
+      Value* off = trailing ? i : strided(kf, decompose(kf, i, geo.reduced_shape), geo.reduced, strides);
       return kf.load_f32(in, b.CreateAdd(base, off, "", true, true));
     };
     // Max / min, and logsumexp's first pass: NaN wins.
     auto extreme = [&](bool is_max) {
       Value* acc = kf.local(kf.f32(is_max ? -INFINITY : INFINITY), is_max ? "max" : "min");
-      kf.loop(0, len, 1, [&](Value* i) {
+      kf.loop(0, geo.len, 1, [&](Value* i) {
         Value* cur = b.CreateLoad(kf.f32_type(), acc);
         b.CreateStore(is_max ? max_nan(b, cur, element(i)) : min_nan(b, cur, element(i)), acc);
       }, "k");
@@ -97,7 +90,7 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
     } else if (r.op == OpKind::LogSumExp) {
       Value* m = extreme(true);
       Value* sum = kf.local(kf.f32(0), "sum");
-      kf.loop(0, len, 1, [&](Value* i) {
+      kf.loop(0, geo.len, 1, [&](Value* i) {
         Value* e = kf.call_math("expf", {b.CreateFSub(element(i), m)});
         b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), e), sum);
       }, "k");
@@ -107,16 +100,17 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
       v = b.CreateSelect(finite, lse, m);
     } else {
       Value* sum = kf.local(kf.f32(0), "sum");
-      kf.loop(0, len, 1, [&](Value* i) {
+      kf.loop(0, geo.len, 1, [&](Value* i) {
         b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), element(i)), sum);
       }, "k");
       v = b.CreateLoad(kf.f32_type(), sum);
-      if (mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(len)));
+      if (geo.mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(geo.len)));
     }
     emit_tree(kf, post, decompose(kf, o, r.type.shape), v);
   }, "row");
-  return kf.finish(rows, grain_for(len), std::string(op_name(r.op)) + " of " + std::to_string(len) + " elements into " +
-                                             std::to_string(rows) + " outputs");
+  return kf.finish(geo.rows, grain_for(geo.len),
+                   std::string(op_name(r.op)) + " of " + std::to_string(geo.len) + " elements into " +
+                       std::to_string(geo.rows) + " outputs");
 }
 
 Expected<CpuLaunch> lower_softmax(LowerContext& lc, const KernelPlan& kp) {

@@ -209,6 +209,32 @@ def compile(spec, *, arch="auto", config=None, autotune="off", device=None, line
     return Kernel(handle, "cpu" if backend == "cpu" else index, spec.name, backend)
 
 
+class DeviceKernels:
+    """One spec's kernels, compiled per torch device ("cpu" or "cuda:N") at its
+    first use; thread-safe. Shared by fusejit.nn.Fused and fusejit.torch."""
+
+    def __init__(self, spec, arch="auto", config=None, label=""):
+        self._spec, self._arch, self._config = _as_spec(spec), arch, config
+        self._label = label or f"fusejit kernel '{self._spec.name}'"
+        self._kernels = {}
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._kernels)
+
+    def for_device(self, device):
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{self._label}: expected CPU or CUDA tensors, got {device}")
+        key = (device.type, device.index)
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is None:
+                kernel = compile(self._spec, arch=self._arch, config=self._config,
+                                 device="cpu" if device.type == "cpu" else device)
+                self._kernels[key] = kernel
+        return kernel
+
+
 def compile_cubin(spec, arch="sm_90a", *, config=None, path=None):
     """CUBIN bytes for `arch` (no GPU needed unless arch is "auto"); written to
     `path` instead (returning None) when given."""

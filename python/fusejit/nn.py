@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from ._kernel import _as_spec, compile as _compile
+from ._kernel import DeviceKernels, _as_spec
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -29,7 +29,6 @@ class Fused(torch.nn.Module):
         super().__init__()
         self._spec = _as_spec(spec)
         self._label = f"Fused({self._spec.name or 'spec'})"
-        self._config, self._arch = config, arch
         args = {a.name: a for a in self._spec.inputs}
         for name, value in parameters.items():
             arg = args.get(name)
@@ -52,7 +51,7 @@ class Fused(torch.nn.Module):
                 raise ValueError(f"{self._label}: parameter '{name}': {e}") from None
         self._names = list(args)  # every spec input, in order
         self._inputs = [n for n in args if n not in parameters]
-        self._kernels = {}
+        self._kernels = DeviceKernels(self._spec, arch, config, self._label)
         self._warned_autograd = False
 
     @property
@@ -91,18 +90,7 @@ class Fused(torch.nn.Module):
                 raise ValueError(f"{self._label}: '{name}' is on {t.device}, '{names[lead]}' on {device} "
                                  f"(move the module with .to(device))")
         self._warn_autograd(tensors)
-        return self._kernel_for(device)(*[t.detach() for t in tensors])
-
-    def _kernel_for(self, device):
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"{self._label}: expected CPU or CUDA tensors, got {device}")
-        key = (device.type, device.index)
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            kernel = _compile(self._spec, arch=self._arch, config=self._config,
-                              device="cpu" if device.type == "cpu" else device)
-            self._kernels[key] = kernel
-        return kernel
+        return self._kernels.for_device(device)(*[t.detach() for t in tensors])
 
     def _warn_autograd(self, tensors):
         if self._warned_autograd or not torch.is_grad_enabled():

@@ -23,7 +23,7 @@ import threading
 
 import torch
 
-from ._kernel import _as_spec, compile as _compile
+from ._kernel import DeviceKernels, _as_spec
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 _lock = threading.Lock()
@@ -66,19 +66,10 @@ def _define(name, spec, config, arch):
                        for i, a in enumerate(spec.inputs))
     returns = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
     _library.define(f"{name}({params}) -> {returns}")
-    kernels = {}
-    kernels_lock = threading.Lock()
+    kernels = DeviceKernels(spec, arch, config)
 
     def run(*tensors):
-        device = tensors[0].device
-        key = (device.type, device.index)
-        with kernels_lock:
-            kernel = kernels.get(key)
-            if kernel is None:
-                kernel = _compile(spec, arch=arch, config=config,
-                                  device="cpu" if device.type == "cpu" else device)
-                kernels[key] = kernel
-        return kernel(*tensors)
+        return kernels.for_device(tensors[0].device)(*tensors)
 
     def fake(*tensors):
         device = tensors[0].device

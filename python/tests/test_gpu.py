@@ -264,11 +264,16 @@ class OpModule(nn.Module):
         return self.op(x, self.w, self.b, self.bias)
 
 
-@needs_ops
-def test_op_compiles_without_graph_breaks():
+@pytest.fixture
+def op_module():
+    """(module around the spec's operator, its parameters, a fresh input)."""
     _, w, b, bias = small_inputs()
-    m = OpModule(w, b, bias)
-    x = torch.rand(2, 3, 8, 9, device=DEV)
+    return OpModule(w, b, bias), (w, b, bias), torch.rand(2, 3, 8, 9, device=DEV)
+
+
+@needs_ops
+def test_op_compiles_without_graph_breaks(op_module):
+    m, (w, b, bias), x = op_module
     with torch.no_grad():
         eager = m(x)
         explained = torch._dynamo.explain(m)(x)
@@ -279,10 +284,8 @@ def test_op_compiles_without_graph_breaks():
 
 
 @needs_ops
-def test_op_is_captured_by_a_cuda_graph():
-    _, w, b, bias = small_inputs()
-    m = OpModule(w, b, bias)
-    x = torch.rand(2, 3, 8, 9, device=DEV)
+def test_op_is_captured_by_a_cuda_graph(op_module):
+    m, (w, b, bias), x = op_module
     with torch.no_grad():
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
