@@ -37,6 +37,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
   assign_buffers(ctx, plan);
+  choose_tma_stores(ctx, plan);
   const Mainloop mainloop = plan.kernels[0].mainloop;
   if (g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
     plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");

@@ -22,9 +22,13 @@ std::string kind_enum(const std::string& kind) {
   return kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
 }
 
-std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind) {
-  return "using Tile = fj::WgmmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-         std::to_string(t.stages) + ", fj::MmaKind::" + kind_enum(kind) + ">;";
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
+  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
+                     ", fj::MmaKind::" + kind_enum(kind);
+  if (b_n_major || t.pingpong)
+    args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
+            (t.pingpong ? "true" : "false");
+  return "using Tile = fj::WgmmaTile<" + args + ">;" + (b_n_major ? "  // B [K, N]" : "");
 }
 
 void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
@@ -42,9 +46,9 @@ int mma_copy_bytes(int64_t ld, int elem_bytes) {
 }
 
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
-// shared memory the ring leaves (at least 16).
-int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32) {
-  const int64_t left = kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32);
+// shared memory the ring leaves (at least 16; ping-pong: half of it each).
+int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0) {
+  const int64_t left = (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32) - reserved) / (t.pingpong ? 2 : 1);
   int chunk = 64;
   while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
   return chunk;
@@ -70,6 +74,7 @@ struct AnchorShape {
   // Statements declaring i0..i<R-1> from m and n (may `return` for rows that
   // compute nothing).
   std::vector<std::string> coords;
+  bool per_batch_rows = false;  // matmul with m within one batch entry (coordinates j*): not the wgmma path
   // Statements declaring the coordinates of a row reduction's output (dims
   // without N; keepdim puts 0 there) from m.
   std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
@@ -86,7 +91,7 @@ std::vector<std::string> AnchorShape::reduced_coords(const AnchorGeometry& geo, 
       append(out, {"const int i0 = px.n;", "const int i1 = px.oh;", "const int i2 = px.ow;"});
     return out;
   }
-  if (geo.op == OpKind::Matmul) {
+  if (per_batch_rows) {
     // rows of one batch entry; the batch coordinates j* are in scope.
     for (int d = 0; d < rank - 2; ++d) out.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
     out.push_back("const int i" + std::to_string(rank - 2) + " = m;");
@@ -115,6 +120,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const int elem_bytes = g.node(a.operands[0]).type.dtype == DType::F32 ? 4 : 2;
   const int rank = static_cast<int>(geo.out.size());
   const int64_t int_max = std::numeric_limits<int>::max();
+  int64_t store_tile_bytes = 0;  // the TMA-stored outputs' shared-memory tiles
+  for (ValueId v : kp.tma_stores) store_tile_bytes += wgmma_store_tile_bytes(wt, static_cast<int>(dtype_size(g.node(v).type.dtype)));
 
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;
@@ -126,7 +133,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind));
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, geo.op == OpKind::Matmul));
     s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
     add_mma_aliases(mt, kp.mma_kind, s.aliases);
@@ -245,28 +252,45 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                     "const int i1 = g * kCoutPerGroup + n;", "const int i2 = px.oh;", "const int i3 = px.ow;"};
     launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
   } else {
-    s.constants.push_back({"kM", geo.m, geo.op == OpKind::Linear ? "rows: x's leading dims flattened" : "rows"});
+    // wgmma: a matmul with one [K, N] B runs as one GEMM over x's flattened leading dims
+    const int64_t rows = wgmma ? flatten_batch_rows(geo).m : geo.m;
+    s.constants.push_back({"kM", rows, rows != geo.m || geo.op == OpKind::Linear ? "rows: x's leading dims flattened" : "rows"});
     s.constants.push_back({"kN", geo.n, geo.op == OpKind::Linear ? "out features" : "columns"});
     s.constants.push_back({"kK", geo.k, "reduction length"});
-    m_tiles = (geo.m + tile_m - 1) / tile_m;
-    if (geo.m > int_max || geo.n > int_max || geo.k > int_max) return Error("codegen: a GEMM extent exceeds 2^31");
+    m_tiles = (rows + tile_m - 1) / tile_m;
+    if (rows > int_max || geo.n > int_max || geo.k > int_max) return Error("codegen: a GEMM extent exceeds 2^31");
     auto x = [&] { return em.load_param(a.operands[0]); };
     auto w = [&] { return em.load_param(a.operands[1]); };
-    if (wgmma) {  // linear on TMA + wgmma; grouped rasterization over a 1-D grid
+    if (wgmma) {  // linear / matmul on TMA + wgmma; grouped rasterization over a 1-D grid
       const DType dt = g.node(a.operands[0]).type.dtype;
-      const int elem = dt == DType::F32 ? 4 : 2;
-      auto view = [&](ValueId v, int64_t rows, int box_rows) {
-        return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, rows, geo.k, box_rows, 128 / elem};
+      const int elem = dt == DType::F32 ? 4 : 2, bk = 128 / elem;
+      auto view = [&](ValueId v, int64_t view_rows, int64_t view_cols, int box_rows, int box_cols) {
+        return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, view_rows, view_cols, box_rows, box_cols};
       };
-      tensor_maps = {view(a.operands[0], geo.m, wt.bm), view(a.operands[1], geo.n, wt.bn)};
+      tensor_maps = {view(a.operands[0], rows, geo.k, wt.bm, bk),
+                     geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
+                                              : view(a.operands[1], geo.n, geo.k, wt.bn, bk)};
+      for (ValueId v : kp.tma_stores) {  // the output tiles: dense BM x BN boxes
+        const DType ot = g.node(v).type.dtype;
+        tensor_maps.push_back(TensorMapSpec{plan.buffer.at(v), static_cast<int>(dtype_size(ot)), ot == DType::BF16,
+                                            rows, geo.n, wt.bm, wt.bn, false});
+      }
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
-      if (m_tiles * n_tiles > int_max) return Error("codegen: linear needs more than 2^31 thread blocks");
-      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
-                   "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
-                   "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
+      if (m_tiles * n_tiles > int_max)
+        return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 thread blocks");
+      if (wt.pingpong)
+        append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
+                     "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
+                     "// persistent, ping-pong: the two consumers take this block's tiles in turn",
+                     "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {",
+                     "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
+      else
+        append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
+                     "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
+                     "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
+                     "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -284,6 +308,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
     } else {
       const int nb = rank - 2;
+      shape.per_batch_rows = true;
       const Shape batch(geo.out.begin(), geo.out.end() - 2);
       const Shape& as = g.node(a.operands[0]).type.shape;
       const Shape& bs = g.node(a.operands[1]).type.shape;
@@ -396,17 +421,35 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                        post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
   } else {
     if (!kp.region.stores.empty()) {
+      std::vector<BufferRef> tiles;  // TMA-stored outputs
+      for (ValueId v : kp.tma_stores) tiles.push_back(plan.buffer.at(v));
       const std::string fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
-                                          "the elementwise epilogue and its stores, at output coordinates");
+                                          "the elementwise epilogue and its stores, at output coordinates", tiles);
+      std::string tile_args;  // TMA-stored outputs: their shared-memory tiles and the element's offset there
       if (wgmma) {  // staged through shared memory: coalesced loads and stores
-        const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3");
+        const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", store_tile_bytes);
         smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * (chunk + 8));
+        if (!kp.tma_stores.empty()) {
+          run.push_back("fj::tma_store_acquire(frag);  // the last tile's TMA stores have read the output tiles");
+          for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
+            const std::string ot = ctype(g.node(kp.tma_stores[k]).type.dtype), at = "kOutTile" + std::to_string(k);
+            run.push_back(ot + "* const out_tile" + std::to_string(k) + " = reinterpret_cast<" + ot +
+                          "*>(ring + Tile::kRingBytes + " + at + ");");
+            tile_args += ", out_tile" + std::to_string(k);
+          }
+          tile_args += ", (m - m0) * Tile::BN + (n - n0)";
+        }
         run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ">(frag, m0, n0, " + shape.rows + ", " +
                       shape.cols + ", smem,");
       } else {
         run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
       }
-      append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + ");"));
+      append(run, lambda("[&](float acc, int m, int n) {", shape.coords,
+                         fn + "(p, acc, " + coord_call + tile_args + ");"));
+      for (size_t k = 0; k < kp.tma_stores.size(); ++k)
+        run.push_back("fj::tma_store_tile(frag, tma_out" + std::to_string(k) + ", out_tile" + std::to_string(k) +
+                      ", n0, m0);");
+      if (!kp.tma_stores.empty()) run.push_back("fj::tma_store_commit(frag);");
     }
     for (size_t r = 0; r < reductions.size(); ++r) {
       const FusedTail& tail = *reductions[r];
@@ -444,7 +487,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
         const std::string tile_index = geo.op == OpKind::Conv2d ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
-        const std::string row_index = geo.op == OpKind::Matmul ? "(long long)z * kM + m" : "m";
+        const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m" : "m";
         run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
                       shape.rows + ", " + shape.cols + ", smem,");
         append(run, lambda(value_head, shape.coords, value_call));
@@ -480,27 +523,42 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   launch.kernel = name;
   if (wgmma) {
     run.push_back("});");  // the epilogue lambda
+    if (!kp.tma_stores.empty()) run.push_back("fj::tma_store_drain();  // the last TMA stores complete before the block exits");
     const int64_t ring_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") - 1024;
-    const int64_t smem_bytes = ring_bytes + smem_floats * 4 + 1024;
+    const int64_t epilogue_floats = (smem_floats + 31) / 32 * 32;  // per consumer (ping-pong), 128-byte aligned
+    const int64_t smem_bytes = ring_bytes + epilogue_floats * 4 * (wt.pingpong ? 2 : 1) + store_tile_bytes + 1024;
+    if (wt.pingpong) s.constants.push_back({"kEpilogueFloats", epilogue_floats, "each consumer's epilogue scratch"});
+    for (size_t k = 0, at = static_cast<size_t>(epilogue_floats * 4); k < kp.tma_stores.size(); ++k) {
+      s.constants.push_back({"kOutTile" + std::to_string(k), static_cast<int64_t>(at),
+                             "bytes from the ring's end to the TMA-stored tile of " + g.describe(kp.tma_stores[k])});
+      at += static_cast<size_t>(wgmma_store_tile_bytes(wt, static_cast<int>(dtype_size(g.node(kp.tma_stores[k]).type.dtype))));
+    }
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
-    fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b, char* ring";
+    std::string out_maps, out_map_args;  // the TMA-stored outputs' tensor maps
+    std::vector<std::string> map_params = {"const __grid_constant__ fj::TmaDescriptor tma_a",
+                                           "const __grid_constant__ fj::TmaDescriptor tma_b"};
+    for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
+      out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);
+      out_map_args += ", &tma_out" + std::to_string(k);
+      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_out" + std::to_string(k));
+    }
+    fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b" + out_maps +
+                ", char* ring";
     fn.body = {"static_assert(kRingBytes == Tile::kRingBytes, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
-    const int threads = 128 * (wt.bm / 64 + 1);  // Tile::kThreads: a producer and BM/64 consumer warpgroups
+    const int threads = wt.threads();  // Tile::kThreads: a producer warpgroup and the consumers
     launch.block = {static_cast<unsigned>(threads), 1, 1};
     launch.shared_bytes = static_cast<unsigned>(smem_bytes);
     launch.tensor_maps = tensor_maps;
     // One block per SM: setmaxnreg needs the register cap that (threads, 1) sets.
     launch.args = em.finish(name, threads,
                             {"extern __shared__ __align__(1024) char smem_raw[];",
-                             s.ns + "::run(p, &tma_a, &tma_b, fj::align_smem_1024(smem_raw));"},
-                            1,
-                            {"const __grid_constant__ fj::TmaDescriptor tma_a",
-                             "const __grid_constant__ fj::TmaDescriptor tma_b"});
+                             s.ns + "::run(p, &tma_a, &tma_b" + out_map_args + ", fj::align_smem_1024(smem_raw));"},
+                            1, map_params);
   } else if (mma) {
     const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
     const int64_t ring_bytes = mma_smem_bytes(mt, fp32_kn_b);

@@ -1,6 +1,7 @@
 // Shared emitter parts: parameters, node functions, index arithmetic.
 #include "compiler/emit_common.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -149,7 +150,8 @@ std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode
   return src_.add_function(std::move(f));
 }
 
-std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment) {
+std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
+                                     const std::vector<BufferRef>& smem_tiles) {
   const int rank = static_cast<int>(tree.domain.size());
   std::vector<std::string> vars(tree.nodes.size());
   CudaFunction f;
@@ -163,6 +165,9 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
     f.params += ", float src";
   }
   if (rank) f.params += ", " + coord_params(rank);
+  for (size_t k = 0; k < smem_tiles.size(); ++k)
+    f.params += ", " + ctype(buffer_dtype(smem_tiles[k])) + "* __restrict__ tile" + std::to_string(k);
+  if (!smem_tiles.empty()) f.params += ", int tile_at";
   const Graph& g = ctx_.g;
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     const EpiNode& n = tree.nodes[i];
@@ -189,6 +194,11 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
         f.body.push_back("const float " + v + " = " + node_function(tree, n) + "(" + args + ");");
         break;
       case EpiNode::Kind::Store:
+        if (auto at = std::find(smem_tiles.begin(), smem_tiles.end(), n.buffer); at != smem_tiles.end()) {
+          f.body.push_back("fj::store_from_float(tile" + std::to_string(at - smem_tiles.begin()) + ", tile_at, " +
+                           args + ");  // " + g.describe(n.value) + ", TMA-stored");
+          break;
+        }
         f.body.push_back(node_function(tree, n) + "(" + buffer_param(n.buffer, true) +
                          (rank ? ", " + coord_args(rank) : "") + ", " + args + ");");
         break;

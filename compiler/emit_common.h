@@ -30,7 +30,11 @@ class KernelEmitter {
   // Emits one device function per tree node and the composed function
   // `name(const Params& p[, float src], int i0, ..., int i<R-1>)`; returns
   // the name to call it by.
-  std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment);
+  // smem_tiles: output buffers whose stores go to shared-memory tiles instead
+  // (TMA-stored): the function then takes `T* tile<k>` for each and the
+  // element's offset in them, `int tile_at`, after the coordinates.
+  std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
+                        const std::vector<BufferRef>& smem_tiles = {});
 
   // Builds Params, the extern "C" entry point named `kernel_name` (launch
   // bounds `threads`, and `min_blocks` per SM when > 0) whose body is `body`

@@ -1,8 +1,10 @@
 // Pass: the anchor's mainloop, in the precision the graph asks for: bf16 /
 // f16 operands natively, f32 in tf32 mode as TF32, f32 in fp32 mode as
 // 3xTF32 (fp32-accurate).
-// - On sm_90a a linear anchor whose operands TMA can read (K-major, rows of
-//   16-byte multiples) runs on the wgmma pipeline.
+// - On sm_90a a linear anchor whose operands TMA can read (rows of 16-byte
+//   multiples) runs on the wgmma pipeline; so does a 16-bit matmul with one
+//   [K, N] B (no batch dims: x's leading dims flatten into M), B read N-major
+//   by wgmma's transposed-B mode (tf32 wgmma reads K-major B only).
 // - Otherwise, on sm_80 and newer, mma.sync: conv2d with an im2col gather
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
@@ -55,38 +57,50 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   std::string why, kind;
   const bool sm80_up = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 80;
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  // wgmma first where it can run: sm_90a, linear (K-major operands), rows TMA can read.
+  // wgmma first where it can run: sm_90a, linear or 16-bit matmul, rows TMA can read.
   std::string why_not_wgmma;
+  const std::string wgmma_kind = mma_kind(ctx.g, a, why);
+  const bool sixteen_bit = wgmma_kind == "bf16" || wgmma_kind == "f16";
   if (ctx.heur.mainloop == "mma")
     why_not_wgmma = "mainloop=mma in the config";
+  else if (ctx.heur.mainloop == "auto" && ctx.heur.mma)
+    why_not_wgmma = "mma_tile in the config";
   else if (ctx.heur.split_k && *ctx.heur.split_k > 1 && a.op != OpKind::Conv2d)
     why_not_wgmma = "split_k=" + std::to_string(*ctx.heur.split_k) + " in the config (split-K runs on mma.sync)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
-  else if (a.op != OpKind::Linear)
-    why_not_wgmma = std::string(op_name(a.op)) +
-                    (a.op == OpKind::Matmul ? " reads B as [K, N], and the wgmma path takes K-major B (linear) only"
-                                            : " runs on mma.sync with an im2col gather");
-  else if (std::string w, k = mma_kind(ctx.g, a, w); k.empty())
-    why_not_wgmma = w;
-  else if (const int eb = k == "bf16" || k == "f16" ? 2 : 4; (geo.k * eb) % 16)
+  else if (a.op == OpKind::Conv2d)
+    why_not_wgmma = "conv2d runs on mma.sync with an im2col gather";
+  else if (a.op == OpKind::Matmul && !sixteen_bit && !wgmma_kind.empty())
+    why_not_wgmma = "matmul reads B as [K, N] (N-major), which wgmma reads for 16-bit operands only, not " +
+                    wgmma_kind;
+  else if (a.op == OpKind::Matmul && geo.b_batched)
+    why_not_wgmma = "matmul's B has batch dims (the wgmma path takes one [K, N] B)";
+  else if (wgmma_kind.empty())
+    why_not_wgmma = why;
+  else if (const int eb = sixteen_bit ? 2 : 4; (geo.k * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
                     std::to_string(geo.k * eb);
+  else if (a.op == OpKind::Matmul && (geo.n * eb) % 16)
+    why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
+                    std::to_string(geo.n * eb);
   else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
-           k == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1)
+           wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1)
     // H100, fusejit run: 100x1000x500 0.036 vs wgmma 0.057 ms, 32x8192x1024 0.088 vs 0.406 ms; bf16 and tf32
     // stay on wgmma (mma.sync split-K was 1.2-2x slower there).
     why_not_wgmma = "3xTF32 on a small grid: mma.sync with split-K " + std::to_string(split.split_k) +
                     " over K=" + std::to_string(geo.k) + " fills more SMs";
   if (why_not_wgmma.empty()) {
     kp.mainloop = Mainloop::Wgmma;
-    kp.mma_kind = mma_kind(ctx.g, a, why);
+    kp.mma_kind = wgmma_kind;
     kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) +
-                       "), TMA loads, warp-specialized, persistent");
+                       "), TMA loads" + (a.op == OpKind::Matmul ? " (B [K, N] read N-major)" : "") +
+                       ", warp-specialized, persistent");
     return Status::success();
   }
   if (ctx.heur.mainloop == "wgmma") return Error("codegen config: mainloop=wgmma, but " + why_not_wgmma);
   // Then mma.sync (sm_80+): conv2d's im2col gather, linear / matmul by dense cp.async copies.
+  why.clear();
   if (!sm80_up)
     why = "the target is " + ctx.arch + ", and mma.sync needs sm_80 or newer";
   else

@@ -4,7 +4,12 @@
 // A fused pool needs 128 rows; a fused row reduction needs bn >= N.
 // wgmma tiles: the (BM, BN) with the least estimated time per SM (waves of
 // tiles over 132 SMs, times the tile's area over its relative efficiency),
-// then as many pipeline stages as shared memory holds (at most 8).
+// then as many pipeline stages as shared memory holds (at most 8). The
+// ping-pong schedule (64-row tiles, two consumers alternating mainloop and
+// epilogue) only when the config asks (wgmma_schedule=pingpong; a tuning
+// candidate): on the H100 it was slower than 128x256 cooperative (bf16
+// 16384x2048x2048: 0.256 vs 0.225 ms; 4096^3: 0.198 vs 0.202): 64-row tiles
+// load B twice as often, and the SMs' TMA reads then exceed what L2 serves.
 // mma.sync tiles: BM 128 (64 when M is small), the narrowest BN that covers N
 // (up to 128; 256 for 16-bit operands when N >= 256), 3 stages; split-K
 // (64x64 tiles) when a GEMM's tiles would leave most SMs idle.
@@ -87,6 +92,14 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   for (const FusedTail& t : kp.tails)
     if (!t.partial && op_category(ctx.node(t.op).op) != OpCategory::Pool) min_bn = geo.n;
   WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma : heuristic_wgmma(geo, three_tf32, min_bn);
+  if (ctx.heur.wgmma_schedule == "pingpong") {
+    if (!ctx.heur.wgmma) {
+      tile.bm = 64;
+      tile.raster_group *= 2;  // the same rows per group as 128-row tiles
+    }
+    tile.pingpong = true;
+    if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
+  }
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)
     return Error("codegen: wgmma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
@@ -173,7 +186,7 @@ MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn) {
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, geo);
+  if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, flatten_batch_rows(geo));
   if (kp.mainloop == Mainloop::Mma) return choose_mma_tile(ctx, kp, geo);
   bool pool_fused = false;
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;

@@ -65,6 +65,12 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan);
 // kernel reads) and the scratch buffers for intermediates.
 void assign_buffers(PlanContext& ctx, Plan& plan);
 
+// pass_tma_store.cpp: a wgmma anchor's pointwise epilogue writes its outputs
+// (anchor-shaped, rows TMA can write) through shared-memory tiles and TMA bulk
+// stores, which overlap the next tile's mainloop; the ring gives up stages
+// (down to 3) to make room. Sets KernelPlan::tma_stores, or a note why not.
+void choose_tma_stores(PlanContext& ctx, Plan& plan);
+
 // Helpers shared by the passes (plan.cpp).
 // Grows `region` with the unplaced elementwise nodes after `after` (in order)
 // whose shape equals the domain and whose operands are `sources`, region

@@ -16,7 +16,7 @@ std::string TileConfig::str() const {
 
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
-  s << bm << "x" << bn << ", " << stages << " stages, raster group " << raster_group;
+  s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << ", " << stages << " stages, raster group " << raster_group;
   return s.str();
 }
 
@@ -55,8 +55,12 @@ int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
 }
 
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
-  const int64_t epilogue = std::max<int64_t>(int64_t{t.bm} * (16 + 8) * 4, 4096);
+  const int64_t epilogue = std::max<int64_t>(int64_t{t.bm} * (16 + 8) * 4, 4096) * (t.pingpong ? 2 : 1);
   return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
+}
+
+int64_t wgmma_store_tile_bytes(const WgmmaConfig& t, int elem_bytes) {
+  return (int64_t{t.bm} * t.bn * elem_bytes + 127) / 128 * 128;
 }
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
@@ -65,6 +69,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
+  if (t.pingpong && t.bm != 64) return bad("ping-pong takes 64-row tiles (one per consumer warpgroup)");
+  if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
   if (three_tf32 && t.bn > 128)
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
@@ -187,6 +193,13 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
       if (Status s = validate_wgmma(t, false); !s) return Error("codegen config: " + s.error().message);
       h.wgmma = t;
+    } else if (key == "wgmma_schedule") {
+      if (val != "auto" && val != "cooperative" && val != "pingpong")
+        return Error("codegen config: wgmma_schedule must be auto, cooperative or pingpong, got '" + val + "'");
+      h.wgmma_schedule = val;
+    } else if (key == "tma_store") {
+      if (val != "0" && val != "1") return Error("codegen config: tma_store must be 0 or 1, got '" + val + "'");
+      h.tma_store = val == "1";
     } else if (key == "mma_tile") {
       std::vector<int64_t> parts;
       std::string part;
@@ -238,7 +251,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;
@@ -261,6 +274,7 @@ AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
     geo.k = x.back();
     geo.n = w.back();
     geo.batch = numel(geo.out) / (geo.m * geo.n);
+    geo.b_batched = w.size() > 2;
   } else {
     geo.batch_n = x[0];
     geo.cin = x[1];
@@ -284,6 +298,14 @@ AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
     geo.m = geo.batch_n * geo.oh * geo.ow;
     geo.n = geo.cout / geo.groups;
     geo.k = (geo.cin / geo.groups) * geo.kh * geo.kw;
+  }
+  return geo;
+}
+
+AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
+  if (geo.op == OpKind::Matmul && !geo.b_batched) {
+    geo.m *= geo.batch;
+    geo.batch = 1;
   }
   return geo;
 }

@@ -30,11 +30,17 @@ struct TileConfig {
 enum class Mainloop { Simt, Wgmma, Mma };
 std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma", "mma"
 
-// The wgmma mainloop's tile (WgmmaTile) and rasterization.
+// The wgmma mainloop's tile (WgmmaTile), schedule and rasterization.
+// Cooperative: BM / 64 consumer warpgroups share each tile. Ping-pong (BM =
+// 64): two consumers take alternate tiles whole, one's epilogue overlapping
+// the other's mainloop; each has its own epilogue shared memory.
 struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
-  std::string str() const;  // "128x256, 4 stages, raster group 8"
+  bool pingpong = false;
+  int consumers() const { return pingpong ? 2 : bm / 64; }
+  int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
+  std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
 };
 
 // The mma.sync mainloop's tile (MmaTile): k-tiles of 128 bytes (BK = 32 fp32
@@ -67,6 +73,8 @@ struct Heuristics {
   std::string mainloop = "auto";   // auto | ffma | wgmma | mma (wgmma, mma: an error where it cannot run)
   std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
+  std::string wgmma_schedule = "auto";  // auto | cooperative | pingpong
+  bool tma_store = false;          // wgmma epilogue outputs by TMA bulk stores where eligible (opt-in)
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   std::optional<int> split_k;        // override for the mma.sync anchor's split-K (1: none)
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
@@ -79,7 +87,7 @@ struct Heuristics {
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
-// wgmma_tile=BMxBNxSTAGES[xGROUP], mma_tile=BMxBNxSTAGES, split_k=1..32, fuse_pool=0|1, fuse_reductions=0|1,
+// wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES, split_k=1..32, fuse_pool=0|1, fuse_reductions=0|1,
 // conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -98,6 +106,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
+// Bytes of one TMA-stored output tile (BM x BN elements), padded to 128.
+int64_t wgmma_store_tile_bytes(const WgmmaConfig& t, int elem_bytes);
 
 // SMs of the usual GPU of an arch (H100: 132, A100: 108): a heuristic's
 // guess of how many blocks fill the device (the tuner measures the real one).
@@ -116,6 +126,7 @@ struct AnchorGeometry {
   ValueId node = -1;
   int64_t m = 0, n = 0, k = 0;  // per batch (matmul) or per group (conv)
   int64_t batch = 1;            // matmul: product of the broadcast batch dims
+  bool b_batched = false;       // matmul: B has batch dims (else one [K, N] B for every entry)
   int64_t groups = 1;           // conv2d
   Shape out;                    // the anchor's output shape
   // conv2d only
@@ -123,6 +134,9 @@ struct AnchorGeometry {
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor);
+// A matmul whose B has no batch dims as one GEMM: x's leading dims flattened
+// into M (as linear's), batch 1. Other anchors unchanged.
+AnchorGeometry flatten_batch_rows(AnchorGeometry geo);
 
 // ---- the plan ------------------------------------------------------------------------
 
@@ -192,6 +206,10 @@ struct KernelPlan {
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
   std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3
   WgmmaConfig wgmma;             // Wgmma only
+  // Wgmma only: the epilogue's results go to shared-memory output tiles that
+  // TMA bulk stores write out while the next tile's mainloop runs (one store
+  // per tile and output, in tma_stores' order), instead of global stores.
+  std::vector<ValueId> tma_stores;
   MmaConfig mma;                 // Mma only
   int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)

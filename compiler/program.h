@@ -27,14 +27,16 @@ struct BufferRef {
 // A TMA tensor map (sm_90) over a buffer, passed by value as a
 // __grid_constant__ kernel parameter after the buffer parameters. The runtime
 // encodes it at each launch from the buffer's address: a row-major 2-D view
-// of `rows` x `cols` elements, tiles of box_rows x box_cols, 128-byte swizzle,
-// elements outside the view read as zero.
+// of `rows` x `cols` elements, tiles of box_rows x box_cols, 128-byte swizzle
+// (operand tiles) or none (the dense output tiles of TMA stores); elements
+// outside the view read as zero, and stores clip to it.
 struct TensorMapSpec {
   BufferRef buffer;
   int elem_bytes = 4;    // 2: bf16 / f16 (see `bf16`), 4: f32
   bool bf16 = false;     // 2-byte elements: bf16 rather than f16
   int64_t rows = 0, cols = 0;
   int box_rows = 0, box_cols = 0;
+  bool swizzle128 = true;
   bool operator==(const TensorMapSpec&) const = default;
 };
 

@@ -40,8 +40,9 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
   }
   if (uses(g, arch, "_wgmma_")) {
     const bool three_tf32 = g.precision == Precision::FP32;
+    const int64_t rows = cg::flatten_batch_rows(geo).m;  // the wgmma path's M
     for (int bm : {128, 64}) {
-      if (bm > 2 * geo.m && bm > 64) continue;
+      if (bm > 2 * rows && bm > 64) continue;
       for (int bn : {256, 128, 64}) {
         if (bn > 2 * geo.n && bn > 64) continue;
         cg::WgmmaConfig t;
@@ -59,6 +60,24 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         }
       }
     }
+    out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores
+    if (!three_tf32)  // ping-pong: 64-row tiles, two consumers taking turns
+      for (int bn : {256, 128}) {
+        if (bn > 2 * geo.n && bn > 64) continue;
+        cg::WgmmaConfig t;
+        t.bm = 64;
+        t.bn = bn;
+        t.pingpong = true;
+        int most = 0;
+        for (t.stages = 2; t.stages <= 8; ++t.stages)
+          if (cg::wgmma_fits_with_epilogue(t, false)) most = t.stages;
+        for (int stages : {most, most - 1}) {
+          if (stages < 2) continue;
+          for (int group : {16, 32})
+            out.push_back("wgmma_tile=64x" + std::to_string(bn) + "x" + std::to_string(stages) + "x" +
+                          std::to_string(group) + ",wgmma_schedule=pingpong");
+        }
+      }
     out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
   }
   for (int bm : {32, 64, 128, 256}) {

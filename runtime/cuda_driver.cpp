@@ -221,7 +221,7 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes) {
 }
 
 Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
-                            int64_t cols, int box_rows, int box_cols) {
+                            int64_t cols, int box_rows, int box_cols, bool swizzle128) {
   static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap) && alignof(TensorMapBytes) == alignof(CUtensorMap));
   FJ_TRY(cuda_init());
   const int64_t row_bytes = cols * elem_bytes;
@@ -237,7 +237,8 @@ Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_byte
   const cuuint32_t element_strides[2] = {1, 1};
   return FJ_CU(cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap*>(&out), type, 2,
                reinterpret_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+               swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,

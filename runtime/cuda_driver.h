@@ -84,13 +84,13 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes);
 struct alignas(128) TensorMapBytes {
   unsigned long long opaque[16];
 };
-// Encodes a row-major 2-D tensor map (cuTensorMapEncodeTiled, 128-byte swizzle,
-// zero fill outside): `rows` x `cols` elements of `elem_bytes` (2 with `bf16`
-// for bf16, 2 without for f16, 4 for f32) at `base`, row stride cols *
+// Encodes a row-major 2-D tensor map (cuTensorMapEncodeTiled, 128-byte swizzle
+// or none, zero fill outside): `rows` x `cols` elements of `elem_bytes` (2 with
+// `bf16` for bf16, 2 without for f16, 4 for f32) at `base`, row stride cols *
 // elem_bytes, boxes of box_rows x box_cols. The driver demands a 16-byte
 // aligned base and row stride; a violation is an Error naming both.
 Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
-                            int64_t cols, int box_rows, int box_cols);
+                            int64_t cols, int box_rows, int box_cols, bool swizzle128 = true);
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,
                      const std::array<unsigned, 3>& block, unsigned shared_bytes, CUstream stream,

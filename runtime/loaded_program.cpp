@@ -131,7 +131,7 @@ Status LoadedProgram::enqueue(const std::vector<CUdeviceptr>& inputs,
     for (size_t t = 0; t < l.tensor_maps.size(); ++t) {
       const TensorMapSpec& m = l.tensor_maps[t];
       Status s = encode_tensor_map_2d(maps[t], address(m.buffer), m.elem_bytes, m.bf16, m.rows, m.cols, m.box_rows,
-                                      m.box_cols);
+                                      m.box_cols, m.swizzle128);
       if (!s) return Error("launch " + std::to_string(i) + ": " + kind_name(m.buffer.kind) + " " +
                            std::to_string(m.buffer.index) + ": " + s.error().message);
     }

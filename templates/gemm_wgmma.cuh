@@ -1,11 +1,18 @@
 // fusejit/gemm_wgmma.cuh — the Hopper (sm_90a) tensor-core GEMM mainloop.
 //
-// C[m][n] = sum_k A[m][k] * B[n][k] for one BM x BN output tile, both
-// operands K-major (linear's x[M][K] and W[N][K]). Warp-specialized:
+// C[m][n] = sum_k A[m][k] * B[k][n] for one BM x BN output tile. A is
+// K-major (x[M][K]); B is K-major (linear's W[N][K]) or, for 16-bit kinds,
+// N-major (matmul's B[K][N]: kBNMajor, read by wgmma's transposed-B mode).
+// Warp-specialized:
 //   warpgroup 0        producer: one thread issues TMA loads of A and B
 //                      k-tiles into a kStages ring (128-byte swizzle)
-//   warpgroups 1..C    consumers (C = BM / 64): each runs wgmma on its 64
-//                      rows x BN and keeps the fp32 accumulators
+//   warpgroups 1..C    consumers, one of two schedules:
+//     cooperative      C = BM / 64: each runs wgmma on its 64 rows x BN of
+//                      every tile and keeps those fp32 accumulators
+//     ping-pong        C = 2, BM = 64: consumer c takes every other tile of
+//                      the block whole; one runs its mainloop while the
+//                      other runs its epilogue (the tensor core stays busy),
+//                      their mainloops ordered by the `turn` mbarriers
 // synchronized by mbarriers: full[s] (TMA bytes landed) and empty[s] (every
 // consumer warp done reading stage s). TMA zero-fills rows and k outside the
 // tensor, so any M, N, K works; the tensor maps (runtime-encoded, passed as
@@ -70,6 +77,13 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor* map,
       "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
       : "memory");
 }
+// 2-D tile store: the dense box at src -> global at (c0 along the contiguous
+// dim, c1 rows), clipped to the tensor; one bulk async group per commit.
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(smem_addr(src))
+               : "memory");
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int kPending>
@@ -84,20 +98,31 @@ __device__ __forceinline__ unsigned long long sw128_desc(const void* tile) {
   constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
   return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (kGroupStride << 32) | (kSwizzle128 << 62);
 }
+// The same for an N-major tile (B[k][n], 16-bit): columns of 64 n (one
+// 128-byte swizzled row per k, what TMA writes for a 64-wide box), `column_bytes`
+// apart; within a column, groups of 8 k rows 1024 bytes apart. A k step of 16
+// rows adds 2048 bytes (keeping the swizzle pattern's 1024-byte phase).
+__device__ __forceinline__ unsigned long long sw128_desc_n_major(const void* tile, unsigned column_bytes) {
+  constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
+  return ((smem_addr(tile) & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(column_bytes >> 4) << 16) |
+         (kGroupStride << 32) | (kSwizzle128 << 62);
+}
 
-// acc = acc * (scale_d != 0) + A(64 x kStep) * B(kStep x BN), one wgmma of the kind.
-template <MmaKind kKind, int BN>
+// acc = acc * (scale_d != 0) + A(64 x kStep) * B(kStep x BN), one wgmma of
+// the kind; kTransB: B N-major (16-bit kinds only).
+template <MmaKind kKind, int BN, int kTransB = 0>
 __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long a, unsigned long long b,
                                     int scale_d = 1) {
   if constexpr (kKind == MmaKind::BF16) {
-    if constexpr (BN == 64) mma_bf16_m64n64<0>(acc, a, b, scale_d);
-    if constexpr (BN == 128) mma_bf16_m64n128<0>(acc, a, b, scale_d);
-    if constexpr (BN == 256) mma_bf16_m64n256<0>(acc, a, b, scale_d);
+    if constexpr (BN == 64) mma_bf16_m64n64<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 128) mma_bf16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 256) mma_bf16_m64n256<kTransB>(acc, a, b, scale_d);
   } else if constexpr (kKind == MmaKind::F16) {
-    if constexpr (BN == 64) mma_f16_m64n64<0>(acc, a, b, scale_d);
-    if constexpr (BN == 128) mma_f16_m64n128<0>(acc, a, b, scale_d);
-    if constexpr (BN == 256) mma_f16_m64n256<0>(acc, a, b, scale_d);
+    if constexpr (BN == 64) mma_f16_m64n64<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 128) mma_f16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 256) mma_f16_m64n256<kTransB>(acc, a, b, scale_d);
   } else {
+    static_assert(kTransB == 0, "tf32 wgmma reads K-major B only");
     if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b, scale_d);
@@ -173,17 +198,21 @@ __device__ __forceinline__ bool any_thread(bool flag) {
 }
 }  // namespace sm90
 
-// Tile policy. BK covers one 128-byte swizzle row of K.
-template <int BM_, int BN_, int kStages_, MmaKind kKind_>
+// Tile policy. BK covers one 128-byte swizzle row of K. kBNMajor_: B is
+// stored [K][N] (N contiguous), loaded as BN / 64 boxes of 64 n x BK k.
+// kPingPong_: the ping-pong schedule (two consumers, a 64-row tile each).
+template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
+  static constexpr bool kBNMajor = kBNMajor_, kPingPong = kPingPong_;
   static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
   static constexpr int BK = 128 / kElemBytes;
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
-  static constexpr int kConsumers = BM / 64;
+  static constexpr int kConsumers = kPingPong ? 2 : BM / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
+  static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
   static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one stage
   static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 2 : 0;
   // Shared memory of the ring and 3xTF32's lo tiles; the kernel's dynamic
@@ -194,17 +223,22 @@ struct WgmmaTile {
   static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
+  static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
+  static_assert(!kPingPong || (BM == 64 && kKind != MmaKind::F32x3), "ping-pong: 64-row tiles, not 3xTF32");
+  // N-major B: one column of 64 n x BK k (128-byte rows) per TMA box.
+  static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
 };
 
-// Consumer thread t (0 <= t < kConsumerThreads) of warp w (of its warpgroup
-// c) holds rows 64c + 16w + lane/4 + {0, 8} and columns 8i + 2(lane%4) + {0, 1}.
+// Consumer thread t (0 <= t < kThreads) of warp w (of its warpgroup c)
+// holds rows 64c + 16w + lane/4 + {0, 8} (ping-pong: 16w + lane/4 + {0, 8}
+// of its own tile) and columns 8i + 2(lane%4) + {0, 1}.
 template <class Tile>
 struct WgmmaFragment {
   static constexpr int kRows = 2, kCols = Tile::BN / 4;
   static constexpr int kRowUnroll = 2;
   static constexpr int kRowSharers = 4;
-  static constexpr int kThreads = Tile::kConsumerThreads;
+  static constexpr int kThreads = Tile::kTileThreads;
   static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
   float acc[kRows][kCols];
   // F32x3 only: one k-tile's sum in the tensor core, added to acc in fp32.
@@ -213,7 +247,7 @@ struct WgmmaFragment {
   float tile_sum[kRows][kCols];
   int t;
 
-  __device__ __forceinline__ WgmmaFragment() : t(threadIdx.x - 128) {
+  __device__ __forceinline__ WgmmaFragment() : t((threadIdx.x - 128) % kThreads) {
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
@@ -223,8 +257,15 @@ struct WgmmaFragment {
   __device__ __forceinline__ int col(int j) const { return (j / 2) * 8 + 2 * (t % 4) + (j % 2); }
   __device__ __forceinline__ int row_sharer() const { return t % 4; }
   __device__ __forceinline__ int thread() const { return t; }
+  // The consumer whose tile this is (ping-pong: 0 or 1; cooperative: 0).
+  __device__ __forceinline__ int consumer() const { return Tile::kPingPong ? (threadIdx.x - 128) / 128 : 0; }
+  // A barrier among the tile's threads (named barrier 1; ping-pong: 1 or 3 by
+  // consumer, 2 being the 3xTF32 splitters').
   static __device__ __forceinline__ void sync() {
-    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+    if constexpr (Tile::kPingPong)
+      asm volatile("bar.sync %0, %1;" ::"r"(threadIdx.x < 256 ? 1 : 3), "n"(kThreads) : "memory");
+    else
+      asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
   }
   // The accumulators of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0],
   // as float2 (each thread's column pairs are adjacent; conflict-free for ld % 32 == 8 or 24).
@@ -241,6 +282,29 @@ struct WgmmaFragment {
   // Both rows are unrolled (kRowUnroll == kRows): g is always 0.
   __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
 };
+
+// TMA-stored epilogue outputs (KernelPlan::tma_stores). Per tile: acquire
+// (the storing thread's earlier stores have read the tiles), the epilogue
+// writes the tiles, tma_store_tile for each, tma_store_commit. The stores
+// drain while the next tile's mainloop runs; tma_store_drain at the end.
+template <class Frag>
+__device__ __forceinline__ void tma_store_acquire(const Frag& frag) {
+  if (frag.thread() == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  Frag::sync();
+}
+template <class Frag>
+__device__ __forceinline__ void tma_store_tile(const Frag& frag, const TmaDescriptor* map, const void* tile, int n0,
+                                               int m0) {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
+  Frag::sync();
+  if (frag.thread() == 0) sm90::tma_store_2d(map, tile, n0, m0);
+}
+template <class Frag>
+__device__ __forceinline__ void tma_store_commit(const Frag& frag) {
+  if (frag.thread() == 0) asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Every thread's stores complete (a no-op where it issued none) before the block exits.
+__device__ __forceinline__ void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // The dynamic shared memory base rounded up to 1024 bytes (the kernel asks for 1 KiB of slack).
 __device__ __forceinline__ char* align_smem_1024(char* p) {
@@ -279,8 +343,10 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
   constexpr int kSplitters = 96;  // 3xTF32: warps 1-3 of the producer warpgroup split each stage
   // full: TMA landed; split: 3xTF32 stage split; empty: consumers done with a
-  // stage; lo_free: consumers done with a lo buffer.
-  __shared__ __align__(8) unsigned long long full[S], split[S], empty[S], lo_free[2];
+  // stage; lo_free: consumers done with a lo buffer; turn[c] (ping-pong):
+  // the other consumer has started the last k-tile of its tile.
+  __shared__ __align__(8) unsigned long long full[S], split[S], empty[S], lo_free[2], turn[2];
+  constexpr int kStageReaders = Tile::kPingPong ? 1 : Tile::kConsumers;  // consumer warpgroups per stage
   char* a_ring = ring;
   char* b_ring = ring + S * kA;
   WgmmaFragment<Tile> frag;  // before the role split (see tile_sum)
@@ -288,10 +354,13 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       sm90::mbar_init(&full[s], 1);
-      sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
+      sm90::mbar_init(&empty[s], kStageReaders * 4);  // one arrival per reading warp
       sm90::mbar_init(&split[s], kSplitters);
     }
-    for (int b = 0; b < 2; ++b) sm90::mbar_init(&lo_free[b], Tile::kConsumers * 4);
+    for (int b = 0; b < 2; ++b) {
+      sm90::mbar_init(&lo_free[b], Tile::kConsumers * 4);
+      sm90::mbar_init(&turn[b], 1);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -337,7 +406,14 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
           if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           sm90::mbar_expect_tx(&full[s], kA + kB);
           sm90::tma_load_2d(a_ring + s * kA, a_map, &full[s], kt * BK, c.m * Tile::BM);
-          sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, c.n * Tile::BN);
+          if constexpr (Tile::kBNMajor) {
+#pragma unroll
+            for (int j = 0; j < Tile::BN / 64; ++j)
+              sm90::tma_load_2d(b_ring + s * kB + j * Tile::kBColumnBytes, b_map, &full[s], c.n * Tile::BN + 64 * j,
+                                kt * BK);
+          } else {
+            sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, c.n * Tile::BN);
+          }
         }
       }
     }
@@ -345,13 +421,25 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
-  const int rows_off = (warpgroup - 1) * 64 * 128;  // this warpgroup's 64 rows of A
+  const int consumer = warpgroup - 1;
+  const int rows_off = Tile::kPingPong ? 0 : consumer * 64 * 128;  // this warpgroup's 64 rows of A
   const bool warp_leader = threadIdx.x % 32 == 0;
   constexpr int kSteps = BK / Tile::kStepK;
-  constexpr int kStepBytes16 = 32 >> 4;  // one k step, in descriptor units
-  int it = 0;  // k-tiles consumed so far
+  constexpr int kStepBytes16 = 32 >> 4;  // one k step along a K-major row, in descriptor units
+  // ... and down an N-major B column (kStepK rows of 128 bytes)
+  constexpr int kBStep16 = Tile::kBNMajor ? (Tile::kStepK * 128) >> 4 : kStepBytes16;
+  int it = 0;     // k-tiles consumed so far (by this block)
+  int local = 0;  // this block's tiles so far
 #pragma unroll 1
-  for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
+  for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x, ++local) {
+    if constexpr (Tile::kPingPong) {
+      if (local % 2 != consumer) continue;  // the other consumer's tile
+      it = local * k_tiles;
+      // Mainloops in tile order: the other consumer has reached its last
+      // k-tile of tile local - 1, so every full[] phase up to it - 1 has
+      // completed and the parity waits below cannot alias an older phase.
+      if (local > 0) sm90::mbar_wait(&turn[consumer], ((local - 1) / 2) & 1);
+    }
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -391,12 +479,16 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % S;
         sm90::mbar_wait(&full[s], (it / S) & 1);
+        if constexpr (Tile::kPingPong)
+          if (kt == k_tiles - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
         const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
-        const unsigned long long b_desc = sm90::sw128_desc(b_ring + s * kB);
+        const unsigned long long b_desc = Tile::kBNMajor
+                                              ? sm90::sw128_desc_n_major(b_ring + s * kB, Tile::kBColumnBytes)
+                                              : sm90::sw128_desc(b_ring + s * kB);
         sm90::wgmma_fence();
 #pragma unroll
         for (int k = 0; k < kSteps; ++k)
-          sm90::mma<Tile::kKind, Tile::BN>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kStepBytes16);
+          sm90::mma<Tile::kKind, Tile::BN, Tile::kBNMajor>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kBStep16);
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
         if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);

@@ -31,6 +31,22 @@ Graph linear_chain(Precision p, int64_t m, int64_t k, int64_t n, const std::stri
   return built.take();
 }
 
+// y = relu(a @ b + bias) with b [K, N]; a [batch, 1, M, K] when batch > 0.
+Graph matmul_chain(Precision p, int64_t batch, int64_t m, int64_t k, int64_t n, const std::string& tail = "",
+                   DType operands = DType::BF16) {
+  GraphBuilder g(p, "matmul_chain");
+  auto a = batch ? g.input("a", {batch, 1, m, k}, operands) : g.input("a", {m, k}, operands);
+  auto b = g.input("b", {k, n}, operands);
+  auto bias = g.input("bias", {n}, operands);
+  auto y = g.matmul(a, b).add(bias).relu();
+  if (tail == "sum") y = y.sum({-1}, true);
+  if (tail == "mean") y = y.mean({-1});
+  g.output("y", y);
+  auto built = g.build();
+  EXPECT_TRUE(built.ok()) << built.error().str();
+  return built.take();
+}
+
 DType operand_type(Precision p) { return p == Precision::BF16 ? DType::BF16 : p == Precision::F16 ? DType::F16 : DType::F32; }
 
 Program generate(const Graph& g, const std::string& arch = "sm_90a", const std::string& config = "") {
@@ -48,7 +64,13 @@ TEST(CodegenWgmma, PlannerPicksWgmmaPerPrecision) {
     EXPECT_EQ(prog.name, "fj_linear_wgmma_" + kind + "_add_relu");
     ASSERT_EQ(prog.launches.size(), 1u);
     const LaunchSpec& l = prog.launches[0];
-    EXPECT_EQ(l.tensor_maps.size(), 2u);
+    ASSERT_EQ(l.tensor_maps.size(), 2u);  // x, w
+    EXPECT_TRUE(l.tensor_maps[0].swizzle128 && l.tensor_maps[1].swizzle128);
+    const Program bulk = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)), "sm_90a", "tma_store=1");
+    ASSERT_EQ(bulk.launches.at(0).tensor_maps.size(), 3u);  // and y's TMA-stored tiles
+    EXPECT_FALSE(bulk.launches[0].tensor_maps[2].swizzle128);  // dense output boxes
+    EXPECT_EQ(bulk.launches[0].tensor_maps[2].buffer, (BufferRef{BufferKind::Output, 0}));
+    EXPECT_EQ(bulk.launches[0].tensor_maps[2].cols, 384);
     EXPECT_GT(l.shared_bytes, 48u * 1024);
     EXPECT_EQ(l.block[0] % 128, 0u);
     EXPECT_NE(prog.source.find("__grid_constant__ fj::TmaDescriptor"), std::string::npos);
@@ -82,14 +104,111 @@ TEST(CodegenWgmma, SaysWhyNotWgmma) {
   EXPECT_NE(plan_of(bf16, "sm_90a", "mainloop=ffma").find("mainloop=ffma in the config"), std::string::npos);
   const std::string odd_k = plan_of(linear_chain(Precision::BF16, 64, 37, 64, "", DType::BF16), "sm_90a");
   EXPECT_NE(odd_k.find("TMA needs rows of a multiple of 16 bytes and K=37"), std::string::npos) << odd_k;
-  const std::string matmul = plan_of(*[] {
+  const std::string tf32_matmul = plan_of(matmul_chain(Precision::TF32, 0, 64, 64, 64, "", DType::F32), "sm_90a");
+  EXPECT_NE(tf32_matmul.find("not wgmma: matmul reads B as [K, N] (N-major), which wgmma reads for 16-bit operands "
+                             "only, not tf32"),
+            std::string::npos)
+      << tf32_matmul;
+  const std::string odd_n = plan_of(matmul_chain(Precision::BF16, 0, 64, 64, 36), "sm_90a");
+  EXPECT_NE(odd_n.find("not wgmma: TMA needs rows of a multiple of 16 bytes and B's N=36"), std::string::npos) << odd_n;
+  const std::string batched_b = plan_of(*[] {
     GraphBuilder g(Precision::BF16, "matmul");
-    auto a = g.input("a", {64, 64});
-    auto b = g.input("b", {64, 64});
+    auto a = g.input("a", {2, 64, 64}, DType::BF16);
+    auto b = g.input("b", {2, 64, 64}, DType::BF16);
     g.output("y", g.matmul(a, b).relu());
     return g.build();
   }(), "sm_90a");
-  EXPECT_NE(matmul.find("not wgmma: matmul reads B as [K, N]"), std::string::npos) << matmul;
+  EXPECT_NE(batched_b.find("not wgmma: matmul's B has batch dims"), std::string::npos) << batched_b;
+  const std::string mma_tile = plan_of(matmul_chain(Precision::BF16, 0, 64, 64, 64), "sm_90a", "mma_tile=64x64x3");
+  EXPECT_NE(mma_tile.find("not wgmma: mma_tile in the config"), std::string::npos) << mma_tile;
+}
+
+// A 16-bit matmul with one B [K, N] runs on wgmma, B read N-major (64-wide
+// TMA columns), x's leading dims flattened into M; ragged shapes and tiles
+// compile for sm_90a, row reductions (whole rows and per-tile partials) included.
+TEST(CodegenWgmma, MatmulWithOneBRunsWgmmaNMajor) {
+  std::vector<test_util::CompileJob> jobs;
+  const int64_t shapes[][4] = {{0, 1, 64, 64}, {3, 100, 72, 48}, {0, 257, 96, 520}, {2, 129, 520, 264}};
+  const char* tails[] = {"", "mean", "sum", "mean"};  // [3] x 48: whole rows; [2] x 264: partials (most configs)
+  for (Precision p : {Precision::BF16, Precision::F16})
+    for (int i = 0; i < 4; ++i)
+      for (const char* config : {"", "wgmma_tile=64x64x4x8", "wgmma_tile=128x256x3x8"}) {
+        const int64_t* sh = shapes[i];
+        const std::string label = std::string(precision_name(p)) + " [" + std::to_string(sh[0]) + "] " +
+                                  std::to_string(sh[1]) + "x" + std::to_string(sh[2]) + "x" + std::to_string(sh[3]) +
+                                  " " + tails[i] + " '" + config + "'";
+        Program prog =
+            generate(matmul_chain(p, sh[0], sh[1], sh[2], sh[3], tails[i], operand_type(p)), "sm_90a", config);
+        EXPECT_NE(prog.name.find("_wgmma_"), std::string::npos) << label << ": " << prog.name;
+        EXPECT_NE(prog.plan_text.find("B [K, N] read N-major"), std::string::npos) << label << "\n" << prog.plan_text;
+        ASSERT_GE(prog.launches.size(), 1u) << label;
+        const auto& maps = prog.launches[0].tensor_maps;
+        ASSERT_GE(maps.size(), 2u) << label;  // x, b (and the TMA-stored output's tiles)
+        EXPECT_EQ(maps[0].rows, std::max<int64_t>(sh[0], 1) * sh[1]) << label;  // leading dims flattened
+        EXPECT_EQ(maps[0].cols, sh[2]) << label;
+        EXPECT_EQ(maps[1].rows, sh[2]) << label;  // B [K, N]: K rows of N
+        EXPECT_EQ(maps[1].cols, sh[3]) << label;
+        EXPECT_EQ(maps[1].box_rows, 64) << label;  // BK
+        EXPECT_EQ(maps[1].box_cols, 64) << label;  // one 128-byte swizzle row of n
+        jobs.push_back({label, "sm_90a", prog.name, prog.source});
+      }
+  for (const std::string& f : test_util::compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// Ping-pong (64-row tiles, two consumers taking turns) when the config asks;
+// cooperative by default (measured faster on the H100), never for 3xTF32.
+TEST(CodegenWgmma, PingPongWhenAsked) {
+  const Graph g = linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16);
+  EXPECT_EQ(generate(g).plan_text.find("ping-pong"), std::string::npos);
+  const Program big = generate(g, "sm_90a", "wgmma_schedule=pingpong");
+  EXPECT_NE(big.plan_text.find("tile 64x256 ping-pong"), std::string::npos) << big.plan_text;
+  EXPECT_EQ(big.launches.at(0).block[0], 384u);  // a producer and two consumer warpgroups
+  EXPECT_NE(big.source.find("/*kPingPong=*/true"), std::string::npos);
+  EXPECT_NE(big.source.find("frag.consumer() * kEpilogueFloats"), std::string::npos);
+  const Program tf32 = generate(linear_chain(Precision::TF32, 4096, 4096, 4096), "sm_90a", "wgmma_schedule=pingpong");
+  EXPECT_NE(tf32.plan_text.find("ping-pong"), std::string::npos) << tf32.plan_text;
+  const Program asked = generate(g, "sm_90a", "wgmma_schedule=cooperative");
+  EXPECT_EQ(asked.plan_text.find("ping-pong"), std::string::npos) << asked.plan_text;
+  const Program forced = generate(linear_chain(Precision::BF16, 100, 1000, 500, "", DType::BF16), "sm_90a",
+                                  "wgmma_schedule=pingpong");
+  EXPECT_NE(forced.plan_text.find("ping-pong"), std::string::npos) << forced.plan_text;
+}
+
+// tma_store=1: a pointwise epilogue writes its outputs through shared-memory
+// tiles and TMA bulk stores (the ring gives up stages for them); a fused
+// reduction, a ping-pong schedule or rows TMA cannot write keep global stores.
+TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
+  const Graph g = linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16);
+  EXPECT_EQ(generate(g).launches.at(0).tensor_maps.size(), 2u);  // opt-in
+  const Program bulk = generate(g, "sm_90a", "tma_store=1");
+  EXPECT_NE(bulk.plan_text.find("written by TMA bulk stores"), std::string::npos) << bulk.plan_text;
+  EXPECT_NE(bulk.plan_text.find("128x256, 3 stages"), std::string::npos) << bulk.plan_text;  // 4 without them
+  ASSERT_EQ(bulk.launches.at(0).tensor_maps.size(), 3u);
+  const TensorMapSpec& y = bulk.launches[0].tensor_maps[2];
+  EXPECT_EQ(y.rows, 4096);
+  EXPECT_EQ(y.box_rows, 128);
+  EXPECT_EQ(y.box_cols, 256);
+  EXPECT_EQ(y.elem_bytes, 2);
+  EXPECT_NE(bulk.source.find("fj::tma_store_tile(frag, tma_out0, out_tile0, n0, m0);"), std::string::npos);
+  EXPECT_NE(bulk.source.find("fj::tma_store_drain();"), std::string::npos);
+  auto global_stores = [](const Program& p, const std::string& why) {
+    EXPECT_NE(p.plan_text.find("global stores, not TMA bulk stores: " + why), std::string::npos) << p.plan_text;
+    EXPECT_EQ(p.launches.at(0).tensor_maps.size(), 2u);
+  };
+  global_stores(generate(g, "sm_90a", "tma_store=1,wgmma_schedule=pingpong"), "the ping-pong schedule");
+  global_stores(generate(*[] {  // y and its row sum: the sum is fused into the epilogue
+    GraphBuilder b(Precision::BF16, "linear_and_sum");
+    auto y = b.linear(b.input("x", {4096, 1024}, DType::BF16), b.input("w", {256, 1024}, DType::BF16)).relu();
+    b.output("y", y);
+    b.output("s", y.sum({-1}, true));
+    return b.build();
+  }(), "sm_90a", "tma_store=1"),
+                "a reduction or pool");
+  global_stores(generate(linear_chain(Precision::BF16, 512, 256, 100, "", DType::BF16), "sm_90a", "tma_store=1"),
+                "TMA needs rows");
+  auto bad = generate_program(g, {"sm_90a", "tma_store=2"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tma_store must be 0 or 1"), std::string::npos);
 }
 
 TEST(CodegenWgmma, ConfigErrorsAreClear) {
@@ -104,6 +223,17 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
     EXPECT_FALSE(p.ok()) << bad;
     if (!p.ok()) EXPECT_NE(p.error().message.find("codegen config"), std::string::npos) << p.error().message;
   }
+  auto bad_schedule = generate_program(ok, {"sm_90a", "wgmma_schedule=pingpng"});
+  ASSERT_FALSE(bad_schedule.ok());
+  EXPECT_NE(bad_schedule.error().message.find("wgmma_schedule must be auto, cooperative or pingpong"),
+            std::string::npos);
+  auto tall = generate_program(ok, {"sm_90a", "wgmma_tile=128x128x3,wgmma_schedule=pingpong"});
+  ASSERT_FALSE(tall.ok());
+  EXPECT_NE(tall.error().message.find("ping-pong takes 64-row tiles"), std::string::npos) << tall.error().message;
+  auto split = generate_program(linear_chain(Precision::FP32, 2048, 512, 384), {"sm_90a", "wgmma_schedule=pingpong"});
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.error().message.find("3xTF32 runs the cooperative schedule only"), std::string::npos)
+      << split.error().message;
   auto mma = generate_program(ok, {"sm_90a", "mainloop=mma"});  // forced: the cp.async path
   ASSERT_TRUE(mma.ok()) << mma.error().message;
   EXPECT_NE(mma->name.find("_mma_bf16"), std::string::npos) << mma->name;
@@ -135,15 +265,19 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
     int64_t m, k, n;
     std::string tail;
     std::string config = "";
+    bool matmul = false;  // matmul_chain (B [K, N]) instead of linear_chain
   };
   const Case cases[] = {{Precision::BF16, 1024, 8192, 8192, ""},  {Precision::F16, 512, 4096, 11008, ""},
                         {Precision::TF32, 4096, 4096, 4096, ""},  {Precision::FP32, 4096, 4096, 4096, ""},
                         {Precision::BF16, 100, 1000, 500, ""},    {Precision::BF16, 4096, 1024, 256, "logsumexp"},
                         {Precision::FP32, 1024, 1024, 4096, "sum"},
                         // the deepest 3xTF32 ring of 128x64 the tuner tries
-                        {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x6x8"}};
+                        {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x6x8"},
+                        {Precision::BF16, 4096, 4096, 4096, "", "", true},
+                        {Precision::F16, 512, 4096, 11008, "sum", "", true}};
   for (const Case& c : cases) {
-    const Graph g = linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));
+    const Graph g = c.matmul ? matmul_chain(c.p, 0, c.m, c.k, c.n, c.tail, operand_type(c.p))
+                             : linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));
     Program prog = generate(g, "sm_90a", c.config);
     const std::string label = prog.name + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
                               std::to_string(c.n);

@@ -1,5 +1,6 @@
 // GPU: matmul and batched matmul (B read as [K, N], broadcast batch dims) on
-// the mma.sync mainloop against fp64: ragged shapes (M = 1, odd N and K,
+// the mma.sync mainloop, and 16-bit matmul with one B [K, N] on wgmma (B read
+// N-major; sm_90a only), against fp64: ragged shapes (M = 1, odd N and K,
 // tiles over every edge) x precision (fp32 = 3xTF32, tf32, bf16, f16) x
 // epilogue kind (bias + relu, gelu, whole-row and partial row reductions),
 // with the default plan, small and wide forced tiles and the FFMA control,
@@ -57,7 +58,29 @@ std::vector<MatmulCase> cases() {
   return out;
 }
 
-void run_cases(const std::string& config, bool expect_mma) {
+// 16-bit, one B [K, N] (batch_b = 0), N and K multiples of 8: the wgmma path.
+std::vector<MatmulCase> wgmma_cases() {
+  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},   {3, 0, 100, 72, 48},   {0, 0, 257, 96, 520},
+                               {2, 0, 129, 520, 264}, {0, 0, 33, 1000, 8}, {4, 0, 64, 256, 200}};
+  const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
+  std::vector<MatmulCase> out;
+  int t = 0;
+  for (Precision p : {Precision::BF16, Precision::F16})
+    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
+  return out;
+}
+
+// The kernel name's mainloop: "_mma_", "_wgmma_", or "" for the SIMT control
+// (neither); "tc" for either tensor-core path (the default plans).
+bool on_mainloop(const std::string& name, const std::string& expect) {
+  const bool wgmma = name.find("_wgmma_") != std::string::npos, mma = name.find("_mma_") != std::string::npos;
+  if (expect == "tc") return wgmma || mma;
+  if (expect.empty()) return !wgmma && !mma;
+  return name.find(expect) != std::string::npos;
+}
+
+void run_cases(const std::string& config, const std::string& expect,
+               const std::vector<MatmulCase>& all = cases()) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
   CompileOptions opts;
@@ -65,13 +88,13 @@ void run_cases(const std::string& config, bool expect_mma) {
   CheckOptions check;
   check.time = false;
   check.samples = 20000;
-  for (const MatmulCase& c : cases()) {
+  for (const MatmulCase& c : all) {
     auto g = build(c);
     ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
     auto kernel = engine.compile(*g, opts);
     ASSERT_TRUE(kernel) << label(c) << " config '" << config << "': " << kernel.error().str();
-    EXPECT_EQ((*kernel)->name().find("_mma_") != std::string::npos, expect_mma)
-        << label(c) << ": kernel " << (*kernel)->name();
+    EXPECT_TRUE(on_mainloop((*kernel)->name(), expect)) << label(c) << ": kernel " << (*kernel)->name()
+                                                         << ", expected '" << expect << "'";
     for (uint64_t seed : {1u, 2u}) {  // fresh inputs each time
       check.seed = seed * 7919 + static_cast<uint64_t>(c.m);
       auto r = check_kernel(**kernel, *g, check);
@@ -82,11 +105,24 @@ void run_cases(const std::string& config, bool expect_mma) {
   }
 }
 
-TEST(GpuGemmMma, MatmulDefaultPlansMatchReference) { run_cases("", true); }
-TEST(GpuGemmMma, MatmulSmallTilesMatchReference) { run_cases("mma_tile=64x32x4", true); }
-TEST(GpuGemmMma, MatmulWideTilesMatchReference) { run_cases("mma_tile=128x256x3", true); }
-TEST(GpuGemmMma, MatmulFfmaControlMatchesReference) { run_cases("mainloop=ffma", false); }
-TEST(GpuGemmMma, MatmulSplitKMatchesReference) { run_cases("split_k=5,mma_tile=64x64x3", true); }
+TEST(GpuGemmMma, MatmulDefaultPlansMatchReference) { run_cases("", "tc"); }
+TEST(GpuGemmMma, MatmulSmallTilesMatchReference) { run_cases("mma_tile=64x32x4", "_mma_"); }
+TEST(GpuGemmMma, MatmulWideTilesMatchReference) { run_cases("mma_tile=128x256x3", "_mma_"); }
+TEST(GpuGemmMma, MatmulFfmaControlMatchesReference) { run_cases("mainloop=ffma", ""); }
+TEST(GpuGemmMma, MatmulSplitKMatchesReference) { run_cases("split_k=5,mma_tile=64x64x3", "_mma_"); }
+
+void run_wgmma_cases(const std::string& config) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
+  run_cases(config, "_wgmma_", wgmma_cases());
+}
+TEST(GpuGemmMma, MatmulWgmmaDefaultMatchesReference) { run_wgmma_cases(""); }
+TEST(GpuGemmMma, MatmulWgmmaSmallTilesMatchReference) { run_wgmma_cases("wgmma_tile=64x64x4x8"); }
+TEST(GpuGemmMma, MatmulWgmmaWideTilesMatchReference) { run_wgmma_cases("wgmma_tile=128x256x3x8"); }
+TEST(GpuGemmMma, MatmulWgmmaPingPongMatchesReference) { run_wgmma_cases("wgmma_schedule=pingpong"); }
+TEST(GpuGemmMma, MatmulWgmmaTmaStoresMatchReference) { run_wgmma_cases("tma_store=1"); }
 
 // Split-K sums the splits in a fixed order and leaves its counters at zero:
 // the same inputs give bitwise the same output, launch after launch.
