@@ -6,7 +6,10 @@
 The spec inputs given to the constructor become nn.Parameters under their spec
 names (state_dict, .to(), optimizers see them); the others are the forward's
 inputs. Shapes and dtypes are the spec's. One kernel per device, compiled at
-the first call there and kept on the module.
+the first call there. On torch >= 2.4 the module calls the spec's
+torch.library operator (fusejit.torch.op_for), so torch.compile traces it
+without a graph break and CUDA graphs capture it; on older torch it calls the
+kernels directly.
 
 Forward only: there is no backward yet, so outputs are not connected to
 autograd (a warning says so once when gradients would be expected).
@@ -15,6 +18,7 @@ import warnings
 
 import torch
 
+from . import torch as _fj_torch
 from ._kernel import DeviceKernels, _as_spec
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -51,7 +55,9 @@ class Fused(torch.nn.Module):
                 raise ValueError(f"{self._label}: parameter '{name}': {e}") from None
         self._names = list(args)  # every spec input, in order
         self._inputs = [n for n in args if n not in parameters]
-        self._kernels = DeviceKernels(self._spec, arch, config, self._label)
+        # The spec's operator where this torch has torch.library fake kernels, else its kernels, called directly.
+        self._op = _fj_torch.op_for(self._spec, config=config, arch=arch) if _fj_torch.available() else None
+        self._kernels = None if self._op is not None else DeviceKernels(self._spec, arch, config, self._label)
         self._warned_autograd = False
 
     @property
@@ -90,7 +96,8 @@ class Fused(torch.nn.Module):
                 raise ValueError(f"{self._label}: '{name}' is on {t.device}, '{names[lead]}' on {device} "
                                  f"(move the module with .to(device))")
         self._warn_autograd(tensors)
-        return self._kernels.for_device(device)(*[t.detach() for t in tensors])
+        run = self._op if self._op is not None else self._kernels.for_device(device)
+        return run(*[t.detach() for t in tensors])
 
     def _warn_autograd(self, tensors):
         if self._warned_autograd or not torch.is_grad_enabled():

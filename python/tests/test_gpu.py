@@ -253,7 +253,7 @@ def test_op_for_is_one_torch_op_per_spec():
 
 
 class OpModule(nn.Module):
-    """A module around the spec's operator, as fusejit.nn.Fused will be once these tests pass."""
+    """A plain module around the spec's operator."""
 
     def __init__(self, w, b, bias):
         super().__init__()
@@ -274,6 +274,20 @@ def op_module():
 @needs_ops
 def test_op_compiles_without_graph_breaks(op_module):
     m, (w, b, bias), x = op_module
+    with torch.no_grad():
+        eager = m(x)
+        explained = torch._dynamo.explain(m)(x)
+        compiled = torch.compile(m, fullgraph=True)(x)
+    assert explained.graph_break_count == 0, explained
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(eager.double(), expected_small(x, w, b, bias), rtol=1e-4, atol=1e-4)
+
+
+@needs_ops
+def test_fused_module_compiles_without_graph_breaks():
+    _, w, b, bias = small_inputs()
+    m = fusejit.nn.Fused(SPEC, w=w, b=b, bias=bias)
+    x = torch.rand(2, 3, 8, 9, device=DEV)
     with torch.no_grad():
         eager = m(x)
         explained = torch._dynamo.explain(m)(x)
