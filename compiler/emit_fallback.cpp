@@ -308,6 +308,56 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
 // Combines the per-tile partials the anchor epilogue stored for each row
 // reduction over a wide N (one thread per row, all of them), then runs
 // their consumers with the finished values in registers.
+// A row-finish kernel with a wide stage: each block finishes a few rows
+// (`inner`, one thread per row: the narrow region and its stores), keeps the
+// finished values in shared memory, then computes the wide region over those
+// rows' elements (the narrow region recomputed at the wide coordinates).
+Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& kp, const std::vector<ValueId>& finishes,
+                                           std::vector<std::string> inner, const PointwiseConfig& cfg) {
+  const PlanContext& ctx = em.ctx();
+  const Shape& domain = kp.region.domain;
+  const int64_t rows = numel(domain), len = row_broadcast_len(domain, kp.wide.domain);
+  const int64_t per_block = std::clamp<int64_t>(kRowFinishWideElementsPerBlock / len, 1, cfg.threads);
+  KernelSource& s = em.src();
+  s.constants.push_back({"kRowLen", len, "elements of the wide stage per finished row"});
+  s.constants.push_back({"kRowsPerBlock", per_block, "rows a block finishes, then broadcasts, at a time"});
+  Region all = kp.wide;
+  all.nodes = kp.region.nodes;
+  all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
+  const std::string wide = em.emit_tree(build_epilogue_tree(ctx, em.plan(), all, finishes, -1, true), "fj_wide",
+                                        "the finished values broadcast over their rows, at wide coordinates");
+  const unsigned grid = grid_for(rows, static_cast<int>(per_block), cfg.max_blocks);
+  const bool big = (rows + static_cast<int64_t>(grid) * per_block) * len > kIntMax;
+  const std::string I = big ? "long long" : "int";
+  const std::string F = std::to_string(finishes.size());
+  std::vector<std::string> out = {
+      "__shared__ float finished[" + F + "][kRowsPerBlock];",
+      "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
+          ")gridDim.x * kRowsPerBlock) {",
+      "__syncthreads();  // the previous rows' readers are done",
+      "if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
+      "const " + I + " e = r0 + threadIdx.x;"};
+  append(out, decompose_index("e", domain, "i", I));
+  append(out, inner);
+  std::string args;
+  for (size_t j = 0; j < finishes.size(); ++j) {
+    const std::string v = "v" + std::to_string(finishes[j]);
+    out.push_back("finished[" + std::to_string(j) + "][threadIdx.x] = " + v + ";");
+    args += (args.empty() ? "" : ", ") + std::string("finished[") + std::to_string(j) + "][row]";
+  }
+  out.push_back("}");
+  out.push_back("__syncthreads();");
+  out.push_back("const " + I + " count = (kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock) * kRowLen;");
+  out.push_back("for (" + I + " q = threadIdx.x; q < count; q += blockDim.x) {");
+  out.push_back("const int row = (int)(q / kRowLen);");
+  out.push_back("const " + I + " e = r0 * kRowLen + q;");
+  append(out, decompose_index("e", kp.wide.domain, "i", I));
+  out.push_back(post_call(wide, args, static_cast<int>(kp.wide.domain.size())));
+  out.push_back("}");
+  out.push_back("}");
+  return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
+}
+
 Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -341,8 +391,11 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
     args += (args.empty() ? "" : ", ") + v;
   }
   inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
-  const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
-  return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
+  if (kp.wide.nodes.empty()) {
+    const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
+    return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
+  }
+  return finish_kernel_wide(em, kp, finishes, std::move(inner), cfg);
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 // kernel, which runs the consumers of all of them.
 // Leaf expressions get a kernel only when something needs them in memory
 // (a graph output, or the input of a reduction/softmax/pool).
+#include <algorithm>
+#include <set>
+
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
@@ -30,6 +33,40 @@ bool needs_memory(const PlanContext& ctx, ValueId v) {
   for (ValueId u : ctx.users[static_cast<size_t>(v)])
     if (!is_elementwise(ctx.node(u).op)) return true;
   return false;
+}
+
+// Wide stages of a row-finish kernel whose blocks stream fewer elements than
+// this run as one kernel only when they still fill the GPU with blocks.
+constexpr int64_t kWideFuseMaxElements = int64_t{1} << 20;
+constexpr int64_t kWideMinBlocks = 128;
+
+// The elementwise consumers of a row-finish kernel's results over a shape the
+// rows broadcast into (`x + sum(h, keepdim)`): into the kernel's wide region,
+// so they do not need a pointwise kernel of their own.
+void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
+  std::vector<ValueId> sources = k.finishes;
+  sources.insert(sources.end(), k.region.nodes.begin(), k.region.nodes.end());
+  const std::set<ValueId> ours(sources.begin(), sources.end());
+  for (ValueId v = k.root + 1; v < static_cast<ValueId>(ctx.g.nodes.size()); ++v) {
+    const Node& n = ctx.node(v);
+    if (!is_elementwise(n.op) || ctx.leaf_expr[static_cast<size_t>(v)] || ctx.placed(v)) continue;
+    const int64_t len = row_broadcast_len(k.region.domain, n.type.shape);
+    if (len == 0 || std::none_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return ours.count(o) > 0; }))
+      continue;
+    const int64_t rows = numel(k.region.domain);
+    const int64_t per_block = std::max<int64_t>(1, kRowFinishWideElementsPerBlock / len);
+    if (rows * len > kWideFuseMaxElements && (rows + per_block - 1) / per_block < kWideMinBlocks) {
+      k.notes.push_back("%" + std::to_string(v) + " " + shape_str(n.type.shape) +
+                        " not in the row-finish kernel: its " + std::to_string(rows) +
+                        " rows are too few blocks for the broadcast; a pointwise kernel runs it");
+      return;
+    }
+    k.wide.domain = n.type.shape;
+    grow_region(ctx, k.wide, sources, k.root, index, /*allow_placed=*/true);
+    k.notes.push_back("the finished rows broadcast over " + shape_str(n.type.shape) + " in this kernel (" +
+                      std::to_string(len) + " elements per row)");
+    return;
+  }
 }
 
 }  // namespace
@@ -80,6 +117,7 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
     std::vector<ValueId> sources = placed.finishes;
     if (placed.root >= 0 && sources.empty()) sources.push_back(placed.root);
     grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
+    if (placed.kind == KernelKind::RowFinish) grow_row_broadcast(ctx, placed, index);
   }
   return Status::success();
 }

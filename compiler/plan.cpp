@@ -347,6 +347,18 @@ void grow_region(PlanContext& ctx, Region& region, const std::vector<ValueId>& s
   }
 }
 
+int64_t row_broadcast_len(const Shape& rows, const Shape& wide) {
+  if (rows.size() != wide.size() || rows == wide) return 0;
+  size_t j = 0;
+  while (j < rows.size() && rows[j] == wide[j]) ++j;
+  int64_t len = 1;
+  for (size_t d = j; d < rows.size(); ++d) {
+    if (rows[d] != 1) return 0;
+    len *= wide[d];
+  }
+  return len;
+}
+
 std::vector<ValueId> exits_of(const PlanContext& ctx, const std::vector<ValueId>& inside) {
   std::set<ValueId> in(inside.begin(), inside.end());
   std::vector<ValueId> out;

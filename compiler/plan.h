@@ -201,6 +201,11 @@ struct KernelPlan {
   // Anchor: the epilogue on the anchor output. Pointwise: its nodes.
   // Reduce/Softmax/Pool: consumers of the root, fused into its store.
   Region region;
+  // RowFinish only: elementwise consumers over a shape the finished rows
+  // broadcast into (region.domain's leading dims, then dims of size 1 there:
+  // `x + sum(h, keepdim)`), run by the block that finished those rows; the
+  // region's nodes are recomputed at the wider coordinates.
+  Region wide;
   std::vector<FusedTail> tails;  // Anchor only: the fused pool or row reductions
   TileConfig tile;               // Anchor only: the SIMT tile
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
@@ -247,5 +252,14 @@ struct PlanContext {
 };
 
 std::string plan_text(const Graph& g, const Plan& plan);
+
+// Elements of `wide` per element of `rows` when `rows` broadcasts into `wide`
+// along trailing dims only (same rank, equal leading dims, then dims of size
+// 1 in `rows`): each row's elements are one contiguous run of `wide`. 0 when
+// it does not, or the shapes are equal.
+int64_t row_broadcast_len(const Shape& rows, const Shape& wide);
+// A row-finish kernel's wide stage: each block takes about this many of its
+// elements at a time (whole rows: at least one).
+constexpr int64_t kRowFinishWideElementsPerBlock = 4096;
 
 }  // namespace fusejit::cg

@@ -69,6 +69,7 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     }
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
+    if (!kp.wide.nodes.empty()) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
     for (const FusedTail& t : kp.tails) {
       if (t.partial)
         s << "  partials of " << label(g, t.op) << " -> scratch " << plan.partials.at(t.op).sums << "\n";
@@ -128,7 +129,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
     else
       name += "_" + (op_category(r.op) == OpCategory::Pool ? pool_label(kp.root) : std::string(op_name(r.op)));
     if (kp.kind == KernelKind::RowFinish && kp.finishes.size() <= 1) name += "_finish";
-    tail = ops(kp.region.nodes);
+    tail = ops(kp.region.nodes) + ops(kp.wide.nodes);
   }
   if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";
   return name + tail;

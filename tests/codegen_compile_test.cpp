@@ -12,6 +12,7 @@
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
 #include "runtime/nvrtc_compiler.h"
+#include "tests/plan_rule_cases.h"
 #include "tests/random_chains.h"
 
 namespace fusejit {
@@ -87,6 +88,22 @@ TEST(CodegenCompile, ExamplesWithFusionDisabledCompile) {
     jobs.push_back({path.filename().string() + " unfused", g.take(), "fuse_pool=0,fuse_reductions=0,tile=32x32x4x4"});
   }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The planner cases of the fusion rule (row-finish kernels that broadcast
+// back over their rows among them).
+TEST(CodegenCompile, PlanRuleCasesCompile) {
+  std::vector<Job> jobs;
+  for (const testing::PlanRuleCase& c : testing::plan_rule_cases()) {
+    Expected<Graph> g = parse_spec(c.spec, c.name);
+    ASSERT_TRUE(g.ok()) << c.name << ": " << g.error().str();
+    jobs.push_back({c.name, g.take(), ""});
+  }
+  std::vector<std::string> plans;
+  for (const std::string& f : compile_all(jobs, &plans)) ADD_FAILURE() << f;
+  EXPECT_TRUE(std::any_of(plans.begin(), plans.end(), [](const std::string& p) {
+    return p.find("then, broadcast over the rows") != std::string::npos;
+  }));
 }
 
 TEST(CodegenCompile, TwoHundredRandomChainsCompileForSm80AndSm90a) {

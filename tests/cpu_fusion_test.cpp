@@ -14,7 +14,9 @@
 #include "compiler/cpu_program.h"
 #include "fusejit/builder.h"
 #include "fusejit/reference.h"
+#include "fusejit/spec.h"
 #include "runtime/cpu/cpu_executable.h"
+#include "tests/plan_rule_cases.h"
 
 namespace fusejit {
 namespace {
@@ -311,6 +313,32 @@ TEST(CpuFusion, ConvReductionsAndPoolsStayUnfusedWithANote) {
   auto program = check_graph(g.build(), "conv + channel sum");
   ASSERT_TRUE(program);
   EXPECT_NE(program->plan_text.find("a CPU conv tile is channels x pixels"), std::string::npos) << program->plan_text;
+}
+
+// The planner cases of the fusion rule (tests/plan_rule_cases.h) and the
+// row-finish examples, with the default plan and with reductions unfused: a
+// row-finish kernel's broadcast back over the rows included.
+TEST(CpuFusion, PlanRuleCasesMatchReference) {
+  for (const char* config : {"", "fuse_reductions=0"}) {
+    for (const testing::PlanRuleCase& c : testing::plan_rule_cases())
+      check_graph(parse_spec(c.spec, c.name), c.name + " " + config, config);
+    for (const char* ex : {"linear_row_stats", "linear_rmsnorm", "linear_max_subtract_gelu", "matmul_log_softmax_f16"})
+      check_graph(load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/examples/" + ex + ".yaml"), std::string(ex) + " " + config,
+                  config);
+  }
+}
+
+TEST(CpuFusion, FinishKernelBroadcastsBackOverRows) {
+  // (conv_squeeze_excite_input: the CPU conv does not fuse spatial reductions.)
+  for (const char* name : {"residual_input_after_reduction", "two_finishes_broadcast_back"}) {
+    for (const testing::PlanRuleCase& c : testing::plan_rule_cases()) {
+      if (c.name != name) continue;
+      auto program = check_graph(parse_spec(c.spec, c.name), c.name);
+      ASSERT_TRUE(program);
+      EXPECT_EQ(program->launches.size(), 2u) << program->plan_text;
+      EXPECT_NE(program->plan_text.find("then, broadcast over the rows"), std::string::npos) << program->plan_text;
+    }
+  }
 }
 
 }  // namespace

@@ -92,6 +92,29 @@ outputs: [p]
            "  - {name: r, op: relu, args: [h]}\n"
            "  - {name: p, op: max_pool1d, args: [r], kernel_size: 4, stride: 4}\n"
            "outputs: [p]\n"},
+      {"two_finishes_broadcast_back",  // finished values and their consumers broadcast over x's rows
+       "name: two_finishes_broadcast_back\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: t, op: tanh, args: [s]}\n"
+           "  - {name: u, op: sub, args: [t, mx]}\n"
+           "  - {name: xs, op: mul, args: [x, u]}\n"
+           "  - {name: y, op: add, args: [xs, mx]}\n"
+           "outputs: [u, y]\n"},
+      {"conv_squeeze_excite_input",  // x * sigmoid(mean over H, W of the conv): broadcast over x's planes
+       R"(name: conv_squeeze_excite_input
+precision: fp32
+inputs:
+  - {name: x, shape: [2, 16, 18, 18]}
+  - {name: w, shape: [16, 16, 3, 3]}
+  - {name: b, shape: [16]}
+ops:
+  - {name: c, op: conv2d, args: [x, w, b], padding: 1}
+  - {name: m, op: mean, args: [c], dims: [2, 3], keepdim: true}
+  - {name: s, op: sigmoid, args: [m]}
+  - {name: y, op: mul, args: [x, s]}
+outputs: [y]
+)"},
   };
 }
 

@@ -302,6 +302,12 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, finishes, -1, true);
+  // The wide stage recomputes the region at the wide coordinates.
+  const int64_t wide_len = kp.wide.nodes.empty() ? 0 : row_broadcast_len(domain, kp.wide.domain);
+  Region all = kp.wide;
+  all.nodes = kp.region.nodes;
+  all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
+  const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, finishes, -1, true);
   llvm::Type* f32 = kf.f32_type();
   std::string what;
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* e) {
@@ -342,9 +348,15 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
       values.push_back({r, v});
     }
     emit_tree(kf, post, decompose(kf, e, domain), values);
+    if (wide_len > 0)  // the wide stage: this row's run of the broadcast shape
+      kf.parallel_loop(kf.i64(0), kf.i64(wide_len), [&](Value* q) {
+        Value* at = b.CreateAdd(b.CreateMul(e, kf.i64(wide_len), "", true, true), q, "", true, true);
+        emit_tree(kf, wide, decompose(kf, at, kp.wide.domain), values);
+      }, "q");
   }, "row");
   for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + std::string(op_name(g.node(r).op));
-  return kf.finish(first.rows, grain_for(first.tiles * static_cast<int64_t>(finishes.size())),
+  if (wide_len > 0) what += " (then broadcast over " + shape_str(kp.wide.domain) + ")";
+  return kf.finish(first.rows, grain_for(first.tiles * static_cast<int64_t>(finishes.size()) + wide_len),
                    "finishes " + what + " from " + std::to_string(first.tiles) + " per-tile partials of " +
                        std::to_string(first.rows) + " rows");
 }
