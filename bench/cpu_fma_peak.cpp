@@ -1,6 +1,6 @@
 // cpu_fma_peak — measured fp32 FMA peak of this host (built with -march=native):
-// each thread runs independent chains of 512-bit vector FMAs (AVX-512
-// zmm, or two ymm halves without it). Prints one JSON line:
+// each thread runs independent chains of vector FMAs of the widest native
+// width (AVX-512 zmm, else AVX2 ymm). Prints one JSON line:
 //   {"threads": T, "gflops": G, "gflops_1thread": G1, "vector_bits": B}
 // Usage: cpu_fma_peak [threads]  (default $FUSEJIT_NUM_THREADS, else all).
 #include <chrono>
@@ -9,23 +9,25 @@
 #include <thread>
 #include <vector>
 
-typedef float v16 __attribute__((vector_size(64)));
 #ifdef __AVX512F__
-constexpr int kChains = 16;  // 16 zmm accumulators of 32 registers: FMA latency x 2 ports covered
+constexpr int kLanes = 16;   // zmm
+constexpr int kChains = 16;  // 16 of 32 registers: FMA latency x 2 ports covered
 #else
-constexpr int kChains = 6;   // 12 ymm of 16
+constexpr int kLanes = 8;    // ymm: a 64-byte vector type would live on the stack here
+constexpr int kChains = 12;  // 12 of 16 registers
 #endif
+typedef float vec __attribute__((vector_size(kLanes * 4)));
 constexpr long kIters = 20'000'000;
 
 static float run_chains(float seed) {
-  v16 acc[kChains], a, b;
-  for (int l = 0; l < 16; ++l) a[l] = 0.999999f, b[l] = seed * 1e-7f;
+  vec acc[kChains], a, b;
+  for (int l = 0; l < kLanes; ++l) a[l] = 0.999999f, b[l] = seed * 1e-7f;
   for (int c = 0; c < kChains; ++c) acc[c] = a * (float)(c + 1);
   for (long i = 0; i < kIters; ++i)
 #pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;  // contracted to FMA
   float s = 0;
-  for (int c = 0; c < kChains; ++c) s += acc[c][0] + acc[c][15];
+  for (int c = 0; c < kChains; ++c) s += acc[c][0] + acc[c][kLanes - 1];
   return s;
 }
 
@@ -37,7 +39,7 @@ static double gflops(int threads) {
   for (auto& th : pool) th.join();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (sink[0] == 12345.f) std::puts("");  // keep the results alive
-  return 2.0 * 16 * kChains * double(kIters) * threads / s / 1e9;
+  return 2.0 * kLanes * kChains * double(kIters) * threads / s / 1e9;
 }
 
 int main(int argc, char** argv) {
@@ -46,11 +48,7 @@ int main(int argc, char** argv) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   gflops(1);  // warm-up (clocks)
   double one = gflops(1), all = gflops(threads);
-#ifdef __AVX512F__
-  int bits = 512;
-#else
-  int bits = 256;
-#endif
+  const int bits = kLanes * 32;
   std::printf("{\"threads\": %d, \"gflops\": %.1f, \"gflops_1thread\": %.1f, \"vector_bits\": %d}\n", threads,
               all, one, bits);
   return 0;

@@ -6,6 +6,9 @@
 // epilogue loads and several outputs; outputs poisoned with NaN before a run.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 
@@ -19,9 +22,43 @@ namespace {
 
 size_t element_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }
 
+// Where a test puts each input: next to an inaccessible page (before its
+// first byte or after its last), so that a kernel reading outside the
+// tensor faults instead of reading a neighbour.
+enum class Guard { None, Before, After };
+
+class GuardedBuffer {
+ public:
+  GuardedBuffer(const std::vector<uint8_t>& bytes, Guard guard) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (bytes.size() + page - 1) / page;
+    size_ = (data_pages + 1) * page;
+    base_ = static_cast<char*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EXPECT_NE(base_, MAP_FAILED);
+    if (guard == Guard::After) {
+      EXPECT_EQ(mprotect(base_ + data_pages * page, page, PROT_NONE), 0);
+      data_ = base_ + data_pages * page - bytes.size();
+    } else {
+      EXPECT_EQ(mprotect(base_, page, PROT_NONE), 0);
+      data_ = base_ + page;
+    }
+    std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedBuffer() { munmap(base_, size_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Generates, compiles and runs `g` on seeded inputs; every output must match
 // the fp64 reference at the precision's tolerance. Returns the anchor's `what`.
-std::string check_graph(const Expected<Graph>& built, const std::string& label, const std::string& config = "") {
+std::string check_graph(const Expected<Graph>& built, const std::string& label, const std::string& config = "",
+                        Guard guard = Guard::None) {
   EXPECT_TRUE(built) << label << ": " << (built ? "" : built.error().str());
   if (!built) return "";
   const Graph& g = *built;
@@ -42,7 +79,11 @@ std::string check_graph(const Expected<Graph>& built, const std::string& label, 
   std::vector<std::vector<uint8_t>> in_bytes;
   std::vector<void*> in_ptrs;
   for (const HostTensor& t : inputs) in_bytes.push_back(to_device_bytes(t));
-  for (auto& b : in_bytes) in_ptrs.push_back(b.data());
+  std::vector<std::unique_ptr<GuardedBuffer>> guarded;
+  for (auto& b : in_bytes) {
+    if (guard != Guard::None) guarded.push_back(std::make_unique<GuardedBuffer>(b, guard));
+    in_ptrs.push_back(guard == Guard::None ? b.data() : guarded.back()->data());
+  }
   std::vector<std::vector<uint8_t>> out_bytes;
   std::vector<void*> out_ptrs;
   for (const Output& o : g.outputs) {
@@ -201,6 +242,30 @@ TEST(CpuAnchor, Conv2dWideRows) {
     ConvCase c = cases[0];
     c.p = p;
     check_graph(conv(c), std::string("wide conv ") + std::string(precision_name(p)));
+  }
+}
+
+// Unpadded convs with output rows at least one panel wide read the input
+// with plain (unmasked) vector loads blended at the panel's row split: every
+// load must stay inside the input, checked with an inaccessible page right
+// before and right after each input tensor.
+TEST(CpuAnchor, Conv2dUnpaddedRowsStayInsideTheInput) {
+  std::vector<ConvCase> cases = {
+      {{1, 3, 9, 52}, {4, 3, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1}},          // OW 50
+      {{2, 2, 11, 60}, {5, 2, 3, 3}, {{2, 1}, {0, 0}, {2, 1}, 1}, false},  // stride and dilation along h
+      {{1, 8, 4, 64}, {8, 8, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}},          // 1x1: OW == W
+      {{2, 4, 6, 100}, {6, 2, 2, 5}, {{1, 1}, {0, 0}, {1, 1}, 2}},         // groups, 2x5 taps
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (Guard guard : {Guard::Before, Guard::After})
+      for (const char* config : {"", "cpu_tile=6x16,cpu_kc=7"}) {
+        const std::string label = "unpadded conv case " + std::to_string(i) + (guard == Guard::After ? ", page after" : ", page before") + " " + config;
+        check_graph(conv(cases[i]), label, config, guard);
+      }
+  for (Precision p : {Precision::BF16, Precision::F16}) {
+    ConvCase c = cases[0];
+    c.p = p;
+    check_graph(conv(c), std::string("unpadded conv ") + std::string(precision_name(p)), "", Guard::After);
   }
 }
 

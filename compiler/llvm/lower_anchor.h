@@ -4,6 +4,7 @@
 // it applies to finished tiles.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -92,7 +93,9 @@ llvm::Value* widen_to_f32(KernelFunction& kf, DType dt, llvm::Value* v, int lane
 // panel are copied with border-masked vector loads: per-tap runs and masks go
 // into small tables once per panel (KC must then hold whole channels: a
 // multiple of KH * KW), then each channel copies them a plane further on,
-// prefetching ahead; other panels go element by element.
+// prefetching ahead; other panels go element by element. Without padding
+// every lane of a run is inside its plane: plain loads, blended at the
+// panel's row split (no per-tap masks).
 class Im2colPacker {
  public:
   Im2colPacker(KernelFunction& kf, const AnchorGeometry& geo, BufferRef input, const MicroTile& micro, int64_t cols);
@@ -112,7 +115,11 @@ class Im2colPacker {
   Tap tap_of(llvm::Value* k);
   Run run_of(llvm::Value* channel, llvm::Value* ih0, llvm::Value* iw0);
   void copy_row(const Run& r, llvm::Value* shift, llvm::Value* k);
+  void copy_row_unpadded(llvm::Value* src, llvm::Value* src2, const std::vector<llvm::Value*>& first,
+                         llvm::Value* shift, llvm::Value* k);
   void pack_channels(llvm::Value* pc, llvm::Value* kc);
+  void copy_channels(llvm::Value* pc, llvm::Value* kc, const std::function<void(llvm::Value* t, llvm::Value* shift,
+                                                                                 llvm::Value* k)>& copy_tap);
   void pack_any(llvm::Value* pc, llvm::Value* kc, llvm::Value* col0);
   void store(llvm::Value* offset, llvm::Value* v);
   llvm::Value* c(int64_t v) { return kf_.i64(v); }

@@ -177,26 +177,9 @@ void Im2colPacker::pack_channels(Value* pc, Value* kc) {
                        mask_at(t, h, g));
   }, "pb.taps");
   kf_.keep_rolled();
-  Value* ci0 = b_.CreateUDiv(pc, c(taps), "ci0");
-  const DType dt = kf_.buffer_dtype(input_);
-  llvm::Type* elem = raw_vector(kf_, dt, lanes)->getElementType();
-  const int64_t line = kCacheLineBytes / (dt == DType::F32 ? 4 : 2);  // elements per cache line
-  llvm::Function* prefetch =
-      llvm::Intrinsic::getDeclaration(&kf_.lc().module, llvm::Intrinsic::prefetch, {b_.getInt8PtrTy()});
-  kf_.loop(c(0), b_.CreateUDiv(kc, c(taps)), 1, [&](Value* ci) {
-    Value* shift = mul(add(ci0, ci), geo_.h * geo_.w);
-    // A later channel's input rows (a plane apart: hardware prefetchers stop
-    // at page ends): the runs of taps (kh, 0).
-    Value* ahead = add(shift, c(kPrefetchChannels * geo_.h * geo_.w));
-    for (int64_t t = 0; t < taps; t += geo_.kw)
-      for (int h = 0; h < 2; ++h) {
-        Value* src = b_.CreateLoad(i64, src_at(c(t), h));
-        for (int64_t off = 0; off < micro_.nr; off += line) {
-          Value* at = b_.CreateGEP(elem, kf_.buffer(input_), add(add(src, ahead), c(off)));
-          b_.CreateCall(prefetch, {b_.CreateBitCast(at, b_.getInt8PtrTy()), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-        }
-      }
-    kf_.loop(c(0), c(taps), 1, [&](Value* t) {
+  const bool unpadded = geo_.ph == 0 && geo_.pw == 0;
+  if (!unpadded) {
+    copy_channels(pc, kc, [&](Value* t, Value* shift, Value* k) {
       Run r;
       r.src = b_.CreateLoad(i64, src_at(t, 0));
       r.src2 = b_.CreateLoad(i64, src_at(t, 1));
@@ -205,10 +188,83 @@ void Im2colPacker::pack_channels(Value* pc, Value* kc) {
           Value* m = b_.CreateZExtOrTrunc(b_.CreateLoad(i16, mask_at(t, h, g)), mask_int);
           (h ? r.mask2 : r.mask1).push_back(b_.CreateBitCast(m, llvm::FixedVectorType::get(b_.getInt1Ty(), n)));
         }
-      copy_row(r, shift, add(mul(ci, taps), t));
-    }, "pb.tap");
+      copy_row(r, shift, k);
+    });
+    return;
+  }
+  // No padding (stride 1 along w): lanes before the split read row oh's run,
+  // the rest row oh + 1's; both runs stay inside the input (a run reaching
+  // past its row end reads the next row of the plane, a lane the blend
+  // drops), and row oh + 1 exists whenever a full panel reaches it.
+  std::vector<Value*> first;
+  for (int g = 0; g < groups; ++g) {
+    std::vector<llvm::Constant*> js;
+    for (int l = 0; l < lanes; ++l) js.push_back(b_.getInt64(static_cast<uint64_t>(g * lanes + l)));
+    first.push_back(b_.CreateICmpSLT(llvm::ConstantVector::get(js), b_.CreateVectorSplat(n, split_), "first.row"));
+  }
+  Value* one_row = b_.CreateICmpSGE(split_, c(micro_.nr), "one.row");
+  kf_.if_then(one_row, [&] {
+    copy_channels(pc, kc, [&](Value* t, Value* shift, Value* k) {
+      copy_row_unpadded(b_.CreateLoad(i64, src_at(t, 0)), nullptr, first, shift, k);
+    });
+  }, [&] {
+    copy_channels(pc, kc, [&](Value* t, Value* shift, Value* k) {
+      copy_row_unpadded(b_.CreateLoad(i64, src_at(t, 0)), b_.CreateLoad(i64, src_at(t, 1)), first, shift, k);
+    });
+  });
+}
+
+// Every channel of rows [pc, pc + kc): each tap's row through `copy_tap(t,
+// shift, k)` (shift: the channel's plane offset), prefetching the rows of
+// the channel kPrefetchChannels ahead (hardware prefetchers stop at page
+// ends). Rolled loops: small IR, quick O3.
+void Im2colPacker::copy_channels(Value* pc, Value* kc, const std::function<void(Value*, Value*, Value*)>& copy_tap) {
+  const int64_t taps = geo_.kh * geo_.kw;
+  llvm::Type* i64 = b_.getInt64Ty();
+  auto src_at = [&](Value* t, int h) { return b_.CreateInBoundsGEP(i64, run_srcs_, add(mul(t, 2), c(h))); };
+  Value* ci0 = b_.CreateUDiv(pc, c(taps), "ci0");
+  const DType dt = kf_.buffer_dtype(input_);
+  llvm::Type* elem = raw_vector(kf_, dt, micro_.lanes)->getElementType();
+  const int64_t line = kCacheLineBytes / (dt == DType::F32 ? 4 : 2);  // elements per cache line
+  llvm::Function* prefetch =
+      llvm::Intrinsic::getDeclaration(&kf_.lc().module, llvm::Intrinsic::prefetch, {b_.getInt8PtrTy()});
+  kf_.loop(c(0), b_.CreateUDiv(kc, c(taps)), 1, [&](Value* ci) {
+    Value* shift = mul(add(ci0, ci), geo_.h * geo_.w);
+    Value* ahead = add(shift, c(kPrefetchChannels * geo_.h * geo_.w));
+    for (int64_t t = 0; t < taps; t += geo_.kw)  // the runs of taps (kh, 0)
+      for (int h = 0; h < 2; ++h) {
+        Value* src = b_.CreateLoad(i64, src_at(c(t), h));
+        for (int64_t off = 0; off < micro_.nr; off += line) {
+          Value* at = b_.CreateGEP(elem, kf_.buffer(input_), add(add(src, ahead), c(off)));
+          b_.CreateCall(prefetch, {b_.CreateBitCast(at, b_.getInt8PtrTy()), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        }
+      }
+    kf_.loop(c(0), c(taps), 1, [&](Value* t) { copy_tap(t, shift, add(mul(ci, taps), t)); }, "pb.tap");
     kf_.keep_rolled();
   }, "pb.ci");
+}
+
+// Row k of the panel from plain loads of the runs at src (and src2, blended
+// in after the split; null: the panel lies on one output row).
+void Im2colPacker::copy_row_unpadded(Value* src, Value* src2, const std::vector<Value*>& first, Value* shift,
+                                     Value* k) {
+  const int lanes = micro_.lanes, groups = micro_.nr / lanes;
+  const DType dt = kf_.buffer_dtype(input_);
+  llvm::FixedVectorType* vt = raw_vector(kf_, dt, lanes);
+  const llvm::Align align(dt == DType::F32 ? 4 : 2);
+  Value* row = mul(k, micro_.nr);
+  for (int g = 0; g < groups; ++g) {
+    auto load = [&](Value* s) {
+      Value* at = b_.CreateInBoundsGEP(vt->getElementType(), kf_.buffer(input_), add(add(s, shift), c(g * lanes)));
+      return b_.CreateAlignedLoad(vt, b_.CreateBitCast(at, vt->getPointerTo()), align);
+    };
+    Value* v = load(src);
+    if (src2) v = b_.CreateSelect(first[static_cast<size_t>(g)], v, load(src2));
+    v = widen_to_f32(kf_, dt, v, lanes);
+    Value* out = b_.CreateBitCast(b_.CreateInBoundsGEP(kf_.f32_type(), panel_, add(row, c(g * lanes))),
+                                  v->getType()->getPointerTo());
+    b_.CreateAlignedStore(v, out, llvm::Align(64));
+  }
 }
 
 }  // namespace fusejit::cg::cpu
