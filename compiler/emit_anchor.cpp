@@ -5,104 +5,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "compiler/emit_anchor_parts.h"
 #include "compiler/emit_common.h"
 #include "compiler/emitters.h"
 
 namespace fusejit::cg {
-namespace {
-
-std::string tile_alias(const TileConfig& t) {
-  return "using Tile = fj::SimtTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-         std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
-         (t.warp_along_m ? "true" : "false") + ">;";
-}
-
-// The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").
-std::string kind_enum(const std::string& kind) {
-  return kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
-}
-
-std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
-  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
-                     ", fj::MmaKind::" + kind_enum(kind);
-  if (b_n_major || t.pingpong)
-    args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
-            (t.pingpong ? "true" : "false");
-  return "using Tile = fj::WgmmaTile<" + args + ">;" + (b_n_major ? "  // B [K, N]" : "");
-}
-
-void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
-  const int elem = kind == "bf16" || kind == "f16" ? 2 : 4;
-  out.push_back("using Tile = fj::MmaTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-                std::to_string(t.bk(elem)) + ", " + std::to_string(t.wm()) + ", " + std::to_string(t.wn()) + ", " +
-                std::to_string(t.stages) + ">;");
-  out.push_back("using Kind = fj::mma::" + kind_enum(kind) + ";");
-}
-
-// The widest copy fj::mma::copy_tile makes from rows of `ld` elements: the
-// alignment the operand's base address needs.
-int mma_copy_bytes(int64_t ld, int elem_bytes) {
-  return (ld * elem_bytes) % 16 == 0 ? 16 : (ld * elem_bytes) % 4 == 0 ? 4 : elem_bytes;
-}
-
-// Columns the wgmma epilogue stages at a time: the widest that fits in the
-// shared memory the ring leaves (at least 16; ping-pong: half of it each).
-int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0) {
-  const int64_t left = (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32) - reserved) / (t.pingpong ? 2 : 1);
-  int chunk = 64;
-  while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
-  return chunk;
-}
-
-std::string reduce_op_type(OpKind op) {
-  switch (op) {
-    case OpKind::Max: return "fj::MaxOp";
-    case OpKind::Min: return "fj::MinOp";
-    case OpKind::LogSumExp: return "fj::LogSumExpOp";
-    default: return "fj::SumOp";  // sum, mean
-  }
-}
-
-void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
-// How one anchor kind maps GEMM coordinates (m, n) to output coordinates.
-struct AnchorShape {
-  std::string rows;   // GEMM M expression for the epilogue bound
-  std::string cols;   // GEMM N expression
-  // Statements declaring i0..i<R-1> from m and n (may `return` for rows that
-  // compute nothing).
-  std::vector<std::string> coords;
-  bool per_batch_rows = false;  // matmul with m within one batch entry (coordinates j*): not the wgmma path
-  // Statements declaring the coordinates of a row reduction's output (dims
-  // without N; keepdim puts 0 there) from m.
-  std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
-};
-
-std::vector<std::string> AnchorShape::reduced_coords(const AnchorGeometry& geo, bool keepdim) const {
-  std::vector<std::string> out;
-  const int rank = static_cast<int>(geo.out.size());
-  if (geo.op == OpKind::Conv2d) {
-    out = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;"};
-    if (keepdim)
-      append(out, {"const int i0 = px.n;", "const int i1 = 0;", "const int i2 = px.oh;", "const int i3 = px.ow;"});
-    else
-      append(out, {"const int i0 = px.n;", "const int i1 = px.oh;", "const int i2 = px.ow;"});
-    return out;
-  }
-  if (per_batch_rows) {
-    // rows of one batch entry; the batch coordinates j* are in scope.
-    for (int d = 0; d < rank - 2; ++d) out.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
-    out.push_back("const int i" + std::to_string(rank - 2) + " = m;");
-  } else {
-    append(out, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
-  }
-  if (keepdim) out.push_back("const int i" + std::to_string(rank - 1) + " = 0;");
-  return out;
-}
-
-}  // namespace
+using namespace anchor;  // the pieces in emit_anchor_parts.h
 
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;

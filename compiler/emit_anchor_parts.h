@@ -1,0 +1,46 @@
+// compiler/emit_anchor_parts.h — pieces of the anchor emitter (emit_anchor.cpp):
+// template aliases for each mainloop policy, copy widths and epilogue chunks,
+// and how an anchor maps GEMM coordinates (m, n) to output coordinates.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/emit_common.h"
+
+namespace fusejit::cg::anchor {
+
+// `using Tile = ...;` for each mainloop policy (and `using Kind` for mma.sync).
+std::string tile_alias(const TileConfig& t);
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major);
+void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out);
+// The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").
+std::string kind_enum(const std::string& kind);
+
+// The widest copy fj::mma::copy_tile makes from rows of `ld` elements: the
+// alignment the operand's base address needs.
+int mma_copy_bytes(int64_t ld, int elem_bytes);
+
+// Columns the wgmma epilogue stages at a time: the widest that fits in the
+// shared memory the ring leaves (at least 16; ping-pong: half of it each).
+int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
+
+// The fj:: reduction functor of a row reduction.
+std::string reduce_op_type(OpKind op);
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& from);
+
+// How one anchor kind maps GEMM coordinates (m, n) to output coordinates.
+struct AnchorShape {
+  std::string rows;   // GEMM M expression for the epilogue bound
+  std::string cols;   // GEMM N expression
+  // Statements declaring i0..i<R-1> from m and n (may `return` for rows that
+  // compute nothing).
+  std::vector<std::string> coords;
+  bool per_batch_rows = false;  // matmul with m within one batch entry (coordinates j*): not the wgmma path
+  // Statements declaring the coordinates of a row reduction's output (dims
+  // without N; keepdim puts 0 there) from m.
+  std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
+};
+
+}  // namespace fusejit::cg::anchor
