@@ -358,6 +358,49 @@ Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& 
   return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
 }
 
+// A row-finish kernel that also reduces its finished rows to one value (its
+// tail): one block finishes every row (`inner`), each thread folds its rows'
+// values in order, the block combines the threads' in a fixed order, and
+// thread 0 runs the reduction's consumers.
+Expected<EmittedKernel> finish_kernel_across(KernelEmitter& em, const KernelPlan& kp,
+                                             const std::vector<ValueId>& finishes, std::vector<std::string> inner,
+                                             const PointwiseConfig& cfg) {
+  const PlanContext& ctx = em.ctx();
+  const FusedTail& tail = kp.tails[0];
+  const Node& r = ctx.node(tail.op);
+  const Shape& domain = kp.region.domain;
+  const ValueId x = r.operands[0];
+  std::string value;  // the value reduced, at the row's coordinates
+  if (std::find(finishes.begin(), finishes.end(), x) != finishes.end()) {
+    value = "v" + std::to_string(x);
+  } else {
+    std::string args;
+    for (ValueId f : finishes) args += (args.empty() ? "" : ", ") + std::string("v") + std::to_string(f);
+    const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), kp.region, finishes, x, false),
+                                        "fj_across_value", "the value " + ctx.g.describe(tail.op) + " reduces");
+    value = fn + "(p, " + args + (domain.empty() ? "" : ", " + coord_args(static_cast<int>(domain.size()))) + ")";
+  }
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, -1, true),
+                                        "fj_across_post", "the reduction over every row and its consumers");
+  em.src().constants.push_back({"kThreads", cfg.threads, "one block finishes every row"});
+  const std::string op = reduce_op(r.op);
+  std::vector<std::string> out = {"__shared__ float across_smem[kThreads / 32];",
+                                  "float across = " + op + "::identity();",
+                                  "for (int e = threadIdx.x; e < kNumel; e += kThreads) {"};
+  append(out, decompose_index("e", domain, "i", "int"));
+  append(out, inner);
+  out.push_back("across = " + op + "::combine(across, " + value + ");");
+  out.push_back("}");
+  out.push_back("across = fj::group_combine<kThreads, kThreads>(across, [](float a, float b) { return " + op +
+                "::combine(a, b); }, across_smem);");
+  out.push_back("if (threadIdx.x == 0) {");
+  const int rank = static_cast<int>(r.type.shape.size());
+  for (int d = 0; d < rank; ++d) out.push_back("const int i" + std::to_string(d) + " = 0;");
+  out.push_back(post_call(post, r.op == OpKind::Mean ? "across / (float)kNumel" : "across", rank));
+  out.push_back("}");
+  return finish_kernel(em, kp, out, {1, 1, 1}, cfg.threads);
+}
+
 Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -391,6 +434,7 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
     args += (args.empty() ? "" : ", ") + v;
   }
   inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
+  if (!kp.tails.empty()) return finish_kernel_across(em, kp, finishes, std::move(inner), cfg);
   if (kp.wide.nodes.empty()) {
     const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
     return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);

@@ -69,6 +69,39 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
+// A row-finish kernel reduces its finished rows to one value as well when
+// they are few enough for one block to finish them all.
+constexpr int64_t kAcrossRowsMaxRows = 1024;
+
+// A sum / mean / max / min of a row-finish kernel's results over all their
+// elements (`max(sum(h, 1), 0)`): done by the kernel itself, in one block, as
+// its tail, with the reduction's elementwise consumers.
+void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
+  if (!k.wide.nodes.empty()) return;
+  std::set<ValueId> ours(k.finishes.begin(), k.finishes.end());
+  ours.insert(k.region.nodes.begin(), k.region.nodes.end());
+  const int64_t rows = numel(k.region.domain);
+  for (ValueId v = k.root + 1; v < static_cast<ValueId>(ctx.g.nodes.size()); ++v) {
+    const Node& n = ctx.node(v);
+    const bool kind = n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max || n.op == OpKind::Min;
+    if (!kind || ctx.placed(v) || !ours.count(n.operands[0]) || n.type.numel() != 1) continue;
+    if (rows > kAcrossRowsMaxRows) {
+      k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) + " not in the row-finish kernel: " +
+                        std::to_string(rows) + " rows are too many for one block; a reduce kernel runs it");
+      return;
+    }
+    FusedTail tail;
+    tail.op = v;
+    tail.post.domain = n.type.shape;
+    ctx.kernel_of[static_cast<size_t>(v)] = index;
+    grow_region(ctx, tail.post, {v}, v, index, /*allow_placed=*/true);
+    k.tails.push_back(std::move(tail));
+    k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) + " of the " + std::to_string(rows) +
+                      " finished rows in this kernel (one block)");
+    return;
+  }
+}
+
 }  // namespace
 
 Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
@@ -117,7 +150,10 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
     std::vector<ValueId> sources = placed.finishes;
     if (placed.root >= 0 && sources.empty()) sources.push_back(placed.root);
     grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
-    if (placed.kind == KernelKind::RowFinish) grow_row_broadcast(ctx, placed, index);
+    if (placed.kind == KernelKind::RowFinish) {
+      grow_row_broadcast(ctx, placed, index);
+      fuse_reduction_across_rows(ctx, placed, index);
+    }
   }
   return Status::success();
 }

@@ -206,7 +206,9 @@ struct KernelPlan {
   // `x + sum(h, keepdim)`), run by the block that finished those rows; the
   // region's nodes are recomputed at the wider coordinates.
   Region wide;
-  std::vector<FusedTail> tails;  // Anchor only: the fused pool or row reductions
+  // Anchor: the fused pool or row reductions. RowFinish: at most one
+  // reduction of the finished rows to a single value (one block).
+  std::vector<FusedTail> tails;
   TileConfig tile;               // Anchor only: the SIMT tile
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
   std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3

@@ -101,6 +101,13 @@ outputs: [p]
            "  - {name: xs, op: mul, args: [x, u]}\n"
            "  - {name: y, op: add, args: [xs, mx]}\n"
            "outputs: [u, y]\n"},
+      {"rows_then_mean_of_tanh",  // a reduction of a finished value's consumer over every row, then its consumer
+       "name: rows_then_mean_of_tanh\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: t, op: tanh, args: [s]}\n"
+           "  - {name: a, op: mean, args: [t], dims: [0, 1]}\n"
+           "  - {name: y, op: sigmoid, args: [a]}\n"
+           "outputs: [t, y]\n"},
       {"conv_squeeze_excite_input",  // x * sigmoid(mean over H, W of the conv): broadcast over x's planes
        R"(name: conv_squeeze_excite_input
 precision: fp32

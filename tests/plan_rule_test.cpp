@@ -54,7 +54,6 @@ const std::map<std::string, Exception>& exceptions() {
       {"linear_rmsnorm", {2, true, "h * rsqrt(mean(h^2)): the finish kernel's broadcast back over the row reads the stored h"}},
       {"linear_pool1d", {3, true, "two overlapping, padded 1-D pools along N: a pool kernel each over the stored output"}},
       {"matmul_log_softmax_f16", {3, true, "log_softmax needs its whole row: a softmax kernel over the stored output"}},
-      {"sum_then_max_over_rows", {3, false, "max over rows of the finished sums: a reduce kernel across rows"}},
       {"max_subtract_gelu", {2, true, "x - max(x): the finish kernel's broadcast back over the row reads the stored h"}},
       {"rmsnorm", {2, true, "h * rsqrt(mean(h^2)): the finish kernel's broadcast back over the row reads the stored h"}},
       {"residual_output_after_reduction", {2, true, "h + mean(h): the finish kernel's broadcast back reads the stored h"}},

@@ -310,7 +310,20 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
   const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, finishes, -1, true);
   llvm::Type* f32 = kf.f32_type();
   std::string what;
-  kf.loop(kf.begin(), kf.end(), 1, [&](Value* e) {
+  // A reduction of every finished row to one value (the kernel's tail): one
+  // work item finishes all rows in order and folds them.
+  const FusedTail* across = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const OpKind across_op = across ? g.node(across->op).op : OpKind::Sum;
+  EpilogueTree across_value, across_post;
+  Value* acc = nullptr;
+  if (across) {
+    across_value = build_epilogue_tree(lc.pc, lc.plan, kp.region, finishes, g.node(across->op).operands[0], false);
+    across_post = build_epilogue_tree(lc.pc, lc.plan, across->post, across->op, -1, true);
+    acc = kf.local(kf.f32(across_op == OpKind::Max ? -INFINITY : across_op == OpKind::Min ? INFINITY : 0.0), "across");
+  }
+  Value* lo = across ? kf.i64(0) : kf.begin();
+  Value* hi = across ? kf.i64(first.rows) : kf.end();
+  kf.loop(lo, hi, 1, [&](Value* e) {
     TreeSources values;
     for (ValueId r : finishes) {
       const PartialBuffers& pb = lc.plan.partials.at(r);
@@ -348,14 +361,32 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
       values.push_back({r, v});
     }
     emit_tree(kf, post, decompose(kf, e, domain), values);
+    if (across) {
+      Value* x = emit_tree(kf, across_value, decompose(kf, e, domain), values);
+      Value* cur = b.CreateLoad(f32, acc);
+      b.CreateStore(across_op == OpKind::Max   ? max_nan(b, cur, x)
+                    : across_op == OpKind::Min ? min_nan(b, cur, x)
+                                               : b.CreateFAdd(cur, x),
+                    acc);
+    }
     if (wide_len > 0)  // the wide stage: this row's run of the broadcast shape
       kf.parallel_loop(kf.i64(0), kf.i64(wide_len), [&](Value* q) {
         Value* at = b.CreateAdd(b.CreateMul(e, kf.i64(wide_len), "", true, true), q, "", true, true);
         emit_tree(kf, wide, decompose(kf, at, kp.wide.domain), values);
       }, "q");
   }, "row");
+  if (across) {
+    Value* v = b.CreateLoad(f32, acc);
+    if (across_op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(first.rows)));
+    emit_tree(kf, across_post, std::vector<Value*>(g.node(across->op).type.shape.size(), kf.i64(0)),
+              TreeSources{{across->op, v}});
+  }
   for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + std::string(op_name(g.node(r).op));
   if (wide_len > 0) what += " (then broadcast over " + shape_str(kp.wide.domain) + ")";
+  if (across) {
+    what += " (then " + std::string(op_name(across_op)) + " over the rows)";
+    return kf.finish(1, 1, what);
+  }
   return kf.finish(first.rows, grain_for(first.tiles * static_cast<int64_t>(finishes.size()) + wide_len),
                    "finishes " + what + " from " + std::to_string(first.tiles) + " per-tile partials of " +
                        std::to_string(first.rows) + " rows");
