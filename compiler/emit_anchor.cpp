@@ -178,6 +178,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       tensor_maps = {view(a.operands[0], rows, geo.k, wt.bm, bk),
                      geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
                                               : view(a.operands[1], geo.n, geo.k, wt.bn, bk)};
+      if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them
+        tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
+        tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
+      }
       for (ValueId v : kp.tma_stores) {  // the output tiles: dense BM x BN boxes
         const DType ot = g.node(v).type.dtype;
         tensor_maps.push_back(TensorMapSpec{plan.buffer.at(v), static_cast<int>(dtype_size(ot)), ot == DType::BF16,
@@ -192,13 +196,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
                      "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
                      "// persistent, ping-pong: the two consumers take this block's tiles in turn",
-                     "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {",
+                     "fj::wgmma_gemm<Tile>(maps, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {",
                      "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
       else
         append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
                      "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
                      "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
-                     "fj::wgmma_gemm<Tile>(tma_a, tma_b, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
+                     "fj::wgmma_gemm<Tile>(maps, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -449,13 +453,18 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     std::string out_maps, out_map_args;  // the TMA-stored outputs' tensor maps
     std::vector<std::string> map_params = {"const __grid_constant__ fj::TmaDescriptor tma_a",
                                            "const __grid_constant__ fj::TmaDescriptor tma_b"};
+    std::string operand_maps = "&tma_a, &tma_b";  // fj::GemmMaps
+    if (needs_tf32_split(kp)) {
+      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
+      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");
+      operand_maps += ", &tma_a_lo, &tma_b_lo";
+    }
     for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
       out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);
       out_map_args += ", &tma_out" + std::to_string(k);
       map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_out" + std::to_string(k));
     }
-    fn.params = "const Params& p, const fj::TmaDescriptor* tma_a, const fj::TmaDescriptor* tma_b" + out_maps +
-                ", char* ring";
+    fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";
     fn.body = {"static_assert(kRingBytes == Tile::kRingBytes, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
     const int threads = wt.threads();  // Tile::kThreads: a producer warpgroup and the consumers
@@ -465,7 +474,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     // One block per SM: setmaxnreg needs the register cap that (threads, 1) sets.
     launch.args = em.finish(name, threads,
                             {"extern __shared__ __align__(1024) char smem_raw[];",
-                             s.ns + "::run(p, &tma_a, &tma_b" + out_map_args + ", fj::align_smem_1024(smem_raw));"},
+                             s.ns + "::run(p, fj::GemmMaps{" + operand_maps + "}" + out_map_args +
+                                 ", fj::align_smem_1024(smem_raw));"},
                             1, map_params);
   } else if (mma) {
     const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;

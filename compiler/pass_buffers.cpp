@@ -60,6 +60,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }
+  // 3xTF32 on wgmma: each operand's TF32 residual, written by the split kernel.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.mma_kind == "f32x3") {
+    const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
+    auto residual = [&](ValueId operand, int64_t rows) {
+      plan.scratch.push_back({rows * geo.k * 4, "3xTF32 residual of " + g.describe(operand) + " (f32[" +
+                                                    std::to_string(rows) + "," + std::to_string(geo.k) + "])"});
+      return static_cast<int>(plan.scratch.size()) - 1;
+    };
+    const Node& a = g.node(kp.root);
+    kp.residual_a = residual(a.operands[0], geo.m);
+    kp.residual_b = residual(a.operands[1], geo.n);
+  }
   auto add_buffer = [&](ValueId v) {
     std::vector<BufferRef> outs;
     for (size_t o = 0; o < g.outputs.size(); ++o)

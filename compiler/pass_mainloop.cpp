@@ -96,6 +96,9 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) +
                        "), TMA loads" + (a.op == OpKind::Matmul ? " (B [K, N] read N-major)" : "") +
                        ", warp-specialized, persistent");
+    if (kp.mma_kind == "f32x3")
+      kp.notes.push_back("operands: a split kernel first writes each operand's TF32 residual (x - x truncated to "
+                         "TF32) to scratch; each stage loads x, W and both residuals");
     return Status::success();
   }
   if (ctx.heur.mainloop == "wgmma") return Error("codegen config: mainloop=wgmma, but " + why_not_wgmma);

@@ -51,7 +51,7 @@ Status validate_mma(const MmaConfig& t) {
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
-  return (t.stages + (three_tf32 ? 2 : 0)) * stage + 1024;
+  return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
 
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
@@ -75,7 +75,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
     return bad(std::to_string(wgmma_smem_bytes(t, three_tf32)) + " bytes of shared memory" +
-               (three_tf32 ? " (3xTF32 adds two lo tiles)" : "") + ", over the 226 KiB a wgmma kernel may take on sm_90");
+               (three_tf32 ? " (3xTF32 stages hold the operands' residual tiles too)" : "") + ", over the 226 KiB a wgmma kernel may take on sm_90");
   return Status::success();
 }
 

@@ -98,8 +98,8 @@ Status validate_tile(const TileConfig& t);
 // block less 1 KiB for its static shared memory (the mbarriers).
 constexpr int64_t kWgmmaDynamicSmemLimit = 226 * 1024;
 
-// Shared memory (bytes) of a wgmma tile for operands of `elem_bytes`
-// (3xTF32 adds two lo tiles); WgmmaTile::kSmemBytes computes the same.
+// Shared memory (bytes) of a wgmma tile's ring and 1 KiB to align it (3xTF32
+// stages hold each operand's residual tile too); WgmmaTile::kRingBytes + 1024.
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
 // Checks a wgmma tile: shapes WgmmaTile instantiates, within 227 KiB.
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
@@ -218,6 +218,9 @@ struct KernelPlan {
   // per tile and output, in tma_stores' order), instead of global stores.
   std::vector<ValueId> tma_stores;
   MmaConfig mma;                 // Mma only
+  // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to
+  // TF32), which a split kernel (emit_split.cpp) writes before this kernel runs.
+  int residual_a = -1, residual_b = -1;
   int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }

@@ -20,11 +20,11 @@
 //
 // Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
 // operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
-// fp32-accurate): warps 1-3 of the producer warpgroup split each stage in
-// place into x = hi + lo (hi tf32, rounded to nearest; lo into one of two
-// buffers of its own), consumers accumulate
-// lo*hi + hi*lo + hi*hi of the k-tile in the tensor core and add that to the
-// fp32 accumulators with FADD (the tensor core's own long accumulation
+// fp32-accurate): the producer also loads each operand's TF32 residual lo
+// (written by the split pass of tf32_split.cuh before the GEMM, tiled like
+// the operand; hi is the operand itself, read as TF32), and consumers
+// accumulate the k-tile's lo*hi + hi*lo terms, then its hi*hi terms, in the
+// tensor core and add that to the fp32 accumulators with FADD (the tensor core's own long accumulation
 // truncates: its error would grow with K).
 //
 // Persistent: each block loops over output tiles (wgmma_gemm); the producer
@@ -129,73 +129,6 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
   }
 }
 
-// ---- 3xTF32 splits: x = hi + lo exactly, hi a tf32 value --------------------
-// Fast path: hi rounded to nearest (errors of the dropped lo*lo term and of
-// the tensor core's truncation of lo have random signs). Where rounding
-// overflows, hi is x truncated (also exact). lo is NaN for Inf / NaN x.
-__device__ __forceinline__ void split_nearest(float x, float& hi, float& lo) {
-  unsigned h;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
-  hi = __uint_as_float(h);
-  if (fabsf(hi) == fj::inf()) hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-  lo = x - hi;
-}
-// Stage with an Inf or NaN: hi truncated (so lo has x's sign), and lo = the
-// smallest normal float with x's sign where it would be 0 or x is Inf: then
-// Inf times a lo in the cross terms has the sign of Inf times its hi (never
-// Inf - Inf = NaN, nor Inf * 0), at |other operand| * 2^-126 per product.
-__device__ __forceinline__ void split_signed(float x, float& hi, float& lo) {
-  hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-  lo = x - hi;
-  if (lo == 0.f || fabsf(x) == fj::inf()) lo = copysignf(1.17549435e-38f, x);
-}
-__device__ __forceinline__ bool finite4(float4 v) {
-  return fabsf(v.x) < fj::inf() && fabsf(v.y) < fj::inf() && fabsf(v.z) < fj::inf() && fabsf(v.w) < fj::inf();
-}
-// Splits float4 i of `raw` in place (hi) and into `lo`; false if x is not finite.
-template <bool kNearest>
-__device__ __forceinline__ bool split4(float4* raw, float4* lo, int i) {
-  float4 h = raw[i], l;
-  bool finite = true;
-  if constexpr (kNearest) {
-    finite = finite4(h);
-    split_nearest(h.x, h.x, l.x), split_nearest(h.y, h.y, l.y), split_nearest(h.z, h.z, l.z),
-        split_nearest(h.w, h.w, l.w);
-  } else {  // undo the nearest split (exact: hi + lo == x where hi is finite), split again
-    auto x = [](float hi, float lo) { return fabsf(hi) < fj::inf() ? hi + lo : hi; };
-    const float4 l0 = lo[i];
-    split_signed(x(h.x, l0.x), h.x, l.x), split_signed(x(h.y, l0.y), h.y, l.y), split_signed(x(h.z, l0.z), h.z, l.z),
-        split_signed(x(h.w, l0.w), h.w, l.w);
-  }
-  raw[i] = h;
-  lo[i] = l;
-  return finite;
-}
-// Splits the `n` float4s of a tile, thread t of kThreads taking 4 at a time
-// (their loads in flight together).
-template <bool kNearest, int kThreads>
-__device__ __forceinline__ bool split_tile(float4* raw, float4* lo, int n, int t) {
-  bool finite = true;
-#pragma unroll 1
-  for (int i = t; i < n; i += 4 * kThreads) {
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (i + u * kThreads < n) finite = split4<kNearest>(raw, lo, i + u * kThreads) && finite;
-  }
-  return finite;
-}
-// True on every thread when `flag` is true on any of the kThreads threads
-// that take named barrier kBarrier (a barrier among them).
-template <int kBarrier, int kThreads>
-__device__ __forceinline__ bool any_thread(bool flag) {
-  unsigned r;
-  asm volatile(
-      "{\n.reg .pred in, out;\nsetp.ne.u32 in, %1, 0;\nbar.red.or.pred out, %2, %3, in;\nselp.u32 %0, 1, 0, out;\n}"
-      : "=r"(r)
-      : "r"((unsigned)flag), "n"(kBarrier), "n"(kThreads)
-      : "memory");
-  return r != 0;
-}
 }  // namespace sm90
 
 // Tile policy. BK covers one 128-byte swizzle row of K. kBNMajor_: B is
@@ -213,11 +146,12 @@ struct WgmmaTile {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
-  static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one stage
-  static constexpr int kLoBuffers = kKind == MmaKind::F32x3 ? 2 : 0;
-  // Shared memory of the ring and 3xTF32's lo tiles; the kernel's dynamic
-  // shared memory adds the epilogue's and 1 KiB of slack to align the ring.
-  static constexpr int kRingBytes = (kStages + kLoBuffers) * (kBytesA + kBytesB);
+  static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one operand tile of a stage
+  // Tiles per operand and stage: F32x3 loads the residuals too.
+  static constexpr int kOperandCopies = kKind == MmaKind::F32x3 ? 2 : 1;
+  // Shared memory of the ring; the kernel's dynamic shared memory adds the
+  // epilogue's and 1 KiB of slack to align the ring.
+  static constexpr int kRingBytes = kStages * kOperandCopies * (kBytesA + kBytesB);
   // Registers per thread after setmaxnreg (producer / consumers).
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 1 ? 232 : 224;
   static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
@@ -260,7 +194,7 @@ struct WgmmaFragment {
   // The consumer whose tile this is (ping-pong: 0 or 1; cooperative: 0).
   __device__ __forceinline__ int consumer() const { return Tile::kPingPong ? (threadIdx.x - 128) / 128 : 0; }
   // A barrier among the tile's threads (named barrier 1; ping-pong: 1 or 3 by
-  // consumer, 2 being the 3xTF32 splitters').
+  // consumer).
   static __device__ __forceinline__ void sync() {
     if constexpr (Tile::kPingPong)
       asm volatile("bar.sync %0, %1;" ::"r"(threadIdx.x < 256 ? 1 : 3), "n"(kThreads) : "memory");
@@ -329,90 +263,78 @@ struct TileOrder {
   }
 };
 
+// The operands' tensor maps: A, B and, for F32x3, their TF32 residuals
+// (tf32_split.cuh), tiled like A and B.
+struct GemmMaps {
+  const TmaDescriptor* a;
+  const TmaDescriptor* b;
+  const TmaDescriptor* a_lo = nullptr;
+  const TmaDescriptor* b_lo = nullptr;
+};
+
 // The persistent GEMM: block b computes tiles b, b + gridDim.x, ... of
 // `order` over k in [0, K), calling epilogue(frag, m0, n0, n_tile) on the
 // consumer threads after each. The producer runs ahead across tiles (the
 // ring fills for the next tile during the epilogue); the stage ring and its
 // phases continue from tile to tile. `ring` is the 1024-aligned dynamic
 // shared memory (align_smem_1024); the epilogue must not touch it.
+// Stage s holds A's tile at a_ring + s * kBytesA and B's at b_ring + s *
+// kBytesB; F32x3's residual tiles sit likewise in a_lo_ring and b_lo_ring.
 template <class Tile, class Epilogue>
-__device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const TmaDescriptor* b_map, int K,
-                                           const TileOrder& order, char* ring, const Epilogue& epilogue) {
+__device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const TileOrder& order, char* ring,
+                                           const Epilogue& epilogue) {
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
-  constexpr int kSplitters = 96;  // 3xTF32: warps 1-3 of the producer warpgroup split each stage
-  // full: TMA landed; split: 3xTF32 stage split; empty: consumers done with a
-  // stage; lo_free: consumers done with a lo buffer; turn[c] (ping-pong):
-  // the other consumer has started the last k-tile of its tile.
-  __shared__ __align__(8) unsigned long long full[S], split[S], empty[S], lo_free[2], turn[2];
+  // full: TMA landed; empty: consumers done with a stage; turn[c]
+  // (ping-pong): the other consumer has started the last k-tile of its tile.
+  __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
   constexpr int kStageReaders = Tile::kPingPong ? 1 : Tile::kConsumers;  // consumer warpgroups per stage
   char* a_ring = ring;
   char* b_ring = ring + S * kA;
+  char* a_lo_ring = ring + S * (kA + kB);  // F32x3 only
+  char* b_lo_ring = a_lo_ring + S * kA;
   WgmmaFragment<Tile> frag;  // before the role split (see tile_sum)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       sm90::mbar_init(&full[s], 1);
       sm90::mbar_init(&empty[s], kStageReaders * 4);  // one arrival per reading warp
-      sm90::mbar_init(&split[s], kSplitters);
     }
-    for (int b = 0; b < 2; ++b) {
-      sm90::mbar_init(&lo_free[b], Tile::kConsumers * 4);
-      sm90::mbar_init(&turn[b], 1);
-    }
+    for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   const int k_tiles = (K + BK - 1) / BK;
 
-  auto lo_of = [&](int it) { return ring + (S + it % 2) * (kA + kB); };
   if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
-    if constexpr (kSplit) {
-      if (threadIdx.x >= 32) {  // splitters: x = hi + lo, hi in place, lo into lo_of(it)
-        const int t = threadIdx.x - 32;
-        int it = 0;
-        for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
-          for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            const int s = it % S;
-            sm90::mbar_wait(&full[s], (it / S) & 1);
-            if (it >= 2) sm90::mbar_wait(&lo_free[it % 2], ((it / 2) - 1) & 1);
-            float4* raw_a = reinterpret_cast<float4*>(a_ring + s * kA);
-            float4* raw_b = reinterpret_cast<float4*>(b_ring + s * kB);
-            float4* lo_a = reinterpret_cast<float4*>(lo_of(it));
-            float4* lo_b = reinterpret_cast<float4*>(lo_of(it) + kA);
-            bool finite = sm90::split_tile<true, kSplitters>(raw_a, lo_a, kA / 16, t);
-            finite = sm90::split_tile<true, kSplitters>(raw_b, lo_b, kB / 16, t) && finite;
-            if (sm90::any_thread<2, kSplitters>(!finite)) {  // rare: Inf / NaN in this k-tile
-              sm90::split_tile<false, kSplitters>(raw_a, lo_a, kA / 16, t);
-              sm90::split_tile<false, kSplitters>(raw_b, lo_b, kB / 16, t);
-            }
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
-            sm90::mbar_arrive(&split[s]);
-          }
-        }
-        return;
-      }
-    }
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(b_map) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b) : "memory");
+      if constexpr (kSplit) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a_lo) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
+      }
       int it = 0;  // k-tiles loaded so far
       for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
         const TileCoord c = order.at(tile);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
-          sm90::mbar_expect_tx(&full[s], kA + kB);
-          sm90::tma_load_2d(a_ring + s * kA, a_map, &full[s], kt * BK, c.m * Tile::BM);
+          sm90::mbar_expect_tx(&full[s], (kA + kB) * Tile::kOperandCopies);
+          sm90::tma_load_2d(a_ring + s * kA, maps.a, &full[s], kt * BK, c.m * Tile::BM);
           if constexpr (Tile::kBNMajor) {
 #pragma unroll
             for (int j = 0; j < Tile::BN / 64; ++j)
-              sm90::tma_load_2d(b_ring + s * kB + j * Tile::kBColumnBytes, b_map, &full[s], c.n * Tile::BN + 64 * j,
+              sm90::tma_load_2d(b_ring + s * kB + j * Tile::kBColumnBytes, maps.b, &full[s], c.n * Tile::BN + 64 * j,
                                 kt * BK);
           } else {
-            sm90::tma_load_2d(b_ring + s * kB, b_map, &full[s], kt * BK, c.n * Tile::BN);
+            sm90::tma_load_2d(b_ring + s * kB, maps.b, &full[s], kt * BK, c.n * Tile::BN);
+          }
+          if constexpr (kSplit) {
+            sm90::tma_load_2d(a_lo_ring + s * kA, maps.a_lo, &full[s], kt * BK, c.m * Tile::BM);
+            sm90::tma_load_2d(b_lo_ring + s * kB, maps.b_lo, &full[s], kt * BK, c.n * Tile::BN);
           }
         }
       }
@@ -445,30 +367,31 @@ __device__ __forceinline__ void wgmma_gemm(const TmaDescriptor* a_map, const Tma
 #pragma unroll
       for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
     if constexpr (kSplit) {
-      // The splitters prepared stage it (hi in place, lo in lo_of(it)). The
-      // k-tile's sum is added to acc in fp32 before the next k-tile starts.
+      // Stage it holds A and B (hi, read as TF32) and their residuals (lo).
+      // The k-tile's sum is added to acc in fp32 before the next k-tile
+      // starts. The tensor core truncates its fp32 sums: the small cross
+      // terms go first, so that only the hi*hi steps add to a large sum.
 #pragma unroll 1
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % S;
-        sm90::mbar_wait(&split[s], (it / S) & 1);
+        sm90::mbar_wait(&full[s], (it / S) & 1);
         const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
         const unsigned long long b_hi = sm90::sw128_desc(b_ring + s * kB);
-        const unsigned long long a_lo = sm90::sw128_desc(lo_of(it) + rows_off);
-        const unsigned long long b_lo = sm90::sw128_desc(lo_of(it) + kA);
+        const unsigned long long a_lo = sm90::sw128_desc(a_lo_ring + s * kA + rows_off);
+        const unsigned long long b_lo = sm90::sw128_desc(b_lo_ring + s * kB);
         sm90::wgmma_fence();
 #pragma unroll
         for (int k = 0; k < kSteps; ++k) {
           const int d = k * kStepBytes16;
           sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_lo + d, b_hi + d, k > 0);  // k-tile sum starts fresh
           sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_lo + d);
-          sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + d, b_hi + d);
         }
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k)
+          sm90::mma<MmaKind::TF32, Tile::BN>(frag.tile_sum, a_hi + k * kStepBytes16, b_hi + k * kStepBytes16);
         sm90::wgmma_commit();
         sm90::wgmma_wait<0>();
-        if (warp_leader) {
-          sm90::mbar_arrive(&empty[s]);
-          sm90::mbar_arrive(&lo_free[it % 2]);
-        }
+        if (warp_leader) sm90::mbar_arrive(&empty[s]);
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll

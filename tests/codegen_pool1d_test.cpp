@@ -8,6 +8,7 @@
 #include "compiler/codegen.h"
 #include "tests/compile_jobs.h"
 #include "tests/pool1d_cases.h"
+#include "tests/program_util.h"
 
 namespace fusejit {
 namespace {
@@ -31,11 +32,11 @@ TEST(CodegenPool1d, FusedIntoEveryMainloop) {
           ASSERT_TRUE(g) << label << ": " << g.error().str();
           auto prog = generate_program(*g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
-          EXPECT_EQ(prog->launches.size(), 1u) << label << "\n" << prog->plan_text;
+          EXPECT_EQ(testing::chain_launches(*prog), 1u) << label << "\n" << prog->plan_text;
           EXPECT_NE(prog->plan_text.find("fused into the epilogue: tiles hold whole windows of " + std::to_string(c.k)),
                     std::string::npos)
               << label << "\n" << prog->plan_text;
-          for (const ScratchSpec& s : prog->scratch)  // split-K's slabs only, never the unpooled output
+          for (const ScratchSpec& s : testing::chain_scratch(*prog))  // split-K's slabs only, never the unpooled output
             EXPECT_NE(s.what.find("split-K"), std::string::npos) << label << ": " << s.what;
           EXPECT_NE(prog->name.find(std::string(c.is_max ? "maxpool1d" : "avgpool1d") + std::to_string(c.k)),
                     std::string::npos)
@@ -64,7 +65,7 @@ TEST(CodegenPool1d, UnfusedWindowsSayWhy) {
     ASSERT_TRUE(graph) << graph.error().str();
     auto prog = generate_program(*graph, {"sm_90a", c.config});
     ASSERT_TRUE(prog.ok()) << prog.error().str();
-    EXPECT_EQ(prog->launches.size(), 2u) << prog->plan_text;
+    EXPECT_EQ(testing::chain_launches(*prog), 2u) << prog->plan_text;
     EXPECT_NE(prog->plan_text.find("not fused: " + c.why), std::string::npos) << prog->plan_text;
   }
 }

@@ -6,6 +6,7 @@
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
 #include "tests/random_chains.h"
+#include "tests/program_util.h"
 
 namespace fusejit {
 namespace {
@@ -76,7 +77,8 @@ TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
 TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {
   // sm_90a's default: the wgmma mainloop, fp32 as 3xTF32 (codegen_wgmma_test.cpp).
   Program tc = emit(example("seed2_linear_bias_relu.yaml"));
-  ASSERT_EQ(tc.launches.size(), 1u) << tc.plan_text;
+  ASSERT_EQ(tc.launches.size(), 2u) << tc.plan_text;  // the operands' TF32 residuals, then the GEMM
+  EXPECT_TRUE(tc.launches[0].operand_staging);
   EXPECT_EQ(tc.name, "fj_linear_wgmma_f32x3_add_relu");
   // The SIMT mainloop (any arch), asked for by name.
   Program p = emit(example("seed2_linear_bias_relu.yaml"), "mainloop=ffma");
@@ -132,8 +134,8 @@ Graph linear_with(int n, const std::string& ops, const std::string& outputs) {
 
 TEST(CodegenSource, SoftmaxOverLinearNFallsBackWithANote) {
   Program p = emit(linear_with(100, "  - {name: s, op: softmax, args: [h], dim: -1}\n", "[s]"));
-  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
-  EXPECT_EQ(p.scratch.size(), 1u);
+  ASSERT_EQ(testing::chain_launches(p), 2u) << p.plan_text;
+  EXPECT_EQ(testing::chain_scratch(p).size(), 1u);
   EXPECT_NE(p.plan_text.find("softmax %"), std::string::npos);
   EXPECT_NE(p.plan_text.find("not fused into the anchor epilogue"), std::string::npos) << p.plan_text;
   EXPECT_NE(p.source.find("fj::softmax_rows<"), std::string::npos);
@@ -163,19 +165,20 @@ TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
 
   // Disabled: the linear output goes to scratch and a row kernel reduces it.
   Program unfused = emit(linear_with(300, ops, "[y]"), "fuse_reductions=0");
-  ASSERT_EQ(unfused.launches.size(), 2u);
+  ASSERT_EQ(testing::chain_launches(unfused), 2u);
   EXPECT_NE(unfused.source.find("fj::reduce_rows<"), std::string::npos);
-  EXPECT_EQ(unfused.scratch[0].bytes, 64 * 300 * 4);
+  EXPECT_EQ(testing::chain_scratch(unfused).at(0).bytes, 64 * 300 * 4);
 }
 
 TEST(CodegenSource, ValuesReadByLaterKernelsGoToScratchOrOutputs) {
   // h is an output and also reduced by a row kernel: stored once, to the output.
   Program p = emit(linear_with(300, "  - {name: r, op: sum, args: [h], dims: [0]}\n", "[h, r]"));
-  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
-  EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
-  ASSERT_EQ(p.launches[1].args.size(), 2u);
-  EXPECT_EQ(p.launches[1].args[0], (BufferRef{BufferKind::Output, 0}));
-  EXPECT_EQ(p.launches[1].args[1], (BufferRef{BufferKind::Output, 1}));
+  ASSERT_EQ(testing::chain_launches(p), 2u) << p.plan_text;
+  EXPECT_TRUE(testing::chain_scratch(p).empty()) << p.plan_text;
+  const LaunchSpec& row_kernel = p.launches.back();
+  ASSERT_EQ(row_kernel.args.size(), 2u);
+  EXPECT_EQ(row_kernel.args[0], (BufferRef{BufferKind::Output, 0}));
+  EXPECT_EQ(row_kernel.args[1], (BufferRef{BufferKind::Output, 1}));
 }
 
 TEST(CodegenSource, LeafExpressionsAreRecomputedOrWrittenWhenARowKernelReadsThem) {

@@ -62,19 +62,60 @@ TEST(CodegenWgmma, PlannerPicksWgmmaPerPrecision) {
     Program prog = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)));  // enough tiles: no split-K
     EXPECT_NE(prog.plan_text.find("wgmma " + kind), std::string::npos) << prog.plan_text;
     EXPECT_EQ(prog.name, "fj_linear_wgmma_" + kind + "_add_relu");
-    ASSERT_EQ(prog.launches.size(), 1u);
-    const LaunchSpec& l = prog.launches[0];
-    ASSERT_EQ(l.tensor_maps.size(), 2u);  // x, w
-    EXPECT_TRUE(l.tensor_maps[0].swizzle128 && l.tensor_maps[1].swizzle128);
+    // 3xTF32: the split kernel first, and the residuals' maps after x's and w's.
+    const size_t anchor = kind == "f32x3" ? 1 : 0, operand_maps = kind == "f32x3" ? 4 : 2;
+    ASSERT_EQ(prog.launches.size(), anchor + 1);
+    const LaunchSpec& l = prog.launches[anchor];
+    ASSERT_EQ(l.tensor_maps.size(), operand_maps);  // x, w (and their residuals)
+    for (const TensorMapSpec& m : l.tensor_maps) EXPECT_TRUE(m.swizzle128);
     const Program bulk = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)), "sm_90a", "tma_store=1");
-    ASSERT_EQ(bulk.launches.at(0).tensor_maps.size(), 3u);  // and y's TMA-stored tiles
-    EXPECT_FALSE(bulk.launches[0].tensor_maps[2].swizzle128);  // dense output boxes
-    EXPECT_EQ(bulk.launches[0].tensor_maps[2].buffer, (BufferRef{BufferKind::Output, 0}));
-    EXPECT_EQ(bulk.launches[0].tensor_maps[2].cols, 384);
+    ASSERT_EQ(bulk.launches.at(anchor).tensor_maps.size(), operand_maps + 1);  // and y's TMA-stored tiles
+    const TensorMapSpec& out = bulk.launches[anchor].tensor_maps[operand_maps];
+    EXPECT_FALSE(out.swizzle128);  // dense output boxes
+    EXPECT_EQ(out.buffer, (BufferRef{BufferKind::Output, 0}));
+    EXPECT_EQ(out.cols, 384);
     EXPECT_GT(l.shared_bytes, 48u * 1024);
     EXPECT_EQ(l.block[0] % 128, 0u);
     EXPECT_NE(prog.source.find("__grid_constant__ fj::TmaDescriptor"), std::string::npos);
   }
+}
+
+// fp32 on wgmma (3xTF32): a split kernel writes x's and w's TF32 residuals to
+// scratch, and the anchor's producer loads them through maps tiled like the
+// operands'.
+TEST(CodegenWgmma, ThreeTf32SplitsTheOperandsFirst) {
+  Program prog = generate(linear_chain(Precision::FP32, 2048, 512, 384, "", DType::F32), "sm_90a", "wgmma_tile=128x64x3");
+  ASSERT_EQ(prog.launches.size(), 2u) << prog.plan_text;
+  const LaunchSpec& split = prog.launches[0];
+  EXPECT_EQ(split.kernel, "fj_split_tf32_operands");
+  EXPECT_TRUE(split.operand_staging);
+  EXPECT_FALSE(prog.launches[1].operand_staging);
+  ASSERT_EQ(prog.scratch.size(), 2u) << prog.plan_text;
+  EXPECT_EQ(prog.scratch[0].bytes, 2048 * 512 * 4);
+  EXPECT_EQ(prog.scratch[1].bytes, 384 * 512 * 4);
+  for (const ScratchSpec& s : prog.scratch) EXPECT_EQ(s.what.rfind("3xTF32 residual of", 0), 0u) << s.what;
+  const std::vector<BufferRef> args = {{BufferKind::Input, 0}, {BufferKind::Input, 1}, {BufferKind::Scratch, 0},
+                                       {BufferKind::Scratch, 1}};
+  EXPECT_EQ(split.args, args);
+  for (const AlignedBuffer& a : split.aligned) EXPECT_EQ(a.bytes, 16);  // float4 copies
+  EXPECT_EQ(split.aligned.size(), 4u);
+  const auto& maps = prog.launches[1].tensor_maps;
+  ASSERT_EQ(maps.size(), 4u);  // x, w, then their residuals
+  const BufferRef buffers[] = {{BufferKind::Input, 0}, {BufferKind::Input, 1}, {BufferKind::Scratch, 0},
+                               {BufferKind::Scratch, 1}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(maps[i].buffer, buffers[i]) << i;
+    EXPECT_EQ(maps[i].rows, i % 2 ? 384 : 2048) << i;
+    EXPECT_EQ(maps[i].box_rows, i % 2 ? 64 : 128) << i;
+    EXPECT_EQ(maps[i].cols, 512);
+    EXPECT_EQ(maps[i].box_cols, 32);  // 128 bytes of fp32
+    EXPECT_EQ(maps[i].elem_bytes, 4);
+    EXPECT_TRUE(maps[i].swizzle128);
+  }
+  EXPECT_NE(prog.source.find("fj::tf32_residuals("), std::string::npos);
+  EXPECT_NE(prog.plan_text.find("TF32 residual"), std::string::npos) << prog.plan_text;
+  // Other precisions split nothing.
+  EXPECT_EQ(generate(linear_chain(Precision::TF32, 2048, 512, 384, "", DType::F32)).launches.size(), 1u);
 }
 
 TEST(CodegenWgmma, TensorMapsDescribeTheOperands) {
@@ -237,13 +278,13 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
   auto mma = generate_program(ok, {"sm_90a", "mainloop=mma"});  // forced: the cp.async path
   ASSERT_TRUE(mma.ok()) << mma.error().message;
   EXPECT_NE(mma->name.find("_mma_bf16"), std::string::npos) << mma->name;
-  // 3xTF32 keeps a second accumulator: at most 128 columns; and two lo tiles.
+  // 3xTF32 keeps a second accumulator: at most 128 columns; and each stage holds the residual tiles.
   auto wide = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x256x2"});
   ASSERT_FALSE(wide.ok());
   EXPECT_NE(wide.error().message.find("bn must be at most 128"), std::string::npos) << wide.error().message;
   auto deep = generate_program(linear_chain(Precision::FP32, 64, 64, 64), {"sm_90a", "wgmma_tile=128x128x6"});
   ASSERT_FALSE(deep.ok());
-  EXPECT_NE(deep.error().message.find("3xTF32 adds two lo tiles"), std::string::npos) << deep.error().message;
+  EXPECT_NE(deep.error().message.find("3xTF32 stages hold the operands' residual tiles too"), std::string::npos) << deep.error().message;
 }
 
 TEST(CodegenWgmma, RowReductionsFuseUpTo256Columns) {
@@ -272,7 +313,7 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
                         {Precision::BF16, 100, 1000, 500, ""},    {Precision::BF16, 4096, 1024, 256, "logsumexp"},
                         {Precision::FP32, 1024, 1024, 4096, "sum"},
                         // the deepest 3xTF32 ring of 128x64 the tuner tries
-                        {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x6x8"},
+                        {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x4x8"},
                         {Precision::BF16, 4096, 4096, 4096, "", "", true},
                         {Precision::F16, 512, 4096, 11008, "sum", "", true}};
   for (const Case& c : cases) {

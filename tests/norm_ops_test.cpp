@@ -13,6 +13,7 @@
 #include "fusejit/spec.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tests/norm_chains.h"
+#include "tests/program_util.h"
 
 namespace fusejit {
 namespace {
@@ -223,7 +224,7 @@ TEST(NormIr, PrintParseHashRoundTrip) {
 int launches(const Graph& g, const std::string& arch = "sm_90a") {
   auto p = generate_program(g, {arch, ""});
   EXPECT_TRUE(p) << p.error().str();
-  return p ? static_cast<int>(p->launches.size()) : -1;
+  return p ? static_cast<int>(testing::chain_launches(*p)) : -1;
 }
 
 TEST(NormCodegen, KernelCounts) {

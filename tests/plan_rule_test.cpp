@@ -6,12 +6,14 @@
 // the test fails when they regress and when they improve (update the list).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
 #include "tests/plan_rule_cases.h"
+#include "tests/program_util.h"
 
 namespace fusejit {
 namespace {
@@ -26,12 +28,13 @@ RulePlan plan_of(const Graph& g) {
   Expected<Program> p = generate_program(g, {"sm_90a", ""});
   EXPECT_TRUE(p) << g.name << ": " << p.error().str();
   if (!p) return {};
-  RulePlan r{p->launches.size(), false, p->plan_text};
+  // Operand staging (3xTF32's residuals) prepares the anchor's inputs: not a kernel of the chain.
+  RulePlan r{testing::chain_launches(*p), false, p->plan_text};
   for (const Node& n : g.nodes) {
     if (!is_anchor(n.op)) continue;
     // A full-size intermediate (the anchor output or its epilogue's result)
     // in scratch; per-tile partials are far smaller.
-    for (const ScratchSpec& s : p->scratch)
+    for (const ScratchSpec& s : testing::chain_scratch(*p))
       // Per-tile row partials and split-K's per-split accumulators (small
       // grids only) are not the anchor's output.
       r.anchor_stored = r.anchor_stored || (s.bytes >= n.type.numel() * 4 && s.what.find("per-tile") == std::string::npos &&
@@ -118,13 +121,13 @@ TEST(PlanRule, PartialRowReductionsShareOneFinishKernel) {
   // wgmma pinned: fp32 at this size would take mma.sync split-K (more scratch)
   Expected<Program> p = generate_program(*g, {"sm_90a", "mainloop=wgmma"});
   ASSERT_TRUE(p) << p.error().str();
-  ASSERT_EQ(p->launches.size(), 2u) << p->plan_text;
-  EXPECT_EQ(p->launches[1].kernel, "fj_row_finish");
+  ASSERT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
+  EXPECT_EQ(p->launches.back().kernel, "fj_row_finish");
   EXPECT_NE(p->plan_text.find("[row-finish] sum %3, mean %4, max %5, min %6, logsumexp %7 f32[256]"),
             std::string::npos)
       << p->plan_text;
-  ASSERT_EQ(p->scratch.size(), 6u) << p->plan_text;  // 5 partials + the logsumexp maxima
-  for (const ScratchSpec& s : p->scratch) EXPECT_EQ(s.bytes, 8 * 256 * 4) << s.what;  // 8 column tiles x 256 rows
+  ASSERT_EQ(testing::chain_scratch(*p).size(), 6u) << p->plan_text;  // 5 partials + the logsumexp maxima
+  for (const ScratchSpec& s : testing::chain_scratch(*p)) EXPECT_EQ(s.bytes, 8 * 256 * 4) << s.what;  // 8 column tiles x 256 rows
 }
 
 // Item 2: elementwise ops of several finished reductions, and reductions of
@@ -137,8 +140,8 @@ TEST(PlanRule, ConsumersOfFinishedReductionsStayInTheFinishKernel) {
       ASSERT_TRUE(g) << g.error().str();
       Expected<Program> p = generate_program(*g, {"sm_90a", "mainloop=wgmma"});  // no split-K scratch
       ASSERT_TRUE(p) << p.error().str();
-      EXPECT_EQ(p->launches.size(), 2u) << name << "\n" << p->plan_text;
-      for (const ScratchSpec& s : p->scratch)  // only per-tile partials: nothing finished goes through memory
+      EXPECT_EQ(testing::chain_launches(*p), 2u) << name << "\n" << p->plan_text;
+      for (const ScratchSpec& s : testing::chain_scratch(*p))  // only per-tile partials: nothing finished goes through memory
         EXPECT_NE(s.what.find("per-tile"), std::string::npos) << name << ": " << s.what;
     }
   }

@@ -185,7 +185,7 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
   const fj::TileOrder order{3, 5, 2};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
-  fj::wgmma_gemm<Tile>(a, b, 100, order, ring, [&](auto& f, int m0, int n0, int) {
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b, a, b}, 100, order, ring, [&](auto& f, int m0, int n0, int) {
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
@@ -202,9 +202,11 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
 KERNEL(k_bf16, fj::WgmmaTile<128, 256, 4, fj::MmaKind::BF16>)
 KERNEL(k_f16, fj::WgmmaTile<64, 64, 8, fj::MmaKind::F16>)
 KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
-KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 4, fj::MmaKind::F32x3>)
+KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
 )"},
+      {"tf32_split.cuh", R"(
+extern "C" __global__ void k(const float4* x, float4* lo, long long n) { fj::tf32_residuals(x, lo, n); })"},
       {"pool.cuh", R"(
 struct P2 {
   static constexpr int kH = 9, kW = 10, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 1, kDH = 2, kDW = 1;

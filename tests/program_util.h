@@ -1,0 +1,28 @@
+// tests/program_util.h — a program's chain as the planner tests count it:
+// without the operand staging that prepares the anchor's inputs (3xTF32's
+// residual split on wgmma) and the scratch that staging writes.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "compiler/program.h"
+
+namespace fusejit::testing {
+
+inline size_t chain_launches(const Program& p) {
+  return static_cast<size_t>(std::count_if(p.launches.begin(), p.launches.end(),
+                                           [](const LaunchSpec& l) { return !l.operand_staging; }));
+}
+
+inline bool is_operand_residual(const ScratchSpec& s) { return s.what.rfind("3xTF32 residual of", 0) == 0; }
+
+inline std::vector<ScratchSpec> chain_scratch(const Program& p) {
+  std::vector<ScratchSpec> out;
+  for (const ScratchSpec& s : p.scratch)
+    if (!is_operand_residual(s)) out.push_back(s);
+  return out;
+}
+
+}  // namespace fusejit::testing
