@@ -79,15 +79,15 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
 
-  if (needs_tf32_split(plan.kernels[0])) module.includes.push_back("fusejit/tf32_split.cuh");
+  if (needs_operand_staging(plan.kernels[0])) module.includes.push_back("fusejit/operand_staging.cuh");
 
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const int index = static_cast<int>(k);
-    if (needs_tf32_split(plan.kernels[k])) {  // the operands' residuals first (3xTF32)
-      Expected<EmittedKernel> split = emit_tf32_split_kernel(ctx, plan, index);
-      if (!split) return split.error();
-      module.kernels.push_back(std::move(split->source));
-      program.launches.push_back(std::move(split->launch));
+    if (needs_operand_staging(plan.kernels[k])) {  // residuals, transposed B: before the anchor
+      Expected<EmittedKernel> staging = emit_operand_staging_kernel(ctx, plan, index);
+      if (!staging) return staging.error();
+      module.kernels.push_back(std::move(staging->source));
+      program.launches.push_back(std::move(staging->launch));
     }
     Expected<EmittedKernel> e = plan.kernels[k].kind == KernelKind::Anchor ? emit_anchor_kernel(ctx, plan, index)
                                                                            : emit_fallback_kernel(ctx, plan, index);

@@ -41,7 +41,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, geo.op == OpKind::Matmul));
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, geo.op == OpKind::Matmul && kp.b_transposed < 0));
     s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
     add_mma_aliases(mt, kp.mma_kind, s.aliases);
@@ -176,8 +176,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, view_rows, view_cols, box_rows, box_cols};
       };
       tensor_maps = {view(a.operands[0], rows, geo.k, wt.bm, bk),
-                     geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
-                                              : view(a.operands[1], geo.n, geo.k, wt.bn, bk)};
+                     kp.b_transposed >= 0       ? TensorMapSpec{{BufferKind::Scratch, kp.b_transposed}, 4, false, geo.n,
+                                                                geo.k, wt.bn, bk}  // B^T [N, K] from the staging kernel
+                     : geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
+                                                : view(a.operands[1], geo.n, geo.k, wt.bn, bk)};
       if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them
         tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
         tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});

@@ -16,10 +16,12 @@ struct EmittedKernel {
 // fused pool or fused row reductions.
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index);
 
-// emit_split.cpp: whether the anchor kernel `kp` reads its operands' TF32
-// residuals (wgmma f32x3), and the kernel that writes them, launched before it.
+// emit_operand_staging.cpp: whether the anchor kernel `kp` reads its
+// operands' TF32 residuals (wgmma f32x3) or an fp32 B transposed (wgmma
+// matmul), and the kernel that writes them, launched before it.
 bool needs_tf32_split(const KernelPlan& kp);
-Expected<EmittedKernel> emit_tf32_split_kernel(const PlanContext& ctx, const Plan& plan, int anchor);
+bool needs_operand_staging(const KernelPlan& kp);
+Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor);
 
 // emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);

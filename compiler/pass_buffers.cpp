@@ -60,7 +60,15 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }
-  // 3xTF32 on wgmma: each operand's TF32 residual, written by the split kernel.
+  // Operand staging on wgmma: an fp32 matmul's B transposed to [N, K]; for
+  // 3xTF32 each operand's TF32 residual. The staging kernel writes them.
+  if (KernelPlan& kp = plan.kernels[0];
+      kp.mainloop == Mainloop::Wgmma && g.node(kp.root).op == OpKind::Matmul && (kp.mma_kind == "f32x3" || kp.mma_kind == "tf32")) {
+    const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
+    kp.b_transposed = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({geo.n * geo.k * 4, "B transposed for wgmma: " + g.describe(g.node(kp.root).operands[1]) +
+                                                   " as f32[" + std::to_string(geo.n) + "," + std::to_string(geo.k) + "]"});
+  }
   if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.mma_kind == "f32x3") {
     const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
     auto residual = [&](ValueId operand, int64_t rows) {

@@ -21,7 +21,10 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
   std::set<ValueId> in(inside.begin(), inside.end());
   const int rank = static_cast<int>(geo.out.size());
   const int64_t col_dim = geo.op == OpKind::Conv2d ? 1 : rank - 1;
-  const int max_cols = kp.mainloop == Mainloop::Wgmma ? (ctx.heur.wgmma ? ctx.heur.wgmma->bn : 256)
+  // 3xTF32 on wgmma keeps a second accumulator: tiles at most 128 wide (validate_wgmma).
+  const int max_cols = kp.mainloop == Mainloop::Wgmma ? (ctx.heur.wgmma ? ctx.heur.wgmma->bn
+                                                         : kp.mma_kind == "f32x3" ? 128
+                                                                                   : 256)
                        : kp.mainloop == Mainloop::Mma ? (ctx.heur.mma ? ctx.heur.mma->bn : 128)
                        : ctx.heur.tile                ? ctx.heur.tile->bn
                                                       : 128;

@@ -2,9 +2,10 @@
 // f16 operands natively, f32 in tf32 mode as TF32, f32 in fp32 mode as
 // 3xTF32 (fp32-accurate).
 // - On sm_90a a linear anchor whose operands TMA can read (rows of 16-byte
-//   multiples) runs on the wgmma pipeline; so does a 16-bit matmul with one
-//   [K, N] B (no batch dims: x's leading dims flatten into M), B read N-major
-//   by wgmma's transposed-B mode (tf32 wgmma reads K-major B only).
+//   multiples) runs on the wgmma pipeline; so does a matmul with one [K, N] B
+//   (no batch dims: x's leading dims flatten into M): 16-bit B read N-major by
+//   wgmma's transposed-B mode, fp32 B transposed into scratch by the operand
+//   staging kernel first (tf32 wgmma reads K-major B only).
 // - Otherwise, on sm_80 and newer, mma.sync: conv2d with an im2col gather
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
@@ -57,7 +58,8 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   std::string why, kind;
   const bool sm80_up = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 80;
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  // wgmma first where it can run: sm_90a, linear or 16-bit matmul, rows TMA can read.
+  // wgmma first where it can run: sm_90a, linear or matmul with one B, rows TMA can read (fp32 B [K, N]
+  // goes through a transposed copy).
   std::string why_not_wgmma;
   const std::string wgmma_kind = mma_kind(ctx.g, a, why);
   const bool sixteen_bit = wgmma_kind == "bf16" || wgmma_kind == "f16";
@@ -71,9 +73,6 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
   else if (a.op == OpKind::Conv2d)
     why_not_wgmma = "conv2d runs on mma.sync with an im2col gather";
-  else if (a.op == OpKind::Matmul && !sixteen_bit && !wgmma_kind.empty())
-    why_not_wgmma = "matmul reads B as [K, N] (N-major), which wgmma reads for 16-bit operands only, not " +
-                    wgmma_kind;
   else if (a.op == OpKind::Matmul && geo.b_batched)
     why_not_wgmma = "matmul's B has batch dims (the wgmma path takes one [K, N] B)";
   else if (wgmma_kind.empty())
@@ -81,7 +80,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   else if (const int eb = sixteen_bit ? 2 : 4; (geo.k * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
                     std::to_string(geo.k * eb);
-  else if (a.op == OpKind::Matmul && (geo.n * eb) % 16)
+  else if (a.op == OpKind::Matmul && sixteen_bit && (geo.n * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
                     std::to_string(geo.n * eb);
   else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
@@ -93,12 +92,15 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   if (why_not_wgmma.empty()) {
     kp.mainloop = Mainloop::Wgmma;
     kp.mma_kind = wgmma_kind;
-    kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) +
-                       "), TMA loads" + (a.op == OpKind::Matmul ? " (B [K, N] read N-major)" : "") +
+    const char* b_read = a.op != OpKind::Matmul ? ""
+                         : sixteen_bit          ? " (B [K, N] read N-major)"
+                                                : " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads "
+                                                  "K-major B only)";
+    kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) + "), TMA loads" + b_read +
                        ", warp-specialized, persistent");
     if (kp.mma_kind == "f32x3")
       kp.notes.push_back("operands: a split kernel first writes each operand's TF32 residual (x - x truncated to "
-                         "TF32) to scratch; each stage loads x, W and both residuals");
+                         "TF32) to scratch; each stage loads both operands and their residuals");
     return Status::success();
   }
   if (ctx.heur.mainloop == "wgmma") return Error("codegen config: mainloop=wgmma, but " + why_not_wgmma);

@@ -221,6 +221,10 @@ struct KernelPlan {
   // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to
   // TF32), which a split kernel (emit_split.cpp) writes before this kernel runs.
   int residual_a = -1, residual_b = -1;
+  // Wgmma with an fp32 B [K, N] (matmul): scratch of B transposed to [N, K]
+  // (tf32 wgmma reads K-major B only), written by the same staging kernel;
+  // residual_b is then B^T's.
+  int b_transposed = -1;
   int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }

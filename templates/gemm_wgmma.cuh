@@ -21,7 +21,7 @@
 // Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
 // operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
 // fp32-accurate): the producer also loads each operand's TF32 residual lo
-// (written by the split pass of tf32_split.cuh before the GEMM, tiled like
+// (written by the split pass of operand_staging.cuh before the GEMM, tiled like
 // the operand; hi is the operand itself, read as TF32), and consumers
 // accumulate the k-tile's lo*hi + hi*lo terms, then its hi*hi terms, in the
 // tensor core and add that to the fp32 accumulators with FADD (the tensor core's own long accumulation
@@ -264,7 +264,7 @@ struct TileOrder {
 };
 
 // The operands' tensor maps: A, B and, for F32x3, their TF32 residuals
-// (tf32_split.cuh), tiled like A and B.
+// (operand_staging.cuh), tiled like A and B.
 struct GemmMaps {
   const TmaDescriptor* a;
   const TmaDescriptor* b;

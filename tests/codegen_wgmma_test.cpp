@@ -118,6 +118,41 @@ TEST(CodegenWgmma, ThreeTf32SplitsTheOperandsFirst) {
   EXPECT_EQ(generate(linear_chain(Precision::TF32, 2048, 512, 384, "", DType::F32)).launches.size(), 1u);
 }
 
+// An fp32 matmul B [K, N] on wgmma: the staging kernel transposes it to
+// [N, K] (any N; tf32 wgmma reads K-major B only), and for 3xTF32 writes the
+// residuals of A and of B^T; the anchor reads B^T like linear's W.
+TEST(CodegenWgmma, Fp32MatmulReadsBTransposedByTheStagingKernel) {
+  for (Precision p : {Precision::TF32, Precision::FP32}) {
+    const bool split = p == Precision::FP32;
+    Program prog = generate(matmul_chain(p, 2, 1024, 512, 301, "", DType::F32), "sm_90a", "mainloop=wgmma");
+    ASSERT_EQ(prog.launches.size(), 2u) << prog.plan_text;
+    const LaunchSpec& staging = prog.launches[0];
+    EXPECT_EQ(staging.kernel, split ? "fj_split_tf32_operands_transpose_b" : "fj_transpose_b");
+    EXPECT_TRUE(staging.operand_staging);
+    EXPECT_EQ(prog.name, std::string("fj_matmul_wgmma_") + (split ? "f32x3" : "tf32") + "_add_relu");
+    ASSERT_EQ(prog.scratch.size(), split ? 3u : 1u) << prog.plan_text;
+    EXPECT_EQ(prog.scratch[0].bytes, 301 * 512 * 4);  // B^T
+    const auto& maps = prog.launches[1].tensor_maps;
+    ASSERT_EQ(maps.size(), split ? 4u : 2u);
+    EXPECT_EQ(maps[0].buffer, (BufferRef{BufferKind::Input, 0}));
+    EXPECT_EQ(maps[0].rows, 2 * 1024);  // a's leading dims flattened
+    EXPECT_EQ(maps[1].buffer, (BufferRef{BufferKind::Scratch, 0}));  // B^T, K-major like linear's W
+    EXPECT_EQ(maps[1].rows, 301);
+    EXPECT_EQ(maps[1].cols, 512);
+    if (split) {
+      EXPECT_EQ(maps[2].buffer, (BufferRef{BufferKind::Scratch, 1}));  // A's residual
+      EXPECT_EQ(maps[3].buffer, (BufferRef{BufferKind::Scratch, 2}));  // B^T's residual
+      EXPECT_EQ(maps[3].rows, 301);
+    }
+    EXPECT_EQ(prog.source.find("kBNMajor=*/true"), std::string::npos) << "B^T is K-major";
+    EXPECT_NE(prog.source.find("fj::transpose_b<" + std::string(split ? "true" : "false") + ">("), std::string::npos);
+    // b [K, N] is read by plain loads: no alignment asked of it.
+    for (const AlignedBuffer& a : staging.aligned) EXPECT_NE(a.buffer, (BufferRef{BufferKind::Input, 1}));
+    auto cubin = compile_to_cubin(prog.source, prog.name, {"sm_90a", false, {}});
+    EXPECT_TRUE(cubin.ok()) << (cubin.ok() ? "" : cubin.error().str());
+  }
+}
+
 TEST(CodegenWgmma, TensorMapsDescribeTheOperands) {
   Program prog = generate(linear_chain(Precision::BF16, 100, 1000, 500, "", DType::BF16), "sm_90a", "wgmma_tile=64x128x3");
   ASSERT_EQ(prog.launches.size(), 1u);
@@ -146,10 +181,8 @@ TEST(CodegenWgmma, SaysWhyNotWgmma) {
   const std::string odd_k = plan_of(linear_chain(Precision::BF16, 64, 37, 64, "", DType::BF16), "sm_90a");
   EXPECT_NE(odd_k.find("TMA needs rows of a multiple of 16 bytes and K=37"), std::string::npos) << odd_k;
   const std::string tf32_matmul = plan_of(matmul_chain(Precision::TF32, 0, 64, 64, 64, "", DType::F32), "sm_90a");
-  EXPECT_NE(tf32_matmul.find("not wgmma: matmul reads B as [K, N] (N-major), which wgmma reads for 16-bit operands "
-                             "only, not tf32"),
-            std::string::npos)
-      << tf32_matmul;
+  EXPECT_NE(tf32_matmul.find("wgmma tf32"), std::string::npos) << tf32_matmul;  // through a transposed B
+  EXPECT_NE(tf32_matmul.find("B [K, N] transposed to [N, K] in scratch first"), std::string::npos) << tf32_matmul;
   const std::string odd_n = plan_of(matmul_chain(Precision::BF16, 0, 64, 64, 36), "sm_90a");
   EXPECT_NE(odd_n.find("not wgmma: TMA needs rows of a multiple of 16 bytes and B's N=36"), std::string::npos) << odd_n;
   const std::string batched_b = plan_of(*[] {

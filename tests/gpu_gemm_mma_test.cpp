@@ -118,6 +118,29 @@ void run_wgmma_cases(const std::string& config) {
   if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
   run_cases(config, "_wgmma_", wgmma_cases());
 }
+// fp32 operands, one B [K, N] (any N; K a multiple of 4): B transposed by the
+// staging kernel, then wgmma (tf32; fp32 as 3xTF32 with the residuals).
+std::vector<MatmulCase> transposed_b_cases() {
+  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},  {3, 0, 100, 72, 45}, {0, 0, 257, 96, 520},
+                               {2, 0, 129, 520, 257}, {0, 0, 33, 1000, 7}, {0, 0, 300, 4096, 200}};
+  const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
+  std::vector<MatmulCase> out;
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::TF32})
+    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
+  return out;
+}
+void run_transposed_b_cases(const std::string& config) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
+  run_cases(config, "_wgmma_", transposed_b_cases());
+}
+TEST(GpuGemmMma, MatmulWgmmaTransposedBMatchesReference) { run_transposed_b_cases("mainloop=wgmma"); }
+TEST(GpuGemmMma, MatmulWgmmaTransposedBSmallTilesMatchReference) {
+  run_transposed_b_cases("mainloop=wgmma,wgmma_tile=64x64x4x8");
+}
 TEST(GpuGemmMma, MatmulWgmmaDefaultMatchesReference) { run_wgmma_cases(""); }
 TEST(GpuGemmMma, MatmulWgmmaSmallTilesMatchReference) { run_wgmma_cases("wgmma_tile=64x64x4x8"); }
 TEST(GpuGemmMma, MatmulWgmmaWideTilesMatchReference) { run_wgmma_cases("wgmma_tile=128x256x3x8"); }

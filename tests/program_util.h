@@ -1,6 +1,7 @@
 // tests/program_util.h — a program's chain as the planner tests count it:
 // without the operand staging that prepares the anchor's inputs (3xTF32's
-// residual split on wgmma) and the scratch that staging writes.
+// residuals, an fp32 matmul's B transposed, on wgmma) and the scratch that
+// staging writes.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +17,9 @@ inline size_t chain_launches(const Program& p) {
                                            [](const LaunchSpec& l) { return !l.operand_staging; }));
 }
 
-inline bool is_operand_residual(const ScratchSpec& s) { return s.what.rfind("3xTF32 residual of", 0) == 0; }
+inline bool is_operand_residual(const ScratchSpec& s) {
+  return s.what.rfind("3xTF32 residual of", 0) == 0 || s.what.rfind("B transposed for wgmma", 0) == 0;
+}
 
 inline std::vector<ScratchSpec> chain_scratch(const Program& p) {
   std::vector<ScratchSpec> out;

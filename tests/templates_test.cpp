@@ -205,8 +205,12 @@ KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
 KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
 )"},
-      {"tf32_split.cuh", R"(
-extern "C" __global__ void k(const float4* x, float4* lo, long long n) { fj::tf32_residuals(x, lo, n); })"},
+      {"operand_staging.cuh", R"(
+extern "C" __global__ void k(const float4* x, float4* lo, long long n, const float* b, float* bt) {
+  fj::tf32_residuals(x, lo, n, blockIdx.x, gridDim.x);
+  fj::transpose_b<true>(b, bt, bt + 4096, 37, 45, blockIdx.x, gridDim.x);
+  fj::transpose_b<false>(b, bt, nullptr, 37, 45, blockIdx.x, gridDim.x);
+})"},
       {"pool.cuh", R"(
 struct P2 {
   static constexpr int kH = 9, kW = 10, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 1, kDH = 2, kDW = 1;

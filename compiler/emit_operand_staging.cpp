@@ -1,0 +1,94 @@
+// Emitter for the operand staging kernel (templates/operand_staging.cuh),
+// launched before a wgmma anchor that needs it: 3xTF32 (f32x3) reads each
+// operand's TF32 residual (x - x truncated to TF32, rounded to nearest), and
+// an fp32 matmul B [K, N] is read transposed, [N, K] (tf32 wgmma reads K-major
+// B only). One kernel writes all of it to the plan's scratch.
+#include <algorithm>
+
+#include "compiler/emit_common.h"
+#include "compiler/emitters.h"
+
+namespace fusejit::cg {
+
+bool needs_tf32_split(const KernelPlan& kp) { return kp.residual_a >= 0 && kp.residual_b >= 0; }
+bool needs_operand_staging(const KernelPlan& kp) { return needs_tf32_split(kp) || kp.b_transposed >= 0; }
+
+Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor) {
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
+  if (!needs_operand_staging(kp)) return Error("codegen: kernel " + std::to_string(anchor) + " stages no operands");
+  const bool split = needs_tf32_split(kp), transpose = kp.b_transposed >= 0;
+  const Node& a = ctx.g.node(kp.root);
+  const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(ctx.g, kp.root));
+  constexpr int kThreads = 256;
+  const std::string name = std::string("fj") + (split ? "_split_tf32_operands" : "") + (transpose ? "_transpose_b" : "");
+  KernelEmitter em(ctx, plan, anchor);
+  KernelSource& s = em.src();
+  s.ns = "staging";
+  s.comment = name + ": " + (split ? "the TF32 residuals of " + ctx.g.describe(a.operands[0]) + " and " +
+                                         ctx.g.describe(a.operands[1])
+                                   : std::string()) +
+              (split && transpose ? ", and " : "") +
+              (transpose ? ctx.g.describe(a.operands[1]) + " transposed to [N, K]" : std::string()) + " for " + kp.name;
+  s.constants.push_back({"kM", geo.m, "A's rows"});
+  s.constants.push_back({"kN", geo.n, "B's columns"});
+  s.constants.push_back({"kK", geo.k, "reduction length"});
+  auto param = [&](BufferRef b, bool write) { return em.buffer_param(b, write); };
+  auto scratch = [&](int index) { return param({BufferKind::Scratch, index}, true); };
+  auto f4 = [](const std::string& e, bool write) {
+    return std::string("reinterpret_cast<") + (write ? "" : "const ") + "float4*>(" + e + ")";
+  };
+  const std::string x = em.load_param(a.operands[0]), w = em.load_param(a.operands[1]);
+  // Rows of 16-byte multiples (the wgmma path's condition): residuals by whole float4s.
+  int64_t vectors = 0;      // float4s of residuals done by grid-stride blocks
+  int64_t b_tiles = 0;      // 32 x 32 tiles of B to transpose
+  std::vector<std::string> body;
+  if (transpose) {
+    b_tiles = ((geo.k + 31) / 32) * ((geo.n + 31) / 32);
+    const std::string lo = split ? scratch(kp.residual_b) : "nullptr";
+    body.push_back(std::string("// the first blocks: B [K, N] -> [N, K]") + (split ? ", with its residuals" : ""));
+    body.push_back("if (blockIdx.x < kTransposeBlocks) {");
+    body.push_back("fj::transpose_b<" + std::string(split ? "true" : "false") + ">(" + w + ", " +
+                   scratch(kp.b_transposed) + ", " + lo + ", kK, kN, blockIdx.x, kTransposeBlocks);");
+    body.push_back("return;");
+    body.push_back("}");
+  }
+  if (split) {
+    vectors = geo.m * geo.k / 4 + (transpose ? 0 : geo.n * geo.k / 4);
+    s.constants.push_back({"kAVectors", geo.m * geo.k / 4, "float4s of A"});
+    const std::string first = transpose ? "blockIdx.x - kTransposeBlocks" : "blockIdx.x";
+    const std::string count = transpose ? "gridDim.x - kTransposeBlocks" : "gridDim.x";
+    body.push_back("fj::tf32_residuals(" + f4(x, false) + ", " + f4(scratch(kp.residual_a), true) + ", kAVectors, " +
+                   first + ", " + count + ");");
+    if (!transpose) {
+      s.constants.push_back({"kBVectors", geo.n * geo.k / 4, "float4s of B"});
+      body.push_back("fj::tf32_residuals(" + f4(w, false) + ", " + f4(scratch(kp.residual_b), true) +
+                     ", kBVectors, " + first + ", " + count + ");");
+    }
+  }
+  // About 8 float4s per thread for the residuals, one block per 4 tiles of B,
+  // at most 16 blocks per SM of the usual part for each.
+  const int64_t cap = 16 * sm_count_guess(ctx.arch);
+  const int64_t transpose_blocks = transpose ? std::clamp<int64_t>((b_tiles + 3) / 4, 1, cap) : 0;
+  const int64_t split_blocks = split ? std::clamp<int64_t>((vectors + 8 * kThreads - 1) / (8 * kThreads), 1, cap) : 0;
+  if (transpose) s.constants.push_back({"kTransposeBlocks", transpose_blocks, "blocks that transpose B (the first)"});
+  CudaFunction fn;
+  fn.comment = "block-stride loops over each job's share of the grid";
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p";
+  fn.body = body;
+  s.functions.push_back(fn);
+  EmittedKernel out;
+  out.launch.kernel = name;
+  out.launch.block = {kThreads, 1, 1};
+  out.launch.grid = {static_cast<unsigned>(transpose_blocks + split_blocks), 1, 1};
+  out.launch.operand_staging = true;
+  out.launch.args = em.finish(name, kThreads, {s.ns + "::run(p);"});
+  if (split)  // float4 copies
+    for (const BufferRef& b : out.launch.args)
+      if (b != plan.buffer.at(a.operands[1]) || !transpose) out.launch.aligned.push_back({b, 16});
+  out.source = std::move(em.src());
+  return out;
+}
+
+}  // namespace fusejit::cg
