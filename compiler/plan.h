@@ -219,7 +219,7 @@ struct KernelPlan {
   std::vector<ValueId> tma_stores;
   MmaConfig mma;                 // Mma only
   // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to
-  // TF32), which a split kernel (emit_split.cpp) writes before this kernel runs.
+  // TF32), which the operand staging kernel (emit_operand_staging.cpp) writes first.
   int residual_a = -1, residual_b = -1;
   // Wgmma with an fp32 B [K, N] (matmul): scratch of B transposed to [N, K]
   // (tf32 wgmma reads K-major B only), written by the same staging kernel;

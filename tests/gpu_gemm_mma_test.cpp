@@ -47,27 +47,37 @@ Expected<Graph> build(const MatmulCase& c) {
   return g.build();
 }
 
-std::vector<MatmulCase> cases() {
-  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},   {3, 4, 100, 72, 45},  {2, 2, 33, 37, 130},
-                               {0, 0, 257, 96, 520}, {2, 3, 64, 256, 96}, {0, 3, 129, 520, 257}};
+using Shapes = int64_t[6][5];  // {batch_a, batch_b, M, K, N} each
+
+// Every shape in every precision, the tails taken in turn.
+std::vector<MatmulCase> cases_of(std::initializer_list<Precision> precisions, const Shapes& shapes) {
   const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
   std::vector<MatmulCase> out;
   int t = 0;
-  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
+  for (Precision p : precisions)
     for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
   return out;
 }
 
+std::vector<MatmulCase> cases() {
+  const Shapes shapes = {{0, 0, 1, 64, 64},   {3, 4, 100, 72, 45},  {2, 2, 33, 37, 130},
+                         {0, 0, 257, 96, 520}, {2, 3, 64, 256, 96}, {0, 3, 129, 520, 257}};
+  return cases_of({Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}, shapes);
+}
+
 // 16-bit, one B [K, N] (batch_b = 0), N and K multiples of 8: the wgmma path.
 std::vector<MatmulCase> wgmma_cases() {
-  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},   {3, 0, 100, 72, 48},   {0, 0, 257, 96, 520},
-                               {2, 0, 129, 520, 264}, {0, 0, 33, 1000, 8}, {4, 0, 64, 256, 200}};
-  const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
-  std::vector<MatmulCase> out;
-  int t = 0;
-  for (Precision p : {Precision::BF16, Precision::F16})
-    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
-  return out;
+  const Shapes shapes = {{0, 0, 1, 64, 64},     {3, 0, 100, 72, 48}, {0, 0, 257, 96, 520},
+                         {2, 0, 129, 520, 264}, {0, 0, 33, 1000, 8}, {4, 0, 64, 256, 200}};
+  return cases_of({Precision::BF16, Precision::F16}, shapes);
+}
+
+// fp32 operands, one B [K, N] (any N; K a multiple of 4): B transposed by the
+// staging kernel, then wgmma (tf32; fp32 as 3xTF32 with the residuals).
+std::vector<MatmulCase> transposed_b_cases() {
+  const Shapes shapes = {{0, 0, 1, 64, 64},     {3, 0, 100, 72, 45}, {0, 0, 257, 96, 520},
+                         {2, 0, 129, 520, 257}, {0, 0, 33, 1000, 7}, {0, 0, 300, 4096, 200}};
+  return cases_of({Precision::FP32, Precision::TF32}, shapes);
 }
 
 // The kernel name's mainloop: "_mma_", "_wgmma_", or "" for the SIMT control
@@ -111,35 +121,16 @@ TEST(GpuGemmMma, MatmulWideTilesMatchReference) { run_cases("mma_tile=128x256x3"
 TEST(GpuGemmMma, MatmulFfmaControlMatchesReference) { run_cases("mainloop=ffma", ""); }
 TEST(GpuGemmMma, MatmulSplitKMatchesReference) { run_cases("split_k=5,mma_tile=64x64x3", "_mma_"); }
 
-void run_wgmma_cases(const std::string& config) {
+void run_wgmma_cases(const std::string& config, const std::vector<MatmulCase>& all = wgmma_cases()) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   auto arch = Engine::device_arch();
   ASSERT_TRUE(arch) << arch.error().str();
   if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
-  run_cases(config, "_wgmma_", wgmma_cases());
+  run_cases(config, "_wgmma_", all);
 }
-// fp32 operands, one B [K, N] (any N; K a multiple of 4): B transposed by the
-// staging kernel, then wgmma (tf32; fp32 as 3xTF32 with the residuals).
-std::vector<MatmulCase> transposed_b_cases() {
-  const int64_t shapes[][5] = {{0, 0, 1, 64, 64},  {3, 0, 100, 72, 45}, {0, 0, 257, 96, 520},
-                               {2, 0, 129, 520, 257}, {0, 0, 33, 1000, 7}, {0, 0, 300, 4096, 200}};
-  const char* tails[] = {"bias_relu", "gelu", "sum", "max", "logsumexp", "mean"};
-  std::vector<MatmulCase> out;
-  int t = 0;
-  for (Precision p : {Precision::FP32, Precision::TF32})
-    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 6]});
-  return out;
-}
-void run_transposed_b_cases(const std::string& config) {
-  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  auto arch = Engine::device_arch();
-  ASSERT_TRUE(arch) << arch.error().str();
-  if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
-  run_cases(config, "_wgmma_", transposed_b_cases());
-}
-TEST(GpuGemmMma, MatmulWgmmaTransposedBMatchesReference) { run_transposed_b_cases("mainloop=wgmma"); }
+TEST(GpuGemmMma, MatmulWgmmaTransposedBMatchesReference) { run_wgmma_cases("mainloop=wgmma", transposed_b_cases()); }
 TEST(GpuGemmMma, MatmulWgmmaTransposedBSmallTilesMatchReference) {
-  run_transposed_b_cases("mainloop=wgmma,wgmma_tile=64x64x4x8");
+  run_wgmma_cases("mainloop=wgmma,wgmma_tile=64x64x4x8", transposed_b_cases());
 }
 TEST(GpuGemmMma, MatmulWgmmaDefaultMatchesReference) { run_wgmma_cases(""); }
 TEST(GpuGemmMma, MatmulWgmmaSmallTilesMatchReference) { run_wgmma_cases("wgmma_tile=64x64x4x8"); }
