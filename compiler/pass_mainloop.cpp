@@ -36,6 +36,8 @@ std::string mma_kind(const Graph& g, const Node& anchor, std::string& why) {
 }
 
 constexpr int64_t kMinKFor3xTf32Conv = 256;
+// 3xTF32 GEMMs with fewer rows take mma.sync split-K on small grids (below).
+constexpr int64_t kMinRowsFor3xTf32Wgmma = 512;
 
 const char* kind_text(const std::string& kind) {
   return kind == "f32x3" ? "3xTF32 (fp32-accurate: hi*hi + hi*lo + lo*hi)"
@@ -84,9 +86,11 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
                     std::to_string(geo.n * eb);
   else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
-           wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1)
-    // H100, fusejit run: 100x1000x500 0.036 vs wgmma 0.057 ms, 32x8192x1024 0.088 vs 0.406 ms; bf16 and tf32
-    // stay on wgmma (mma.sync split-K was 1.2-2x slower there).
+           wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1 &&
+           flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma)
+    // H100, fusejit run, split-K vs wgmma from the staging kernel (bench/results/probe_small_fp32_h100.log):
+    // 100x1000x500 0.024 vs 0.026 ms, 256x4096x512 0.055 vs 0.065, 32x8192x1024 0.074 vs 0.126, but
+    // 512x1024x1024 0.060 vs 0.027. bf16 and tf32 stay on wgmma (mma.sync split-K was 1.2-2x slower there).
     why_not_wgmma = "3xTF32 on a small grid: mma.sync with split-K " + std::to_string(split.split_k) +
                     " over K=" + std::to_string(geo.k) + " fills more SMs";
   if (why_not_wgmma.empty()) {
