@@ -63,22 +63,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
   // Operand staging on wgmma: an fp32 matmul's B transposed to [N, K]; for
   // 3xTF32 each operand's TF32 residual. The staging kernel writes them.
   if (KernelPlan& kp = plan.kernels[0];
-      kp.mainloop == Mainloop::Wgmma && g.node(kp.root).op == OpKind::Matmul && (kp.mma_kind == "f32x3" || kp.mma_kind == "tf32")) {
+      kp.mainloop == Mainloop::Wgmma && (kp.mma_kind == "f32x3" || kp.mma_kind == "tf32")) {
     const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
-    kp.b_transposed = static_cast<int>(plan.scratch.size());
-    plan.scratch.push_back({geo.n * geo.k * 4, "B transposed for wgmma: " + g.describe(g.node(kp.root).operands[1]) +
-                                                   " as f32[" + std::to_string(geo.n) + "," + std::to_string(geo.k) + "]"});
-  }
-  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.mma_kind == "f32x3") {
-    const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
-    auto residual = [&](ValueId operand, int64_t rows) {
-      plan.scratch.push_back({rows * geo.k * 4, "3xTF32 residual of " + g.describe(operand) + " (f32[" +
-                                                    std::to_string(rows) + "," + std::to_string(geo.k) + "])"});
+    const Node& a = g.node(kp.root);
+    auto add_scratch = [&](int64_t rows, const std::string& what) {
+      plan.scratch.push_back({rows * geo.k * 4, what + " (f32[" + std::to_string(rows) + "," + std::to_string(geo.k) + "])"});
       return static_cast<int>(plan.scratch.size()) - 1;
     };
-    const Node& a = g.node(kp.root);
-    kp.residual_a = residual(a.operands[0], geo.m);
-    kp.residual_b = residual(a.operands[1], geo.n);
+    if (a.op == OpKind::Matmul) kp.b_transposed = add_scratch(geo.n, "B transposed for wgmma: " + g.describe(a.operands[1]));
+    if (kp.mma_kind == "f32x3") {
+      kp.residual_a = add_scratch(geo.m, "3xTF32 residual of " + g.describe(a.operands[0]));
+      kp.residual_b = add_scratch(geo.n, "3xTF32 residual of " + g.describe(a.operands[1]));
+    }
   }
   auto add_buffer = [&](ValueId v) {
     std::vector<BufferRef> outs;
