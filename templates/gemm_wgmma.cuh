@@ -21,11 +21,11 @@
 // Precision kinds (MmaKind): BF16 / F16 (k16 steps), TF32 (k8 steps, fp32
 // operands: the tensor core reads their top 19 bits), F32x3 (3xTF32,
 // fp32-accurate): the producer also loads each operand's TF32 residual lo
-// (written by the split pass of operand_staging.cuh before the GEMM, tiled like
-// the operand; hi is the operand itself, read as TF32), and consumers
+// (written by the staging kernel of operand_staging.cuh before the GEMM, tiled
+// like the operand; hi is the operand itself, read as TF32), and consumers
 // accumulate the k-tile's lo*hi + hi*lo terms, then its hi*hi terms, in the
-// tensor core and add that to the fp32 accumulators with FADD (the tensor core's own long accumulation
-// truncates: its error would grow with K).
+// tensor core and add that to the fp32 accumulators with FADD (the tensor
+// core's own long accumulation truncates: its error would grow with K).
 //
 // Persistent: each block loops over output tiles (wgmma_gemm); the producer
 // fills the ring for the next tile while the consumers run the epilogue.
