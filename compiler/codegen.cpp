@@ -74,6 +74,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
     module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps
     if (mainloop == Mainloop::Mma) module.includes.push_back("fusejit/conv_mma.cuh");
+    if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/conv_wgmma.cuh");
   }
   module.includes.push_back("fusejit/epilogue.cuh");
   module.includes.push_back("fusejit/reduce.cuh");

@@ -58,6 +58,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   std::vector<TensorMapSpec> tensor_maps;  // wgmma: the operands' TMA views
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
 
+  std::string wgmma_call = "fj::wgmma_gemm<Tile>(maps, kK, order, ring, ";  // the wgmma mainloop, up to the epilogue
+  ConvPatch patch;        // wgmma conv2d: the tiles' pixel patches
+  int64_t pool_windows = 0;  // windows per tile of a pool fused into a conv epilogue
   if (geo.op == OpKind::Conv2d) {
     CudaStruct cs;
     cs.name = "ConvShape";
@@ -84,13 +87,26 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     member("kOW", geo.ow);
     s.structs.push_back(cs);
     s.constants.push_back({"kCoutPerGroup", geo.n, "GEMM N"});
-    s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
+    if (!wgmma) s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
     if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
       return Error("codegen: one conv image exceeds 2^31 elements");
-    if (pool) {
+    if (wgmma) {  // patches of output pixels, 4-D TMA boxes of the NHWC input (conv_wgmma.cuh)
+      const auto& k = pool ? g.node(pool->op).attr_ints("kernel_size") : std::vector<int64_t>{1, 1};
+      patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]));
+      if (patch.bh == 0) return Error("codegen: no patch of " + std::to_string(tile_m) + " pixels holds whole pool windows");
+      const std::string sides = std::to_string(patch.bh) + ", " + std::to_string(patch.bw);
+      s.aliases.push_back(pool ? "using Pixels = fj::PatchPoolPixels<ConvShape, Tile::BM, " + sides + ", " +
+                                     std::to_string(k[0]) + ", " + std::to_string(k[1]) +
+                                     ">;  // patches of whole pool windows"
+                               : "using Pixels = fj::PatchPixels<ConvShape, Tile::BM, " + sides +
+                                     ">;  // tiles: patches of bh x bw output pixels");
+      m_tiles = geo.batch_n * patch.tiles_per_image;
+      pool_windows = (patch.bh / k[0]) * (patch.bw / k[1]);
+    } else if (pool) {
       const auto& k = g.node(pool->op).attr_ints("kernel_size");
       const int64_t pw_out = geo.ow / k[1];
       const int64_t per_tile = std::min<int64_t>(tile_m / (k[0] * k[1]), pw_out);
+      pool_windows = per_tile;
       s.aliases.push_back("using Pixels = fj::PoolTiledPixels<ConvShape, Tile::BM, " + std::to_string(k[0]) + ", " +
                           std::to_string(k[1]) + ", " + std::to_string(per_tile) + ">;  // pool-window-major rows");
       const int64_t blocks_w = (pw_out + per_tile - 1) / per_tile;
@@ -111,7 +127,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const int64_t max_dh = (geo.kh - 1) * geo.dh, max_dw = (geo.kw - 1) * geo.dw;
     const bool taps_fit = max_dh < (int64_t{1} << 15) && max_dw < (int64_t{1} << 16) &&
                           (geo.cin / geo.groups) * geo.h * geo.w + max_dh * geo.w + max_dw < int_max;
-    if (geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
+    if (!wgmma && geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
       taps = "Taps";
       s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
       s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
@@ -138,27 +154,55 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       ts.methods.push_back(at);
       s.structs.push_back(ts);
     }
-    append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
-                 "const int g = blockIdx.z;  // group"});
-    const std::string gather = "fj::ConvA<" + T + ", ConvShape, Pixels, " + taps + ">{" + em.load_param(a.operands[0]) +
-                               ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)}";
-    const std::string w = em.load_param(a.operands[1]) + " + (long long)g * kCoutPerGroup * kGemmK";
-    if (mma) {
-      append(run, {"const fj::MmaConvA<" + T + ", ConvShape, Pixels, " + taps + "> a{" + gather + "};",
-                   "const fj::MmaNKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
-                   "Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kGemmK, frag, smem_raw);",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
-      launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
+    if (wgmma) {
+      const DType dt = g.node(a.operands[0]).type.dtype;
+      const bool f32 = kp.mma_kind == "tf32" || kp.mma_kind == "f32x3";
+      const int elem = f32 ? 4 : 2, bk = 128 / elem;
+      auto nhwc = [&](int scratch) {  // x in NHWC: {C, W, H, N}, boxes of BK channels x the patch
+        TensorMapSpec m{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16};
+        m.image = {geo.cin, geo.w, geo.h, geo.batch_n};
+        m.image_box = {bk, patch.bw, patch.bh, 1};
+        return m;
+      };
+      auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
+        return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, wt.bn, bk};
+      };
+      tensor_maps = {nhwc(kp.a_staged), weights(kp.b_transposed)};
+      if (needs_tf32_split(kp)) {
+        tensor_maps.push_back(nhwc(kp.residual_a));
+        tensor_maps.push_back(weights(kp.residual_b));
+      }
+      s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
+      s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
+      s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
+      if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
+      wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, ring, ";
+      run.push_back("constexpr int g = 0;  // one group");
+      launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
+      launch.persistent = true;
     } else {
-      append(run, {"const " + gather.substr(0, gather.find('{')) + " a" + gather.substr(gather.find('{')) + ";",
-                   "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
-                   "Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+      append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
+                   "const int g = blockIdx.z;  // group"});
+      const std::string gather = "fj::ConvA<" + T + ", ConvShape, Pixels, " + taps + ">{" +
+                                 em.load_param(a.operands[0]) + ", Pixels{}, g * (ConvShape::kCin / ConvShape::kGroups)}";
+      const std::string w = em.load_param(a.operands[1]) + " + (long long)g * kCoutPerGroup * kGemmK";
+      if (mma) {
+        append(run, {"const fj::MmaConvA<" + T + ", ConvShape, Pixels, " + taps + "> a{" + gather + "};",
+                     "const fj::MmaNKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
+                     "Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kGemmK, frag, smem_raw);",
+                     "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
+      } else {
+        append(run, {"const " + gather.substr(0, gather.find('{')) + " a" + gather.substr(gather.find('{')) + ";",
+                     "const fj::NKMajorB<" + T + ", kCoutPerGroup, kGemmK, kGemmK> b{" + w + "};",
+                     "Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kGemmK, frag, smem);"});
+      }
+      launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
     }
     shape.rows = "Pixels::kRows";
     shape.cols = "kCoutPerGroup";
     shape.coords = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;", "const int i0 = px.n;",
                     "const int i1 = g * kCoutPerGroup + n;", "const int i2 = px.oh;", "const int i3 = px.ow;"};
-    launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
   } else {
     // wgmma: a matmul with one [K, N] B runs as one GEMM over x's flattened leading dims
     const int64_t rows = wgmma ? flatten_batch_rows(geo).m : geo.m;
@@ -194,17 +238,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max)
         return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 thread blocks");
-      if (wt.pingpong)
-        append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
-                     "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
-                     "// persistent, ping-pong: the two consumers take this block's tiles in turn",
-                     "fj::wgmma_gemm<Tile>(maps, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {",
-                     "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
-      else
-        append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
-                     "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
-                     "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
-                     "fj::wgmma_gemm<Tile>(maps, kK, order, ring, [&](Frag& frag, int m0, int n0, int n_tile) {"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -272,6 +305,20 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     shape.cols = "kN";
   }
 
+  if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
+    if (wt.pingpong)
+      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
+                   "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
+                   "// persistent, ping-pong: the two consumers take this block's tiles in turn",
+                   wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {",
+                   "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
+    else
+      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
+                   "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
+                   wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {"});
+  }
+
   // ---- epilogue --------------------------------------------------------------
   // SimtTile::kSmemFloats (rows padded by 4), reused by the epilogue; the
   // wgmma epilogue has shared memory of its own after the ring; mma.sync's
@@ -321,8 +368,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     int chunk = tile_n;
     while (chunk > 1 && (tile_n % chunk || (tile_m + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
     smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
-    const int64_t per_tile = std::min<int64_t>(tile_m / (k[0] * k[1]), geo.ow / k[1]);
-    run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(per_tile) + ", " +
+    run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
                   (pn.op == OpKind::MaxPool2d ? "true" : "false") +
                   ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + ">(");
     run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
@@ -353,8 +399,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           }
           tile_args += ", (m - m0) * Tile::BN + (n - n0)";
         }
-        run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ">(frag, m0, n0, " + shape.rows + ", " +
-                      shape.cols + ", smem,");
+        run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
+                      (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " + shape.cols +
+                      ", smem,");
       } else {
         run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
       }
@@ -378,7 +425,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
       if (tail.spatial) {  // per-channel partials over this tile's pixels (one image)
         const PartialBuffers& pb = plan.partials.at(tail.op);
-        const int threads = mma ? mt.threads() : t.threads();
+        const int threads = wgmma ? (wt.pingpong ? 128 : wt.consumers() * 128) : mma ? mt.threads() : t.threads();
         int chunk = tile_n;
         while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > 32 * 1024)) chunk /= 2;
         smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8) + threads);
@@ -389,8 +436,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         append(run, lambda(value_head, shape.coords, value_call));
         run.back() = "},";
         run.push_back("[&](float part, int n) {");
-        append(run, {"const int image = blockIdx.x / Pixels::kTilesPerImage;",
-                     "const long long at = (long long)(blockIdx.x % Pixels::kTilesPerImage) * " + rows +
+        const std::string tile = wgmma ? "(m0 / Tile::BM)" : "blockIdx.x";  // the pixel tile
+        append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
+                     "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +
                          " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
                      em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
         run.push_back("});");
@@ -400,7 +448,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const PartialBuffers& pb = plan.partials.at(tail.op);
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
-        const std::string tile_index = geo.op == OpKind::Conv2d ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
+        const std::string tile_index = geo.op == OpKind::Conv2d && !wgmma ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
         const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m" : "m";
         run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
                       shape.rows + ", " + shape.cols + ", smem,");

@@ -2,7 +2,8 @@
 // launched before a wgmma anchor that needs it: 3xTF32 (f32x3) reads each
 // operand's TF32 residual (x - x truncated to TF32, rounded to nearest), and
 // an fp32 matmul B [K, N] is read transposed, [N, K] (tf32 wgmma reads K-major
-// B only). One kernel writes all of it to the plan's scratch.
+// B only); conv2d reads x in NHWC and w as [Cout][KH][KW][Cin]. One kernel
+// writes all of it to the plan's scratch.
 #include <algorithm>
 
 #include "compiler/emit_common.h"
@@ -11,11 +12,75 @@
 namespace fusejit::cg {
 
 bool needs_tf32_split(const KernelPlan& kp) { return kp.residual_a >= 0 && kp.residual_b >= 0; }
-bool needs_operand_staging(const KernelPlan& kp) { return needs_tf32_split(kp) || kp.b_transposed >= 0; }
+bool needs_operand_staging(const KernelPlan& kp) {
+  return needs_tf32_split(kp) || kp.b_transposed >= 0 || kp.a_staged >= 0;
+}
+
+namespace {
+
+// conv2d on wgmma (conv_wgmma.cuh): w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
+// by the first blocks, x [N][Cin][H*W] -> NHWC by the rest (3xTF32: with
+// their residuals), each a batched transpose through 32 x 32 tiles.
+Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& plan, int anchor) {
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
+  const bool split = needs_tf32_split(kp);
+  const Node& a = ctx.g.node(kp.root);
+  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  constexpr int kThreads = 256;
+  const std::string name = split ? "fj_split_tf32_conv_operands_nhwc" : "fj_conv_operands_nhwc";
+  KernelEmitter em(ctx, plan, anchor);
+  KernelSource& s = em.src();
+  s.ns = "staging";
+  s.comment = name + ": " + ctx.g.describe(a.operands[0]) + " in NHWC and " + ctx.g.describe(a.operands[1]) +
+              " as [Cout][KH][KW][Cin]" + (split ? ", with their TF32 residuals," : "") + " for " + kp.name;
+  const int64_t taps = geo.kh * geo.kw, pixels = geo.h * geo.w;
+  s.constants.push_back({"kBatch", geo.batch_n, "images"});
+  s.constants.push_back({"kCin", geo.cin, "input channels"});
+  s.constants.push_back({"kPixels", pixels, "H * W"});
+  s.constants.push_back({"kCout", geo.cout, "output channels"});
+  s.constants.push_back({"kTaps", taps, "KH * KW"});
+  auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 31) / 32); };
+  const int64_t cap = 16 * sm_count_guess(ctx.arch);  // about 16 blocks per SM at most for each
+  const int64_t w_blocks = std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap);
+  const int64_t x_blocks = std::clamp<int64_t>((tiles(geo.batch_n, geo.cin, pixels) + 3) / 4, 1, cap);
+  s.constants.push_back({"kWeightBlocks", w_blocks, "blocks that reorder w (the first)"});
+  auto scratch = [&](int index) { return em.buffer_param({BufferKind::Scratch, index}, true); };
+  const std::string T = ctype(ctx.g.node(a.operands[0]).type.dtype);
+  auto staged = [&](int index) {  // scratch parameters are float*: 16-bit operands stay 16-bit
+    return T == "float" ? scratch(index) : "reinterpret_cast<" + T + "*>(" + scratch(index) + ")";
+  };
+  const std::string residual = split ? "true" : "false";
+  auto lo = [&](int index) { return split ? scratch(index) : std::string("nullptr"); };
+  CudaFunction fn;
+  fn.comment = "block-stride loops over each job's share of the grid";
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p";
+  fn.body = {"if (blockIdx.x < kWeightBlocks) {  // w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]",
+             "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[1]) + ", " +
+                 staged(kp.b_transposed) + ", " + lo(kp.residual_b) +
+                 ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
+             "return;", "}", "// x [N][Cin][H*W] -> [N][H*W][Cin]",
+             "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[0]) + ", " +
+                 staged(kp.a_staged) + ", " + lo(kp.residual_a) +
+                 ", kBatch, kCin, kPixels, blockIdx.x - kWeightBlocks, gridDim.x - kWeightBlocks);"};
+  s.functions.push_back(fn);
+  EmittedKernel out;
+  out.launch.kernel = name;
+  out.launch.block = {kThreads, 1, 1};
+  out.launch.grid = {static_cast<unsigned>(w_blocks + x_blocks), 1, 1};
+  out.launch.operand_staging = true;
+  out.launch.args = em.finish(name, kThreads, {s.ns + "::run(p);"});
+  out.source = std::move(em.src());
+  return out;
+}
+
+}  // namespace
 
 Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
   if (!needs_operand_staging(kp)) return Error("codegen: kernel " + std::to_string(anchor) + " stages no operands");
+  if (kp.a_staged >= 0) return emit_conv_staging(ctx, plan, anchor);
   const bool split = needs_tf32_split(kp), transpose = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(ctx.g, kp.root));
@@ -47,8 +112,8 @@ Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, cons
     const std::string lo = split ? scratch(kp.residual_b) : "nullptr";
     body.push_back(std::string("// the first blocks: B [K, N] -> [N, K]") + (split ? ", with its residuals" : ""));
     body.push_back("if (blockIdx.x < kTransposeBlocks) {");
-    body.push_back("fj::transpose_b<" + std::string(split ? "true" : "false") + ">(" + w + ", " +
-                   scratch(kp.b_transposed) + ", " + lo + ", kK, kN, blockIdx.x, kTransposeBlocks);");
+    body.push_back("fj::transpose_batched<" + std::string(split ? "true" : "false") + ">(" + w + ", " +
+                   scratch(kp.b_transposed) + ", " + lo + ", 1, kK, kN, blockIdx.x, kTransposeBlocks);");
     body.push_back("return;");
     body.push_back("}");
   }

@@ -34,8 +34,11 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       bool spatial = false;
       for (const FusedTail& t : anchor.tails) spatial = spatial || (t.op == v && t.spatial);
       // Column tiles (over N, conv groups included), or a conv's pixel tiles per image.
-      pb.tiles = spatial ? (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m()
-                         : geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n());
+      // (wgmma: patches of output pixels, conv_patch)
+      const bool patches = anchor.mainloop == Mainloop::Wgmma && geo.op == OpKind::Conv2d;
+      pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
+                 : patches ? conv_patch(geo, anchor.tile_m()).tiles_per_image
+                           : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();
       pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;
       pb.rows = g.node(v).type.numel();
       const int64_t bytes = pb.tiles * pb.rows * 4;
@@ -60,10 +63,31 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }
-  // Operand staging on wgmma: an fp32 matmul's B transposed to [N, K]; for
-  // 3xTF32 each operand's TF32 residual. The staging kernel writes them.
-  if (KernelPlan& kp = plan.kernels[0];
-      kp.mainloop == Mainloop::Wgmma && (kp.mma_kind == "f32x3" || kp.mma_kind == "tf32")) {
+  // Operand staging on wgmma: conv2d's x in NHWC and w as [Cout][KH][KW][Cin];
+  // an fp32 matmul's B transposed to [N, K]; for 3xTF32 each operand's TF32
+  // residual. The staging kernel writes them.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && g.node(kp.root).op == OpKind::Conv2d) {
+    const AnchorGeometry geo = analyze_anchor(g, kp.root);
+    const Node& a = g.node(kp.root);
+    const bool f32 = kp.mma_kind == "tf32" || kp.mma_kind == "f32x3";
+    const std::string et = f32 ? "f32" : std::string(dtype_name(g.node(a.operands[0]).type.dtype));
+    const int64_t x_elems = geo.batch_n * geo.h * geo.w * geo.cin, w_elems = geo.cout * geo.k;
+    auto add_scratch = [&](int64_t elems, int64_t bytes, const std::string& what, const Shape& shape) {
+      plan.scratch.push_back({elems * bytes, what + " (" + (bytes == 4 ? std::string("f32") : et) + shape_str(shape) + ")"});
+      return static_cast<int>(plan.scratch.size()) - 1;
+    };
+    const int eb = f32 ? 4 : 2;
+    const Shape nhwc = {geo.batch_n, geo.h, geo.w, geo.cin}, w_shape = {geo.cout, geo.kh, geo.kw, geo.cin};
+    kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
+    kp.b_transposed = add_scratch(w_elems, eb, "w as [Cout][KH][KW][Cin] for wgmma: " + g.describe(a.operands[1]),
+                                  w_shape);
+    if (kp.mma_kind == "f32x3") {
+      kp.residual_a = add_scratch(x_elems, 4, "3xTF32 residual of " + g.describe(a.operands[0]) + " in NHWC", nhwc);
+      kp.residual_b = add_scratch(w_elems, 4, "3xTF32 residual of " + g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]",
+                                  w_shape);
+    }
+  } else if (KernelPlan& kp = plan.kernels[0];
+             kp.mainloop == Mainloop::Wgmma && (kp.mma_kind == "f32x3" || kp.mma_kind == "tf32")) {
     const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
     const Node& a = g.node(kp.root);
     auto add_scratch = [&](int64_t rows, const std::string& what) {

@@ -1,5 +1,6 @@
 // Pass: pooling fused into the conv epilogue. The conv's GEMM rows are put in
-// pool-window-major order (templates/conv_simt.cuh PoolTiledPixels) so that a
+// pool-window-major order (templates/conv_simt.cuh PoolTiledPixels; on wgmma,
+// patches of output pixels that hold whole windows: conv_wgmma.cuh) so that a
 // tile holds whole windows; the epilogue reduces each window from shared
 // memory and stores only the pooled value. Pixels outside every window (floor
 // mode) are never computed. Overlapping windows, padding, dilation and
@@ -63,8 +64,15 @@ void fuse_pool(PlanContext& ctx, Plan& plan) {
   const int max_rows = kp.mainloop == Mainloop::Mma ? (ctx.heur.mma ? ctx.heur.mma->bm : 128)
                        : ctx.heur.tile                ? ctx.heur.tile->bm
                                                       : 128;
-  if (std::string why = pool_blocker(ctx, analyze_anchor(ctx.g, kp.root), pool, max_rows); !why.empty())
-    return refuse(why);
+  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  if (std::string why = pool_blocker(ctx, geo, pool, max_rows); !why.empty()) return refuse(why);
+  if (kp.mainloop == Mainloop::Wgmma) {  // tiles are patches of output pixels (conv_patch)
+    const auto& k = ctx.node(pool).attr_ints("kernel_size");
+    const int bm = ctx.heur.wgmma ? ctx.heur.wgmma->bm : 128;
+    if (conv_patch(geo, bm, static_cast<int>(k[0]), static_cast<int>(k[1])).bh == 0)
+      return refuse("no patch of " + std::to_string(bm) + " output pixels (power-of-two sides, wgmma) holds whole " +
+                    std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows");
+  }
 
   FusedTail tail;
   tail.op = pool;

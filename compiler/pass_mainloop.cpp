@@ -6,6 +6,10 @@
 //   (no batch dims: x's leading dims flatten into M): 16-bit B read N-major by
 //   wgmma's transposed-B mode, fp32 B transposed into scratch by the operand
 //   staging kernel first (tf32 wgmma reads K-major B only).
+// - conv2d on sm_90a with stride 1, one group and Cin in whole 128-byte
+//   channel blocks runs wgmma too: a staging kernel writes x in NHWC and w as
+//   [Cout][KH][KW][Cin], and TMA loads 4-D boxes of x per kernel tap
+//   (templates/conv_wgmma.cuh).
 // - Otherwise, on sm_80 and newer, mma.sync: conv2d with an im2col gather
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
@@ -38,6 +42,20 @@ std::string mma_kind(const Graph& g, const Node& anchor, std::string& why) {
 constexpr int64_t kMinKFor3xTf32Conv = 256;
 // 3xTF32 GEMMs with fewer rows take mma.sync split-K on small grids (below).
 constexpr int64_t kMinRowsFor3xTf32Wgmma = 512;
+
+// Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
+// staged to NHWC, 4-D TMA boxes of output-pixel patches), or "".
+std::string conv_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind) {
+  const int eb = kind == "bf16" || kind == "f16" ? 2 : 4;
+  if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the TMA conv path takes one group)";
+  if (geo.sh != 1 || geo.sw != 1) return "a strided conv2d (the TMA conv path needs stride 1)";
+  if ((geo.cin * eb) % 128)
+    return "Cin=" + std::to_string(geo.cin) + " is not a multiple of " + std::to_string(128 / eb) +
+           " (the TMA conv path loads whole 128-byte channel blocks)";
+  if (kind == "f32x3" && geo.k < kMinKFor3xTf32Conv)
+    return "3xTF32 with K=" + std::to_string(geo.k) + " below " + std::to_string(kMinKFor3xTf32Conv);
+  return "";
+}
 
 const char* kind_text(const std::string& kind) {
   return kind == "f32x3" ? "3xTF32 (fp32-accurate: hi*hi + hi*lo + lo*hi)"
@@ -73,12 +91,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "split_k=" + std::to_string(*ctx.heur.split_k) + " in the config (split-K runs on mma.sync)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
-  else if (a.op == OpKind::Conv2d)
-    why_not_wgmma = "conv2d runs on mma.sync with an im2col gather";
   else if (a.op == OpKind::Matmul && geo.b_batched)
     why_not_wgmma = "matmul's B has batch dims (the wgmma path takes one [K, N] B)";
   else if (wgmma_kind.empty())
     why_not_wgmma = why;
+  else if (std::string conv_why = a.op == OpKind::Conv2d ? conv_wgmma_blocker(geo, wgmma_kind) : "";
+           !conv_why.empty())
+    why_not_wgmma = conv_why;
   else if (const int eb = sixteen_bit ? 2 : 4; (geo.k * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
                     std::to_string(geo.k * eb);
@@ -86,7 +105,8 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
                     std::to_string(geo.n * eb);
   else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
-           wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && split.split_k > 1 &&
+           a.op != OpKind::Conv2d && wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma &&
+           split.split_k > 1 &&
            flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma)
     // H100, fusejit run, split-K vs wgmma from the staging kernel (bench/results/probe_small_fp32_h100.log):
     // 100x1000x500 0.024 vs 0.026 ms, 256x4096x512 0.055 vs 0.065, 32x8192x1024 0.074 vs 0.126, but
@@ -96,6 +116,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   if (why_not_wgmma.empty()) {
     kp.mainloop = Mainloop::Wgmma;
     kp.mma_kind = wgmma_kind;
+    if (a.op == OpKind::Conv2d) {
+      kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) +
+                         "), implicit GEMM over patches of output pixels: a staging kernel writes x in NHWC and w "
+                         "as [Cout][KH][KW][Cin] first" + (kp.mma_kind == "f32x3" ? ", with their TF32 residuals" : "") +
+                         ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
+      return Status::success();
+    }
     const char* b_read = a.op != OpKind::Matmul ? ""
                          : sixteen_bit          ? " (B [K, N] read N-major)"
                                                 : " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads "
@@ -133,7 +160,8 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                         : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async"
                                                  : "x [M, K] and W [N, K] copied by cp.async";
   kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) + "), " + staging +
-                     " into a shared-memory ring" + (a.op == OpKind::Conv2d ? "" : " (not wgmma: " + why_not_wgmma + ")"));
+                     " into a shared-memory ring" +
+                     (a.op == OpKind::Conv2d && ctx.arch != "sm_90a" ? "" : " (not wgmma: " + why_not_wgmma + ")"));
   return Status::success();
 }
 

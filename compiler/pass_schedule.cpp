@@ -100,6 +100,19 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     tile.pingpong = true;
     if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
   }
+  for (const FusedTail& t : kp.tails) {  // conv on wgmma: a fused pool's windows must tile the patches
+    const Node& pn = ctx.node(t.op);
+    if (geo.op != OpKind::Conv2d || op_category(pn.op) != OpCategory::Pool || t.spatial) continue;
+    const auto& k = pn.attr_ints("kernel_size");
+    const int qh = static_cast<int>(k[0]), qw = static_cast<int>(k[1]);
+    if (conv_patch(geo, tile.bm, qh, qw).bh == 0 && !ctx.heur.wgmma && !tile.pingpong) {
+      tile.bm = 128;
+      tile.stages = max_stages(tile, three_tf32);
+    }
+    if (conv_patch(geo, tile.bm, qh, qw).bh == 0)
+      return Error("codegen: no patch of " + std::to_string(tile.bm) + " output pixels holds whole " +
+                   std::to_string(qh) + "x" + std::to_string(qw) + " windows of " + ctx.g.describe(t.op));
+  }
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)
     return Error("codegen: wgmma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +

@@ -310,6 +310,22 @@ AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
   return geo;
 }
 
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw) {
+  ConvPatch best;
+  double best_cost = 0;
+  for (int bw = std::min(bm, 128); bw >= 8; bw /= 2) {
+    const int bh = bm / bw;
+    if (bw % qw || bh % qh) continue;
+    const int64_t tiles = ((geo.oh + bh - 1) / bh) * ((geo.ow + bw - 1) / bw);
+    const double cost = static_cast<double>(tiles) * bm * (bw >= 32 ? 1.0 : bw == 16 ? 1.15 : 1.3);
+    if (best.bh == 0 || cost < best_cost) {
+      best = {bh, bw, tiles};
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 PlanContext::PlanContext(const Graph& graph, Heuristics h, std::string target_arch)
     : g(graph),
       heur(std::move(h)),

@@ -138,6 +138,17 @@ AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor);
 // into M (as linear's), batch 1. Other anchors unchanged.
 AnchorGeometry flatten_batch_rows(AnchorGeometry geo);
 
+// conv2d on wgmma (templates/conv_wgmma.cuh): each output tile of bm rows is
+// a patch of bh x bw output pixels of one image. conv_patch picks bw (a power
+// of two, at most 128) with the fewest padded pixels (bw < 32 counts extra:
+// short runs per channel in the NCHW stores); a fused pool's (qh, qw) window
+// must divide the patch. bh == 0: no patch holds whole windows.
+struct ConvPatch {
+  int bh = 0, bw = 0;
+  int64_t tiles_per_image = 0;
+};
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1);
+
 // ---- the plan ------------------------------------------------------------------------
 
 // Elementwise nodes evaluated together at every coordinate of `domain`.
@@ -224,7 +235,11 @@ struct KernelPlan {
   // Wgmma with an fp32 B [K, N] (matmul): scratch of B transposed to [N, K]
   // (tf32 wgmma reads K-major B only), written by the same staging kernel;
   // residual_b is then B^T's.
+  // Wgmma conv2d: w as [Cout][KH][KW][Cin] (K-major B, k = tap * Cin + ci).
   int b_transposed = -1;
+  // Wgmma conv2d: scratch of x in NHWC, read by 4-D TMA boxes; residual_a
+  // is then its residual (same layout).
+  int a_staged = -1;
   int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }

@@ -37,6 +37,11 @@ struct TensorMapSpec {
   int64_t rows = 0, cols = 0;
   int box_rows = 0, box_cols = 0;
   bool swizzle128 = true;
+  // conv2d's NHWC input (conv_wgmma.cuh): where image[0] > 0, a dense 4-D
+  // view of {C, W, H, N} elements (C contiguous) in boxes of image_box
+  // {C, W, H, 1} replaces the 2-D view (rows, cols and boxes unused).
+  std::array<int64_t, 4> image{};
+  std::array<int, 4> image_box{};
   bool operator==(const TensorMapSpec&) const = default;
 };
 

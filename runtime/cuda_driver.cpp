@@ -220,25 +220,39 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes) {
                static_cast<int>(bytes));
 }
 
-Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
-                            int64_t cols, int box_rows, int box_cols, bool swizzle128) {
+Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int rank,
+                         const int64_t* dims, const int* box, bool swizzle128) {
   static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap) && alignof(TensorMapBytes) == alignof(CUtensorMap));
   FJ_TRY(cuda_init());
-  const int64_t row_bytes = cols * elem_bytes;
+  if (rank < 2 || rank > 5) return Error("TMA tensor maps here have 2 to 5 dims, not " + std::to_string(rank));
+  const int64_t row_bytes = dims[0] * elem_bytes;
   if (base % 16 || row_bytes % 16)
     return Error("TMA needs 16-byte aligned tensors and rows: base address " + std::to_string(base) + ", row of " +
                  std::to_string(row_bytes) + " bytes");
   const CUtensorMapDataType type = elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : bf16          ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  return FJ_CU(cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap*>(&out), type, 2,
-               reinterpret_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  cuuint64_t sizes[5], strides[4];
+  cuuint32_t boxes[5], element_strides[5];
+  int64_t stride = elem_bytes;
+  for (int d = 0; d < rank; ++d) {
+    sizes[d] = static_cast<cuuint64_t>(dims[d]);
+    boxes[d] = static_cast<cuuint32_t>(box[d]);
+    element_strides[d] = 1;
+    stride *= dims[d];
+    if (d + 1 < rank) strides[d] = static_cast<cuuint64_t>(stride);
+  }
+  return FJ_CU(cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap*>(&out), type, static_cast<cuuint32_t>(rank),
+               reinterpret_cast<void*>(base), sizes, strides, boxes, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
+                            int64_t cols, int box_rows, int box_cols, bool swizzle128) {
+  const int64_t dims[2] = {cols, rows};
+  const int box[2] = {box_cols, box_rows};
+  return encode_tensor_map(out, base, elem_bytes, bf16, 2, dims, box, swizzle128);
 }
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,

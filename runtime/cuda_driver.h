@@ -91,6 +91,10 @@ struct alignas(128) TensorMapBytes {
 // aligned base and row stride; a violation is an Error naming both.
 Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
                             int64_t cols, int box_rows, int box_cols, bool swizzle128 = true);
+// The same for a dense tensor of `rank` (2..5) dims, dims[0] contiguous
+// (strides their running products), boxes of box[0..rank).
+Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int rank,
+                         const int64_t* dims, const int* box, bool swizzle128 = true);
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,
                      const std::array<unsigned, 3>& block, unsigned shared_bytes, CUstream stream,

@@ -91,27 +91,53 @@ __device__ __forceinline__ void for_each_staged_chunk(const Frag& frag, float* s
 // the fragment goes to smem (Frag::stage_cols), then consecutive threads call
 // f for consecutive columns of a row, so a warp's loads and stores touch
 // contiguous memory. For fragments whose threads hold few adjacent columns
-// (wgmma: 2 of every 8, so a warp's store spans 8 rows). Interior chunks run
+// (wgmma: 2 of every 8, so a warp's store spans 8 rows). kRowsFirst: for
+// outputs whose rows are contiguous instead (conv2d's NCHW: rows are pixels),
+// consecutive threads take consecutive rows of a column. Interior chunks run
 // unguarded. smem: kTileRows * (kChunk + 8) floats.
-template <int kChunk, class Frag, class F>
+template <int kChunk, bool kRowsFirst = false, class Frag, class F>
 __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                       const F& f) {
-  constexpr int BM = Frag::kTileRows, LD = kChunk + 8;
+  constexpr int BM = Frag::kTileRows;
+  // rows first: LD = kChunk + 2 spreads a warp's column reads over 16 banks
+  constexpr int LD = kRowsFirst ? kChunk + 2 : kChunk + 8;
   constexpr int kIters = BM * kChunk / Frag::kThreads;  // elements per thread per chunk
   static_assert(BM * kChunk % Frag::kThreads == 0, "threads must split a chunk");
   const int rows = min(BM, M - m0);
   for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
     const int cols = min(kChunk, N - n0 - c0);
+    if constexpr (kRowsFirst && Frag::kThreads % BM == 0) {
+      // Each thread keeps one row (f's per-row work, e.g. a pixel's
+      // coordinates, is loop-invariant) and takes every kColStep-th column.
+      constexpr int kColStep = Frag::kThreads / BM;
+      const int r = frag.thread() % BM, m = m0 + r;
+      if (r >= rows) return;
+      if (cols == kChunk) {
+#pragma unroll 4
+        for (int c = frag.thread() / BM; c < kChunk; c += kColStep) f(smem[r * LD + c], m, n0 + c0 + c);
+      } else {
+#pragma unroll 1
+        for (int c = frag.thread() / BM; c < cols; c += kColStep) f(smem[r * LD + c], m, n0 + c0 + c);
+      }
+      return;
+    }
+    auto at = [&](int k, int& r, int& c) {
+      const int e = frag.thread() + k * Frag::kThreads;
+      r = kRowsFirst ? e % BM : e / kChunk;
+      c = kRowsFirst ? e / BM : e % kChunk;
+    };
     if (rows == BM && cols == kChunk) {
 #pragma unroll 4
       for (int k = 0; k < kIters; ++k) {
-        const int e = frag.thread() + k * Frag::kThreads, r = e / kChunk, c = e % kChunk;
+        int r, c;
+        at(k, r, c);
         f(smem[r * LD + c], m0 + r, n0 + c0 + c);
       }
     } else {
 #pragma unroll 1
       for (int k = 0; k < kIters; ++k) {
-        const int e = frag.thread() + k * Frag::kThreads, r = e / kChunk, c = e % kChunk;
+        int r, c;
+        at(k, r, c);
         if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
       }
     }

@@ -27,7 +27,8 @@
 // tensor core and add that to the fp32 accumulators with FADD (the tensor
 // core's own long accumulation truncates: its error would grow with K).
 //
-// Persistent: each block loops over output tiles (wgmma_gemm); the producer
+// Persistent: each block loops over output tiles (wgmma_mainloop, with the
+// operand loads as a policy: wgmma_gemm's here, conv2d's in conv_wgmma.cuh); the producer
 // fills the ring for the next tile while the consumers run the epilogue.
 // The accumulator fragment (WgmmaFragment) has the interface documented in
 // gemm_simt.cuh; only consumer threads hold one, so the epilogue runs on
@@ -75,6 +76,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor* map,
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
           smem_addr(dst)),
       "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+// 4-D tile load (conv's NHWC input: c0 channels, then w, h, n), zero-filled
+// where the box leaves the tensor (negative coordinates included: padding).
+__device__ __forceinline__ void tma_load_4d(void* dst, const TmaDescriptor* map, unsigned long long* bar, int c0,
+                                            int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
       : "memory");
 }
 // 2-D tile store: the dense box at src -> global at (c0 along the contiguous
@@ -272,17 +283,61 @@ struct GemmMaps {
   const TmaDescriptor* b_lo = nullptr;
 };
 
-// The persistent GEMM: block b computes tiles b, b + gridDim.x, ... of
-// `order` over k in [0, K), calling epilogue(frag, m0, n0, n_tile) on the
-// consumer threads after each. The producer runs ahead across tiles (the
-// ring fills for the next tile during the epilogue); the stage ring and its
-// phases continue from tile to tile. `ring` is the 1024-aligned dynamic
-// shared memory (align_smem_1024); the epilogue must not touch it.
-// Stage s holds A's tile at a_ring + s * kBytesA and B's at b_ring + s *
-// kBytesB; F32x3's residual tiles sit likewise in a_lo_ring and b_lo_ring.
-template <class Tile, class Epilogue>
-__device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const TileOrder& order, char* ring,
-                                           const Epilogue& epilogue) {
+// Where one stage's operand tiles go (the residuals' for F32x3 only).
+struct StageTiles {
+  void* a;
+  void* b;
+  void* a_lo;
+  void* b_lo;
+};
+
+// Operand loading policy of wgmma_mainloop: the GEMM's. k-tile kt of output
+// tile c is A's box at (kt * BK, c.m * BM) and B's at (kt * BK, c.n * BN)
+// (N-major B: BN / 64 boxes of 64 n). conv_wgmma.cuh has the conv's.
+template <class Tile>
+struct GemmOperands {
+  GemmMaps maps;
+  int K;
+  __device__ __forceinline__ int k_tiles() const { return (K + Tile::BK - 1) / Tile::BK; }
+  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
+    constexpr int BK = Tile::BK;
+    sm90::tma_load_2d(st.a, maps.a, bar, kt * BK, c.m * Tile::BM);
+    if constexpr (Tile::kBNMajor) {
+#pragma unroll
+      for (int j = 0; j < Tile::BN / 64; ++j)
+        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::BN + 64 * j,
+                          kt * BK);
+    } else {
+      sm90::tma_load_2d(st.b, maps.b, bar, kt * BK, c.n * Tile::BN);
+    }
+    if constexpr (Tile::kKind == MmaKind::F32x3) {
+      sm90::tma_load_2d(st.a_lo, maps.a_lo, bar, kt * BK, c.m * Tile::BM);
+      sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * BK, c.n * Tile::BN);
+    }
+  }
+};
+
+// The tensor maps' descriptors into the producer's cache.
+__device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b) : "memory");
+  if (maps.a_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a_lo) : "memory");
+  if (maps.b_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
+}
+
+// The persistent mainloop: block b computes tiles b, b + gridDim.x, ... of
+// `order`, each over the operands' k-tiles (Operands: k_tiles(), maps, and
+// load(stage tiles, full barrier, kt, tile), as GemmOperands), calling
+// epilogue(frag, m0, n0, n_tile) on the consumer threads after each. The
+// producer runs ahead across tiles (the ring fills for the next tile during
+// the epilogue); the stage ring and its phases continue from tile to tile.
+// `ring` is the 1024-aligned dynamic shared memory (align_smem_1024); the
+// epilogue must not touch it. Stage s holds A's tile at a_ring + s * kBytesA
+// and B's at b_ring + s * kBytesB; F32x3's residual tiles sit likewise in
+// a_lo_ring and b_lo_ring.
+template <class Tile, class Operands, class Epilogue>
+__device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOrder& order, char* ring,
+                                               const Epilogue& epilogue) {
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
@@ -305,17 +360,12 @@ __device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const Ti
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const int k_tiles = (K + BK - 1) / BK;
+  const int k_tiles = ops.k_tiles();
 
   if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b) : "memory");
-      if constexpr (kSplit) {
-        asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a_lo) : "memory");
-        asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
-      }
+      prefetch_maps(ops.maps);
       int it = 0;  // k-tiles loaded so far
       for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
         const TileCoord c = order.at(tile);
@@ -323,19 +373,8 @@ __device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const Ti
           const int s = it % S;
           if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           sm90::mbar_expect_tx(&full[s], (kA + kB) * Tile::kOperandCopies);
-          sm90::tma_load_2d(a_ring + s * kA, maps.a, &full[s], kt * BK, c.m * Tile::BM);
-          if constexpr (Tile::kBNMajor) {
-#pragma unroll
-            for (int j = 0; j < Tile::BN / 64; ++j)
-              sm90::tma_load_2d(b_ring + s * kB + j * Tile::kBColumnBytes, maps.b, &full[s], c.n * Tile::BN + 64 * j,
-                                kt * BK);
-          } else {
-            sm90::tma_load_2d(b_ring + s * kB, maps.b, &full[s], kt * BK, c.n * Tile::BN);
-          }
-          if constexpr (kSplit) {
-            sm90::tma_load_2d(a_lo_ring + s * kA, maps.a_lo, &full[s], kt * BK, c.m * Tile::BM);
-            sm90::tma_load_2d(b_lo_ring + s * kB, maps.b_lo, &full[s], kt * BK, c.n * Tile::BN);
-          }
+          ops.load(StageTiles{a_ring + s * kA, b_ring + s * kB, a_lo_ring + s * kA, b_lo_ring + s * kB}, &full[s], kt,
+                   c);
         }
       }
     }
@@ -422,6 +461,13 @@ __device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const Ti
     const TileCoord c = order.at(tile);
     epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }
+}
+
+// The GEMM: A [M][K] and B (K-major [N][K] or N-major [K][N]) over k in [0, K).
+template <class Tile, class Epilogue>
+__device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const TileOrder& order, char* ring,
+                                           const Epilogue& epilogue) {
+  wgmma_mainloop<Tile>(GemmOperands<Tile>{maps, K}, order, ring, epilogue);
 }
 
 }  // namespace fj

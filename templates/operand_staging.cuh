@@ -9,6 +9,8 @@
 //   sign of its main term (rounding hi to nearest instead would give lo the
 //   opposite sign half the time: Inf - Inf = NaN).
 // - fp32 B [K, N] transposed to [N, K]: wgmma's TF32 reads K-major B only.
+// - conv2d's x in NHWC and w as [Cout][KH][KW][Cin] (conv_wgmma.cuh), with
+//   their residuals for 3xTF32.
 #pragma once
 
 #include "fusejit/fj_common.cuh"
@@ -39,28 +41,36 @@ __device__ __forceinline__ void tf32_residuals(const float4* __restrict__ x, flo
   }
 }
 
-// B [K][N] -> bt [N][K] (wgmma's TF32 reads K-major B only) and, with
-// kResidual, each element's residual into lo [N][K]; 32 x 32 tiles through
-// shared memory (both sides coalesced), block `block` of `blocks` taking every
-// blocks-th tile. 256 threads.
-template <bool kResidual>
-__device__ __forceinline__ void transpose_b(const float* __restrict__ b, float* __restrict__ bt,
-                                            float* __restrict__ lo, int K, int N, int block, int blocks) {
-  __shared__ float tile[32][33];  // +1: conflict-free columns
+// src [batches][R][C] -> dst [batches][C][R] (T: float or 16-bit) and, with
+// kResidual (fp32), each element's residual into lo, laid out as dst. 32 x 32
+// tiles through shared memory (both sides coalesced), block `block` of
+// `blocks` taking every blocks-th tile. 256 threads. Uses:
+// - fp32 B [K][N] -> [N][K] (wgmma's TF32 reads K-major B only): one batch;
+// - conv2d: x [N][Cin][H*W] -> NHWC, w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
+//   (conv_wgmma.cuh).
+template <bool kResidual, class T>
+__device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* __restrict__ dst,
+                                                  float* __restrict__ lo, int batches, int R, int C, int block,
+                                                  int blocks) {
+  static_assert(!kResidual || sizeof(T) == 4, "residuals of fp32 operands");
+  __shared__ T tile[32][33];  // +1: conflict-free columns
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int n_tiles = (N + 31) / 32, tiles = n_tiles * ((K + 31) / 32);
-  for (int t = block; t < tiles; t += blocks) {
-    const int k0 = (t / n_tiles) * 32, n0 = (t % n_tiles) * 32;
+  const int c_tiles = (C + 31) / 32, per_batch = c_tiles * ((R + 31) / 32);
+  const long long batch_elems = static_cast<long long>(R) * C;
+  for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
+    const long long base = (t / per_batch) * batch_elems;
+    const int rem = static_cast<int>(t % per_batch);
+    const int r0 = (rem / c_tiles) * 32, c0 = (rem % c_tiles) * 32;
 #pragma unroll
     for (int j = ty; j < 32; j += 8)
-      if (k0 + j < K && n0 + tx < N) tile[j][tx] = b[static_cast<long long>(k0 + j) * N + n0 + tx];
+      if (r0 + j < R && c0 + tx < C) tile[j][tx] = src[base + static_cast<long long>(r0 + j) * C + c0 + tx];
     __syncthreads();
 #pragma unroll
     for (int j = ty; j < 32; j += 8) {
-      if (n0 + j < N && k0 + tx < K) {
-        const long long at = static_cast<long long>(n0 + j) * K + k0 + tx;
-        const float v = tile[tx][j];
-        bt[at] = v;
+      if (c0 + j < C && r0 + tx < R) {
+        const long long at = base + static_cast<long long>(c0 + j) * R + r0 + tx;
+        const T v = tile[tx][j];
+        dst[at] = v;
         if constexpr (kResidual) lo[at] = tf32_residual(v);
       }
     }

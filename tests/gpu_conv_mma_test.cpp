@@ -1,4 +1,5 @@
-// GPU: the conv2d mma.sync mainloop (im2col gather by cp.async) against fp64.
+// GPU: the conv2d mma.sync mainloop (im2col gather by cp.async) and, on
+// sm_90a, the wgmma TMA path (conv_wgmma.cuh) against fp64.
 // Hand-listed conv geometries (stride 1/2, padding 0..3, dilation 1/2,
 // groups 1/2/4, odd H and W, Cin not a multiple of 8, Cout not a multiple of
 // any tile, batch 1..4, kernels 1x1 to 7x7 incl. a ResNet stem) x precision
@@ -92,6 +93,13 @@ std::vector<ConvCase> cases() {
       {1, 4, 23, 17, 10, 3, 1, 3, 1, 2},    // padding 3, Cout/g = 5
       {2, 256, 7, 7, 64, 3, 1, 1, 1, 1},    // K = 2304: many k-tiles through the ring
       {1, 24, 13, 13, 33, 5, 2, 1, 2, 1},   // dilated and strided
+      // sm_90a: stride 1, one group, Cin in whole 128-byte blocks -> the wgmma TMA path
+      {2, 64, 19, 23, 72, 3, 1, 1, 1, 1},   // odd H/W, Cout 72
+      {1, 128, 12, 40, 96, 3, 1, 2, 2, 1},  // dilated and padded, K = 1152
+      {2, 32, 33, 17, 40, 5, 1, 2, 1, 1},   // fp32 Cin 32 (16-bit: mma.sync), 5x5
+      {3, 64, 9, 130, 64, 1, 1, 0, 1, 1},   // 1x1, OW 130: two patches per row
+      {2, 64, 16, 16, 64, 3, 1, 1, 1, 1},   // square, padded, pools in whole patches
+      {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},  // Cout 200 (two column tiles, one ragged)
   };
   const char* tails[] = {"bias_relu", "gelu", "tanh2_bias", "maxpool2", "avgpool2", "chmin_tanh", "chsum", "gap"};
   std::vector<ConvCase> out;
@@ -122,7 +130,7 @@ void run_cases(const std::string& config) {
   CheckOptions check;
   check.time = false;
   check.samples = 20000;
-  int failures = 0, mma = 0, explained_simt = 0, compiled = 0, index = 0;
+  int failures = 0, mma = 0, explained_simt = 0, compiled = 0, index = 0, on_wgmma = 0;
   for (const ConvCase& c : cases()) {
     if (failures >= 5) break;  // enough to debug; keep the log readable
     ++index;
@@ -146,7 +154,11 @@ void run_cases(const std::string& config) {
       const bool explained = !forced && !on_mma && c.precision == Precision::FP32 &&
                              (*kernel)->program().plan_text.find("not mma.sync") != std::string::npos;
       explained_simt += explained;
-      if (!explained && name.find("_mma_" + mma_kind(c.precision)) == std::string::npos) {
+      // sm_90a: the TMA path's convs run wgmma (pass_mainloop says which and why not).
+      const bool wgmma = sm == 90 && name.find("_wgmma_" + mma_kind(c.precision)) != std::string::npos;
+      mma += wgmma && !forced;
+      on_wgmma += wgmma;
+      if (!explained && !(wgmma && !forced) && name.find("_mma_" + mma_kind(c.precision)) == std::string::npos) {
         ADD_FAILURE() << label(c) << ": expected the mma.sync " << mma_kind(c.precision) << " mainloop with config '"
                       << config << "' on " << *arch << ", got kernel " << name << "\n"
                       << (*kernel)->program().plan_text;
@@ -168,6 +180,7 @@ void run_cases(const std::string& config) {
   if (failures < 5 && !ffma && sm >= 80)
     EXPECT_EQ(mma + explained_simt, compiled) << "not every conv ran on the mma.sync mainloop";
   if (!ffma && sm >= 80) EXPECT_GT(mma, 0) << "no case ran on the mma.sync mainloop";
+  if (config.empty() && sm == 90) EXPECT_GT(on_wgmma, 8) << "few cases ran on the wgmma TMA conv path";
 }
 
 TEST(GpuConvMma, DefaultPlansMatchReference) { run_cases(""); }

@@ -208,8 +208,44 @@ KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
       {"operand_staging.cuh", R"(
 extern "C" __global__ void k(const float4* x, float4* lo, long long n, const float* b, float* bt) {
   fj::tf32_residuals(x, lo, n, blockIdx.x, gridDim.x);
-  fj::transpose_b<true>(b, bt, bt + 4096, 37, 45, blockIdx.x, gridDim.x);
-  fj::transpose_b<false>(b, bt, nullptr, 37, 45, blockIdx.x, gridDim.x);
+  fj::transpose_batched<true>(b, bt, bt + 4096, 1, 37, 45, blockIdx.x, gridDim.x);
+  fj::transpose_batched<false>(b, bt, nullptr, 3, 37, 45, blockIdx.x, gridDim.x);
+  fj::transpose_batched<false>(reinterpret_cast<const unsigned short*>(b), reinterpret_cast<unsigned short*>(bt),
+                               nullptr, 2, 64, 49, blockIdx.x, gridDim.x);
+})"},
+      {"conv_wgmma.cuh", R"(
+#include "fusejit/epilogue.cuh"
+// Padded, dilated 3x3 over patches of 2 x 64 pixels; pools of 2x2 windows in 4 x 32 patches.
+struct S {
+  static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = 70, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 13, kOW = 70;
+};
+template <class Tile, class Pixels>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  const fj::TileOrder order{Pixels::kTiles, 1, 4};
+  char* ring = fj::align_smem_1024(smem);
+  float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, S, Pixels>{fj::GemmMaps{a, b, a, b}}, order, ring,
+                           [&](auto& f, int m0, int n0, int) {
+                             fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, S::kCout, staging,
+                                                                 [&](float v, int m, int n) {
+                                                                   const fj::Pixel px = Pixels{}.pixel(m);
+                                                                   if (px.ok) c[m * 96 + n] = v;
+                                                                 });
+                           });
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_bf16(const __grid_constant__ fj::TmaDescriptor a,
+                                                            const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 128, 4, fj::MmaKind::BF16>, fj::PatchPixels<S, 128, 2, 64>>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_f32x3(const __grid_constant__ fj::TmaDescriptor a,
+                                                             const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  using Pool = fj::PatchPoolPixels<S, 128, 4, 32, 2, 2>;
+  run<fj::WgmmaTile<128, 64, 3, fj::MmaKind::F32x3>, Pool>(&a, &b, c, smem);
+  const Pool::Window w = Pool::window(128, 3);
+  c[Pool::row(3, 2)] = w.ok ? w.ph + w.pw : 0;
 })"},
       {"pool.cuh", R"(
 struct P2 {
@@ -251,7 +287,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       if (it == instantiations().end()) continue;
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
-      const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh";
+      const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
                               (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";
