@@ -1,8 +1,10 @@
-// The conv2d mma.sync mainloop (no GPU needed): conv anchors for sm_80 and
-// sm_90a pick it by default in every precision (3xTF32 "f32x3" in fp32 mode),
-// mainloop=mma forces it and mainloop=ffma keeps SIMT, mma_tile= reaches the
-// plan and its bad values are config errors naming the key, and the CUDA
-// sources NVRTC makes of it compile to CUBINs for both archs.
+// The conv2d mma.sync mainloop (no GPU needed): conv anchors for sm_80, and
+// for sm_90a where the TMA conv path cannot run (strided, grouped, Cin not in
+// 128-byte blocks: codegen_conv_wgmma_test.cpp), pick it by default in every
+// precision (3xTF32 "f32x3" in fp32 mode); mainloop=mma forces it and
+// mainloop=ffma keeps SIMT, mma_tile= reaches the plan and its bad values are
+// config errors naming the key, and the CUDA sources NVRTC makes of it
+// compile to CUBINs for both archs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,13 +105,15 @@ Graph seed1_deep_k(Precision p) {
 struct GraphMaker {
   const char* name;
   Graph (*make)(Precision);
+  bool wgmma_on_sm90a;  // stride 1, one group, Cin = 64 (128-byte blocks in every precision), K >= 256
 };
-const GraphMaker kGraphs[] = {
-    {"seed1_like", seed1_like}, {"seed3_like", seed3_like}, {"grouped_dilated", grouped_dilated},
-    {"channel_min", channel_min}, {"seed1_deep_k", seed1_deep_k}};
+const GraphMaker kGraphs[] = {{"seed1_like", seed1_like, false},       {"seed3_like", seed3_like, false},
+                              {"grouped_dilated", grouped_dilated, false}, {"channel_min", channel_min, false},
+                              {"seed1_deep_k", seed1_deep_k, true}};
 
-// Every conv graph in every precision picks mma.sync for sm_80 and sm_90a,
-// by default and when forced, and its source compiles for both archs.
+// Every conv graph in every precision picks mma.sync for sm_80 and, when
+// forced, for sm_90a; by default sm_90a runs the TMA-eligible one on wgmma
+// and says why not for the others. Every source compiles for its arch.
 TEST(CodegenConvMma, ConvAnchorsRunMmaOnSm80AndSm90a) {
   std::vector<CompileJob> jobs;
   for (const GraphMaker& maker : kGraphs)
@@ -125,6 +129,13 @@ TEST(CodegenConvMma, ConvAnchorsRunMmaOnSm80AndSm90a) {
             ADD_FAILURE() << label << ": codegen: " << prog.error().str();
             continue;
           }
+          if (maker.wgmma_on_sm90a && std::string(arch) == "sm_90a" && *config == '\0') {
+            EXPECT_NE(prog->name.find("_wgmma_" + kind), std::string::npos) << label << ": kernel " << prog->name;
+            EXPECT_NE(prog->plan_text.find("wgmma " + kind + " tile"), std::string::npos) << label << "\n"
+                                                                                       << prog->plan_text;
+            jobs.push_back({label, arch, prog->name, prog->source});
+            continue;
+          }
           // By default fp32 (3xTF32) may keep FFMA where the plan says why
           // (a short K, where FFMA is faster); mainloop=mma forces it.
           if (p == Precision::FP32 && *config == '\0' && prog->name.find("_mma_") == std::string::npos) {
@@ -134,6 +145,8 @@ TEST(CodegenConvMma, ConvAnchorsRunMmaOnSm80AndSm90a) {
           EXPECT_NE(prog->name.find("_mma_" + kind), std::string::npos) << label << ": kernel " << prog->name;
           EXPECT_NE(prog->plan_text.find("mma " + kind + " tile"), std::string::npos) << label << "\n"
                                                                                      << prog->plan_text;
+          if (std::string(arch) == "sm_90a")
+            EXPECT_NE(prog->plan_text.find("(not wgmma: "), std::string::npos) << label << "\n" << prog->plan_text;
           jobs.push_back({label, arch, prog->name, prog->source});
         }
     }
@@ -157,14 +170,20 @@ TEST(CodegenConvMma, MmaTileConfigReachesThePlan) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
-// fp32 mode runs 3xTF32 mma.sync by default where K is long (seed 1's 576).
+// fp32 mode runs 3xTF32 by default where K is long (seed 1's 576): mma.sync
+// on sm_80 (and on sm_90a when forced), wgmma on sm_90a.
 TEST(CodegenConvMma, Fp32DefaultsTo3xTf32ForSeed1K) {
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    auto prog = generate_program(seed1_deep_k(Precision::FP32), {arch, ""});
+  const struct {
+    const char *arch, *config, *mainloop;
+  } cases[] = {{"sm_80", "", "mma"}, {"sm_90a", "mainloop=mma", "mma"}, {"sm_90a", "", "wgmma"}};
+  for (const auto& c : cases) {
+    auto prog = generate_program(seed1_deep_k(Precision::FP32), {c.arch, c.config});
     ASSERT_TRUE(prog.ok()) << prog.error().str();
-    EXPECT_NE(prog->name.find("_mma_f32x3"), std::string::npos) << arch << ": " << prog->name << "\n"
-                                                                << prog->plan_text;
-    EXPECT_NE(prog->plan_text.find("mma f32x3 tile"), std::string::npos) << prog->plan_text;
+    const std::string mainloop = c.mainloop;
+    EXPECT_NE(prog->name.find("_" + mainloop + "_f32x3"), std::string::npos) << c.arch << " '" << c.config
+                                                                             << "': " << prog->name << "\n"
+                                                                             << prog->plan_text;
+    EXPECT_NE(prog->plan_text.find(" " + mainloop + " f32x3 tile"), std::string::npos) << prog->plan_text;
   }
 }
 

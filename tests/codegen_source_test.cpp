@@ -44,22 +44,9 @@ void expect_one_function(const std::string& src, const std::string& name) {
       << src;
 }
 
-TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
-  Graph g = example("seed1_conv_relu_bias.yaml");
-  Program p = emit(g);
-  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
-  EXPECT_TRUE(p.scratch.empty());
-  // fp32 with K = 576: 3xTF32 on mma.sync (one block per SM: the split operands' registers).
-  EXPECT_EQ(p.name, "fj_conv2d_mma_f32x3_k3_relu_add");
-  EXPECT_EQ(p.launches[0].kernel, "fj_conv2d_mma_f32x3_k3_relu_add");
-  EXPECT_NE(p.source.find("extern \"C\" __global__ void __launch_bounds__(256, 1) fj_conv2d_mma_f32x3_k3_relu_add("),
-            std::string::npos);
-  for (const char* c : {"kBatch = 128;", "kCin = 64;", "kH = 128;", "kW = 128;", "kCout = 128;", "kKH = 3;",
-                        "kOH = 126;", "kOW = 126;", "kGemmK = 576;"})
-    EXPECT_NE(p.source.find(c), std::string::npos) << c;
-  // One device function per epilogue node: the conv (adding its own bias,
-  // loaded per channel), relu, the (C,1,1) bias load, add, the store.
-  const std::string& s = p.source;
+// One device function per epilogue node: the conv (adding its own bias,
+// loaded per channel), relu, the (C,1,1) bias load, add, the store.
+void expect_seed1_epilogue_functions(const Graph& g, const std::string& s) {
   for (ValueId v = 0; v < static_cast<ValueId>(g.nodes.size()); ++v) {
     const Node& n = g.node(v);
     if (n.op == OpKind::Relu || n.op == OpKind::Add || n.op == OpKind::Conv2d)
@@ -71,7 +58,57 @@ TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
       << "the conv's own [Cout] bias is loaded along dim 1, not broadcast from the right";
   EXPECT_TRUE(std::regex_search(s, std::regex(R"(void fj_store_y_\d+\(float\* __restrict__ p, int i0, int i1, int i2, int i3, float v\))")));
   EXPECT_NE(s.find("fj_epilogue(const Params& p, float src, int i0, int i1, int i2, int i3)"), std::string::npos);
-  EXPECT_EQ(p.launches[0].grid[0], (128u * 126 * 126 + 127) / 128);
+}
+
+// sm_90a (the default): fp32 with K = 576 and Cin = 64 runs 3xTF32 on wgmma,
+// after a staging kernel that writes x in NHWC, w as [Cout][KH][KW][Cin] and
+// their TF32 residuals (codegen_conv_wgmma_test.cpp).
+TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
+  Graph g = example("seed1_conv_relu_bias.yaml");
+  Program p = emit(g);
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_EQ(testing::chain_launches(p), 1u) << p.plan_text;
+  EXPECT_TRUE(testing::chain_scratch(p).empty()) << p.plan_text;
+  ASSERT_EQ(p.scratch.size(), 4u) << p.plan_text;  // x NHWC, w reordered, their residuals
+  EXPECT_TRUE(p.launches[0].operand_staging);
+  EXPECT_EQ(p.launches[0].kernel, "fj_split_tf32_conv_operands_nhwc");
+  EXPECT_EQ(p.name, "fj_conv2d_wgmma_f32x3_k3_relu_add");
+  EXPECT_EQ(p.launches[1].kernel, "fj_conv2d_wgmma_f32x3_k3_relu_add");
+  EXPECT_FALSE(p.launches[1].operand_staging);
+  EXPECT_NE(p.source.find("__launch_bounds__(384, 1) fj_conv2d_wgmma_f32x3_k3_relu_add("), std::string::npos);
+  // The staging kernel's constants, then the conv's (no kGemmK: K is the taps times Cin's blocks).
+  for (const char* c : {"kPixels = 16384;", "kTaps = 9;", "kBatch = 128;", "kCin = 64;", "kH = 128;", "kW = 128;",
+                        "kCout = 128;", "kKH = 3;", "kOH = 126;", "kOW = 126;", "kCoutPerGroup = 128;"})
+    EXPECT_NE(p.source.find(c), std::string::npos) << c;
+  EXPECT_EQ(p.source.find("kGemmK"), std::string::npos);
+  // OW 126 -> patches of 1 x 128 pixels: 126 per image, one column tile.
+  EXPECT_NE(p.source.find("kMTiles = 16128;"), std::string::npos);
+  EXPECT_NE(p.source.find("fj::PatchPixels<ConvShape, Tile::BM, 1, 128>"), std::string::npos);
+  EXPECT_TRUE(p.launches[1].persistent);
+  EXPECT_EQ(p.launches[1].grid[0], 128u * 126);
+  expect_seed1_epilogue_functions(g, p.source);
+}
+
+// sm_80 (and sm_90a with mainloop=mma): 3xTF32 on mma.sync, one kernel (one
+// block per SM: the split operands' registers).
+TEST(CodegenSource, Seed1ConvReluBiasOnMmaSyncIsOneKernel) {
+  Graph g = example("seed1_conv_relu_bias.yaml");
+  for (const auto& [arch, config] : {std::pair<const char*, const char*>{"sm_80", ""}, {"sm_90a", "mainloop=mma"}}) {
+    Expected<Program> made = generate_program(g, {arch, config});
+    ASSERT_TRUE(made.ok()) << arch << ": " << made.error().str();
+    const Program& p = *made;
+    ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+    EXPECT_TRUE(p.scratch.empty());
+    EXPECT_EQ(p.name, "fj_conv2d_mma_f32x3_k3_relu_add");
+    EXPECT_EQ(p.launches[0].kernel, "fj_conv2d_mma_f32x3_k3_relu_add");
+    EXPECT_NE(p.source.find("extern \"C\" __global__ void __launch_bounds__(256, 1) fj_conv2d_mma_f32x3_k3_relu_add("),
+              std::string::npos);
+    for (const char* c : {"kBatch = 128;", "kCin = 64;", "kH = 128;", "kW = 128;", "kCout = 128;", "kKH = 3;",
+                          "kOH = 126;", "kOW = 126;", "kGemmK = 576;"})
+      EXPECT_NE(p.source.find(c), std::string::npos) << arch << ": " << c;
+    expect_seed1_epilogue_functions(g, p.source);
+    EXPECT_EQ(p.launches[0].grid[0], (128u * 126 * 126 + 127) / 128);
+  }
 }
 
 TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {

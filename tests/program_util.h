@@ -1,7 +1,7 @@
 // tests/program_util.h — a program's chain as the planner tests count it:
-// without the operand staging that prepares the anchor's inputs (3xTF32's
-// residuals, an fp32 matmul's B transposed, on wgmma) and the scratch that
-// staging writes.
+// without the operand staging that prepares the anchor's inputs on wgmma
+// (3xTF32's residuals, an fp32 matmul's B transposed, a conv's x in NHWC and
+// w as [Cout][KH][KW][Cin]) and the scratch that staging writes.
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,12 @@ inline size_t chain_launches(const Program& p) {
                                            [](const LaunchSpec& l) { return !l.operand_staging; }));
 }
 
+// Scratch written by the operand staging kernel (compiler/pass_buffers.cpp).
 inline bool is_operand_residual(const ScratchSpec& s) {
-  return s.what.rfind("3xTF32 residual of", 0) == 0 || s.what.rfind("B transposed for wgmma", 0) == 0;
+  for (const char* staged : {"3xTF32 residual of", "B transposed for wgmma", "x in NHWC for wgmma",
+                             "w as [Cout][KH][KW][Cin] for wgmma"})
+    if (s.what.rfind(staged, 0) == 0) return true;
+  return false;
 }
 
 inline std::vector<ScratchSpec> chain_scratch(const Program& p) {
