@@ -449,14 +449,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
         const std::string tile_index = geo.op == OpKind::Conv2d && !wgmma ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
-        const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m" : "m";
+        // conv on wgmma: GEMM rows are patch rows; the partials are indexed by pixel (n, oh, ow)
+        const bool patch_rows = wgmma && geo.op == OpKind::Conv2d;
+        const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m"
+                                      : patch_rows ? "((long long)px.n * ConvShape::kOH + px.oh) * ConvShape::kOW + px.ow"
+                                                   : "m";
         run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
                       shape.rows + ", " + shape.cols + ", smem,");
         append(run, lambda(value_head, shape.coords, value_call));
         run.back() = "},";
-        std::vector<std::string> body = {"const long long at = (long long)" + tile_index + " * " + rows + " + " +
-                                         row_index + ";",
-                                         em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"};
+        std::vector<std::string> body;
+        if (patch_rows) body = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;  // patch padding"};
+        append(body, {"const long long at = (long long)" + tile_index + " * " + rows + " + " + row_index + ";",
+                      em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
         if (pb.maxima >= 0)
           body.push_back(em.buffer_param({BufferKind::Scratch, pb.maxima}, true) + "[at] = row_max;");
         run.push_back("[&](float part, float row_max, int m) {");

@@ -20,7 +20,7 @@ namespace {
 
 // conv2d on wgmma (conv_wgmma.cuh): w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
 // by the first blocks, x [N][Cin][H*W] -> NHWC by the rest (3xTF32: with
-// their residuals), each a batched transpose through 32 x 32 tiles.
+// their residuals), each a batched transpose through 32 x 64 tiles.
 Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
   const bool split = needs_tf32_split(kp);
@@ -39,7 +39,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   s.constants.push_back({"kPixels", pixels, "H * W"});
   s.constants.push_back({"kCout", geo.cout, "output channels"});
   s.constants.push_back({"kTaps", taps, "KH * KW"});
-  auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 31) / 32); };
+  auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 63) / 64); };
   const int64_t cap = 16 * sm_count_guess(ctx.arch);  // about 16 blocks per SM at most for each
   const int64_t w_blocks = std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap);
   const int64_t x_blocks = std::clamp<int64_t>((tiles(geo.batch_n, geo.cin, pixels) + 3) / 4, 1, cap);
@@ -105,10 +105,10 @@ Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, cons
   const std::string x = em.load_param(a.operands[0]), w = em.load_param(a.operands[1]);
   // Rows of 16-byte multiples (the wgmma path's condition): residuals by whole float4s.
   int64_t vectors = 0;      // float4s of residuals done by grid-stride blocks
-  int64_t b_tiles = 0;      // 32 x 32 tiles of B to transpose
+  int64_t b_tiles = 0;      // 32 x 64 tiles of B to transpose
   std::vector<std::string> body;
   if (transpose) {
-    b_tiles = ((geo.k + 31) / 32) * ((geo.n + 31) / 32);
+    b_tiles = ((geo.k + 31) / 32) * ((geo.n + 63) / 64);
     const std::string lo = split ? scratch(kp.residual_b) : "nullptr";
     body.push_back(std::string("// the first blocks: B [K, N] -> [N, K]") + (split ? ", with its residuals" : ""));
     body.push_back("if (blockIdx.x < kTransposeBlocks) {");

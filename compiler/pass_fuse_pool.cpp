@@ -68,7 +68,7 @@ void fuse_pool(PlanContext& ctx, Plan& plan) {
   if (std::string why = pool_blocker(ctx, geo, pool, max_rows); !why.empty()) return refuse(why);
   if (kp.mainloop == Mainloop::Wgmma) {  // tiles are patches of output pixels (conv_patch)
     const auto& k = ctx.node(pool).attr_ints("kernel_size");
-    const int bm = ctx.heur.wgmma ? ctx.heur.wgmma->bm : 128;
+    const int bm = ctx.heur.wgmma ? ctx.heur.wgmma->bm : ctx.heur.wgmma_schedule == "pingpong" ? 64 : 128;
     if (conv_patch(geo, bm, static_cast<int>(k[0]), static_cast<int>(k[1])).bh == 0)
       return refuse("no patch of " + std::to_string(bm) + " output pixels (power-of-two sides, wgmma) holds whole " +
                     std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows");

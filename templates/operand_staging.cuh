@@ -42,31 +42,35 @@ __device__ __forceinline__ void tf32_residuals(const float4* __restrict__ x, flo
 }
 
 // src [batches][R][C] -> dst [batches][C][R] (T: float or 16-bit) and, with
-// kResidual (fp32), each element's residual into lo, laid out as dst. 32 x 32
-// tiles through shared memory (both sides coalesced), block `block` of
+// kResidual (fp32), each element's residual into lo, laid out as dst. Tiles
+// of 32 rows x 64 columns through shared memory (both sides coalesced; each
+// thread has 8 loads in flight before the barrier), block `block` of
 // `blocks` taking every blocks-th tile. 256 threads. Uses:
 // - fp32 B [K][N] -> [N][K] (wgmma's TF32 reads K-major B only): one batch;
-// - conv2d: x [N][Cin][H*W] -> NHWC, w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
-//   (conv_wgmma.cuh).
+// - conv2d: w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin], x [N][Cin][H*W] ->
+//   NHWC (conv_wgmma.cuh).
 template <bool kResidual, class T>
 __device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* __restrict__ dst,
                                                   float* __restrict__ lo, int batches, int R, int C, int block,
                                                   int blocks) {
   static_assert(!kResidual || sizeof(T) == 4, "residuals of fp32 operands");
-  __shared__ T tile[32][33];  // +1: conflict-free columns
-  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int c_tiles = (C + 31) / 32, per_batch = c_tiles * ((R + 31) / 32);
+  constexpr int kTileR = 32, kTileC = 64;
+  __shared__ T tile[kTileR][kTileC + 1];  // +1: conflict-free columns
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;  // 8 warps
+  const int c_tiles = (C + kTileC - 1) / kTileC, per_batch = c_tiles * ((R + kTileR - 1) / kTileR);
   const long long batch_elems = static_cast<long long>(R) * C;
   for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
     const long long base = (t / per_batch) * batch_elems;
     const int rem = static_cast<int>(t % per_batch);
-    const int r0 = (rem / c_tiles) * 32, c0 = (rem % c_tiles) * 32;
+    const int r0 = (rem / c_tiles) * kTileR, c0 = (rem % c_tiles) * kTileC;
 #pragma unroll
-    for (int j = ty; j < 32; j += 8)
-      if (r0 + j < R && c0 + tx < C) tile[j][tx] = src[base + static_cast<long long>(r0 + j) * C + c0 + tx];
+    for (int j = ty; j < kTileR; j += 8)
+#pragma unroll
+      for (int h = 0; h < kTileC; h += 32)
+        if (r0 + j < R && c0 + h + tx < C) tile[j][h + tx] = src[base + static_cast<long long>(r0 + j) * C + c0 + h + tx];
     __syncthreads();
 #pragma unroll
-    for (int j = ty; j < 32; j += 8) {
+    for (int j = ty; j < kTileC; j += 8) {
       if (c0 + j < C && r0 + tx < R) {
         const long long at = base + static_cast<long long>(c0 + j) * R + r0 + tx;
         const T v = tile[tx][j];
