@@ -18,6 +18,30 @@ bool needs_operand_staging(const KernelPlan& kp) {
 
 namespace {
 
+constexpr int kStagingThreads = 256;
+
+// The staging kernel from its run() body: a launch of `blocks` blocks of
+// kStagingThreads, marked as operand staging.
+EmittedKernel finish_staging(KernelEmitter& em, const std::string& name, std::vector<std::string> body,
+                             int64_t blocks) {
+  KernelSource& s = em.src();
+  CudaFunction fn;
+  fn.comment = "block-stride loops over each job's share of the grid";
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p";
+  fn.body = std::move(body);
+  s.functions.push_back(fn);
+  EmittedKernel out;
+  out.launch.kernel = name;
+  out.launch.block = {kStagingThreads, 1, 1};
+  out.launch.grid = {static_cast<unsigned>(blocks), 1, 1};
+  out.launch.operand_staging = true;
+  out.launch.args = em.finish(name, kStagingThreads, {s.ns + "::run(p);"});
+  out.source = std::move(em.src());
+  return out;
+}
+
 // conv2d on wgmma (conv_wgmma.cuh): w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
 // by the first blocks, x [N][Cin][H*W] -> NHWC by the rest (3xTF32: with
 // their residuals), each a batched transpose through 32 x 64 tiles.
@@ -26,7 +50,6 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   const bool split = needs_tf32_split(kp);
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  constexpr int kThreads = 256;
   const std::string name = split ? "fj_split_tf32_conv_operands_nhwc" : "fj_conv_operands_nhwc";
   KernelEmitter em(ctx, plan, anchor);
   KernelSource& s = em.src();
@@ -51,12 +74,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   };
   const std::string residual = split ? "true" : "false";
   auto lo = [&](int index) { return split ? scratch(index) : std::string("nullptr"); };
-  CudaFunction fn;
-  fn.comment = "block-stride loops over each job's share of the grid";
-  fn.prefix = "__device__ __forceinline__ void";
-  fn.name = "run";
-  fn.params = "const Params& p";
-  fn.body = {"if (blockIdx.x < kWeightBlocks) {  // w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]",
+  std::vector<std::string> body = {"if (blockIdx.x < kWeightBlocks) {  // w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]",
              "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[1]) + ", " +
                  staged(kp.b_transposed) + ", " + lo(kp.residual_b) +
                  ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
@@ -64,15 +82,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
              "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[0]) + ", " +
                  staged(kp.a_staged) + ", " + lo(kp.residual_a) +
                  ", kBatch, kCin, kPixels, blockIdx.x - kWeightBlocks, gridDim.x - kWeightBlocks);"};
-  s.functions.push_back(fn);
-  EmittedKernel out;
-  out.launch.kernel = name;
-  out.launch.block = {kThreads, 1, 1};
-  out.launch.grid = {static_cast<unsigned>(w_blocks + x_blocks), 1, 1};
-  out.launch.operand_staging = true;
-  out.launch.args = em.finish(name, kThreads, {s.ns + "::run(p);"});
-  out.source = std::move(em.src());
-  return out;
+  return finish_staging(em, name, std::move(body), w_blocks + x_blocks);
 }
 
 }  // namespace
@@ -84,7 +94,6 @@ Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, cons
   const bool split = needs_tf32_split(kp), transpose = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(ctx.g, kp.root));
-  constexpr int kThreads = 256;
   const std::string name = std::string("fj") + (split ? "_split_tf32_operands" : "") + (transpose ? "_transpose_b" : "");
   KernelEmitter em(ctx, plan, anchor);
   KernelSource& s = em.src();
@@ -134,25 +143,12 @@ Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, cons
   // at most 16 blocks per SM of the usual part for each.
   const int64_t cap = 16 * sm_count_guess(ctx.arch);
   const int64_t transpose_blocks = transpose ? std::clamp<int64_t>((b_tiles + 3) / 4, 1, cap) : 0;
-  const int64_t split_blocks = split ? std::clamp<int64_t>((vectors + 8 * kThreads - 1) / (8 * kThreads), 1, cap) : 0;
+  const int64_t split_blocks = split ? std::clamp<int64_t>((vectors + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap) : 0;
   if (transpose) s.constants.push_back({"kTransposeBlocks", transpose_blocks, "blocks that transpose B (the first)"});
-  CudaFunction fn;
-  fn.comment = "block-stride loops over each job's share of the grid";
-  fn.prefix = "__device__ __forceinline__ void";
-  fn.name = "run";
-  fn.params = "const Params& p";
-  fn.body = body;
-  s.functions.push_back(fn);
-  EmittedKernel out;
-  out.launch.kernel = name;
-  out.launch.block = {kThreads, 1, 1};
-  out.launch.grid = {static_cast<unsigned>(transpose_blocks + split_blocks), 1, 1};
-  out.launch.operand_staging = true;
-  out.launch.args = em.finish(name, kThreads, {s.ns + "::run(p);"});
+  EmittedKernel out = finish_staging(em, name, std::move(body), transpose_blocks + split_blocks);
   if (split)  // float4 copies
     for (const BufferRef& b : out.launch.args)
       if (b != plan.buffer.at(a.operands[1]) || !transpose) out.launch.aligned.push_back({b, 16});
-  out.source = std::move(em.src());
   return out;
 }
 
