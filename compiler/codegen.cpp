@@ -73,7 +73,8 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
                                                         : "fusejit/gemm_simt.cuh");
   if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
     module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps
-    if (mainloop == Mainloop::Mma) module.includes.push_back("fusejit/conv_mma.cuh");
+    if (mainloop == Mainloop::Mma)
+      module.includes.push_back(plan.kernels[0].conv_patch ? "fusejit/conv_patch.cuh" : "fusejit/conv_mma.cuh");
     if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/conv_wgmma.cuh");
   }
   module.includes.push_back("fusejit/epilogue.cuh");

@@ -12,6 +12,12 @@
 namespace fusejit::cg {
 using namespace anchor;  // the pieces in emit_anchor_parts.h
 
+namespace {
+// conv2d from halo patches: the grid asks for as many blocks as an SM's
+// threads (each loops over pixel tiles; the filters are copied once per block).
+constexpr int64_t kSmThreads = 2048;
+}  // namespace
+
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -19,6 +25,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   const TileConfig& t = kp.tile;
   const bool wgmma = kp.mainloop == Mainloop::Wgmma, mma = kp.mainloop == Mainloop::Mma;
+  const bool halo_patches = mma && kp.conv_patch;  // conv2d from shared-memory halo patches (conv_patch.cuh)
   const WgmmaConfig& wt = kp.wgmma;
   const MmaConfig& mt = kp.mma;
   const int tile_m = kp.tile_m(), tile_n = kp.tile_n();
@@ -59,7 +66,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
 
   std::string wgmma_call = "fj::wgmma_gemm<Tile>(maps, kK, order, ring, ";  // the wgmma mainloop, up to the epilogue
-  ConvPatch patch;        // wgmma conv2d: the tiles' pixel patches
+  ConvPatch patch;        // wgmma conv2d, halo patches: the tiles' pixel patches
   int64_t pool_windows = 0;  // windows per tile of a pool fused into a conv epilogue
   if (geo.op == OpKind::Conv2d) {
     CudaStruct cs;
@@ -87,10 +94,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     member("kOW", geo.ow);
     s.structs.push_back(cs);
     s.constants.push_back({"kCoutPerGroup", geo.n, "GEMM N"});
-    if (!wgmma) s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
+    if (!wgmma && !halo_patches) s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
     if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
       return Error("codegen: one conv image exceeds 2^31 elements");
-    if (wgmma) {  // patches of output pixels, 4-D TMA boxes of the NHWC input (conv_wgmma.cuh)
+    if (wgmma || halo_patches) {  // patches of output pixels (conv_wgmma.cuh: 4-D TMA boxes; conv_patch.cuh)
       const auto& k = pool ? g.node(pool->op).attr_ints("kernel_size") : std::vector<int64_t>{1, 1};
       patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]));
       if (patch.bh == 0) return Error("codegen: no patch of " + std::to_string(tile_m) + " pixels holds whole pool windows");
@@ -127,7 +134,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const int64_t max_dh = (geo.kh - 1) * geo.dh, max_dw = (geo.kw - 1) * geo.dw;
     const bool taps_fit = max_dh < (int64_t{1} << 15) && max_dw < (int64_t{1} << 16) &&
                           (geo.cin / geo.groups) * geo.h * geo.w + max_dh * geo.w + max_dw < int_max;
-    if (!wgmma && geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
+    if (!wgmma && !halo_patches && geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
       taps = "Taps";
       s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
       s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
@@ -180,6 +187,23 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
+    } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
+      s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
+                          ", " + std::to_string(patch.bw) + ">;  // operands from shared-memory copies");
+      s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
+      append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
+                   "const Conv conv{" + em.load_param(a.operands[0]) + ", " + em.load_param(a.operands[1]) +
+                       ", g, n0, smem_raw};",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's",
+                   "#pragma unroll 1",
+                   "for (int pixel_tile = blockIdx.x; pixel_tile < kMTiles; pixel_tile += gridDim.x) {",
+                   "const int m0 = pixel_tile * Tile::BM;", "Frag frag;",
+                   "conv.accumulate<Pixels>(pixel_tile, frag);"});
+      // Blocks loop over the pixel tiles: as many as an SM's threads hold, every (column tile, group) alike.
+      const int64_t columns = n_tiles * geo.groups;
+      const int64_t blocks = std::max<int64_t>(1, sm_count_guess(ctx.arch) * (kSmThreads / mt.threads()) / columns);
+      launch.grid = {static_cast<unsigned>(std::min(m_tiles, blocks)), static_cast<unsigned>(n_tiles),
+                     static_cast<unsigned>(geo.groups)};
     } else {
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                    "const int g = blockIdx.z;  // group"});
@@ -360,7 +384,25 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   } else if (pool) {
     const Node& pn = g.node(pool->op);
     const auto& k = pn.attr_ints("kernel_size");
-    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
+    // A max pool first (pass_fuse_pool.cpp): the windows reduce the value before pool->after_max.
+    const bool pool_first = !pool->after_max.empty();
+    ValueId windows_reduce = pn.operands[0];
+    std::string after_max;
+    if (pool_first) {
+      windows_reduce = [&] {  // the chain's operand that the first moved op takes from the epilogue
+        const Node& first = g.node(pool->after_max.front());
+        for (ValueId o : first.operands)
+          if (o == kp.root || std::find(kp.region.nodes.begin(), kp.region.nodes.end(), o) != kp.region.nodes.end())
+            return o;
+        return kp.root;
+      }();
+      Region moved;
+      moved.domain = pn.type.shape;
+      moved.nodes = pool->after_max;
+      after_max = em.emit_tree(build_epilogue_tree(ctx, plan, moved, {windows_reduce}, pn.operands[0], false, false),
+                               "fj_after_max", "the non-decreasing ops moved after the max pool, at pooled coordinates");
+    }
+    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, windows_reduce, false),
                                          "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
                                           "fj_post_pool", "after the pool, at pooled coordinates");
@@ -370,15 +412,23 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
     run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
                   (pn.op == OpKind::MaxPool2d ? "true" : "false") +
-                  ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + ">(");
+                  ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + (pool_first ? ", true" : "") + ">(");
     run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
     append(run, lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
                                                                     "if (!px.ok) return 0.f;"},
                        "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
     run.back() = "},";
-    append(run, lambda("[&](float v, int tile_m0, int w, int n) {",
-                       {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
-                       post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
+    if (pool_first)  // the moved ops on the window's max, and on its min: a NaN there (inf - inf) wins
+      append(run, lambda("[&](float v, float v_min, int tile_m0, int w, int n) {",
+                         {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;",
+                          "const int c = g * kCoutPerGroup + n;",
+                          "const float hi = " + after_max + "(p, v, win.n, c, win.ph, win.pw);",
+                          "const float lo = " + after_max + "(p, v_min, win.n, c, win.ph, win.pw);"},
+                         post + "(p, fj::is_nan(lo) ? lo : hi, win.n, c, win.ph, win.pw);"));
+    else
+      append(run, lambda("[&](float v, int tile_m0, int w, int n) {",
+                         {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
+                         post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
   } else {
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs
@@ -436,7 +486,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         append(run, lambda(value_head, shape.coords, value_call));
         run.back() = "},";
         run.push_back("[&](float part, int n) {");
-        const std::string tile = wgmma ? "(m0 / Tile::BM)" : "blockIdx.x";  // the pixel tile
+        const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
         append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
                      "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +
                          " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
@@ -449,8 +499,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
         const std::string tile_index = geo.op == OpKind::Conv2d && !wgmma ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
-        // conv on wgmma: GEMM rows are patch rows; the partials are indexed by pixel (n, oh, ow)
-        const bool patch_rows = wgmma && geo.op == OpKind::Conv2d;
+        // conv on patches: GEMM rows are patch rows; the partials are indexed by pixel (n, oh, ow)
+        const bool patch_rows = (wgmma || halo_patches) && geo.op == OpKind::Conv2d;
         const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m"
                                       : patch_rows ? "((long long)px.n * ConvShape::kOH + px.oh) * ConvShape::kOW + px.ow"
                                                    : "m";
@@ -534,15 +584,25 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             1, map_params);
   } else if (mma) {
     const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
-    const int64_t ring_bytes = mma_smem_bytes(mt, fp32_kn_b);
-    const int64_t smem_bytes = std::max(ring_bytes, smem_floats * 4);
+    const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes)
+                                            : mma_smem_bytes(mt, fp32_kn_b);
+    // halo patches: the epilogue's after the operand copies; else it reuses the ring
+    const int64_t smem_bytes = halo_patches ? ring_bytes + smem_floats * 4 : std::max(ring_bytes, smem_floats * 4);
+    if (halo_patches) run.push_back("}  // pixel tiles");
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the mma tile " + mt.str() + " and its epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over 226 KiB");
-    s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
     fn.params = "const Params& p, char* smem_raw";
-    fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem_bytes) + ", " +
-               (geo.op == OpKind::Matmul ? "true" : "false") + "), \"shared memory for the mainloop\");"};
+    if (halo_patches) {
+      s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the operand copies, the epilogue's"});
+      s.constants.push_back({"kOperandBytes", ring_bytes, "the filters, a zero chunk and a patch's input halo"});
+      fn.body = {"static_assert(Conv::kSmemBytes == kOperandBytes && kOperandBytes <= kSmemBytes, \"shared memory for "
+                 "the operands\");"};
+    } else {
+      s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
+      fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem_bytes) + ", " +
+                 (geo.op == OpKind::Matmul ? "true" : "false") + "), \"shared memory for the mainloop\");"};
+    }
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (mma.sync " + kp.mma_kind + ", " + mt.str() + ")";
     launch.block = {static_cast<unsigned>(mt.threads()), 1, 1};
     launch.shared_bytes = static_cast<unsigned>(smem_bytes);

@@ -9,8 +9,9 @@ namespace {
 
 class TreeBuilder {
  public:
-  TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, std::vector<ValueId> sources)
-      : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)) {}
+  TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, std::vector<ValueId> sources,
+              bool anchor_adds_bias)
+      : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)), anchor_adds_bias_(anchor_adds_bias) {}
 
   EpilogueTree tree;
 
@@ -21,7 +22,7 @@ class TreeBuilder {
     if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
       tree.has_source = true;
       id = add({EpiNode::Kind::Source, v, {}, {}, {}});
-      if (is_anchor(n.op)) {  // the accumulator; the anchor adds its bias
+      if (is_anchor(n.op) && anchor_adds_bias_) {  // the accumulator; the anchor adds its bias
         std::vector<int> args = {id};
         if (n.op != OpKind::Matmul && n.operands.size() == 3) {  // not memoized: its own dim mapping
           const ValueId bias = n.operands[2];
@@ -54,6 +55,7 @@ class TreeBuilder {
   const Plan& plan_;
   const Region& region_;
   std::vector<ValueId> sources_;
+  bool anchor_adds_bias_;
   std::map<ValueId, int> memo_;
 
   bool in_region(ValueId v) const {
@@ -68,8 +70,9 @@ class TreeBuilder {
 }  // namespace
 
 EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
-                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores) {
-  TreeBuilder b(ctx, plan, region, sources);
+                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores,
+                                 bool anchor_adds_bias) {
+  TreeBuilder b(ctx, plan, region, sources, anchor_adds_bias);
   b.tree.domain = region.domain;
   if (sources.size() > 1) b.tree.sources = sources;
   for (ValueId s : sources) b.visit(s);  // sources are evaluated even if only stored

@@ -37,8 +37,10 @@ struct EpilogueTree {
 // the region is included when `with_stores`.
 EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region, ValueId source,
                                  ValueId result, bool with_stores);
-// The same with several values arriving in registers (none an anchor).
+// The same with several values arriving in registers; an anchor among them
+// arrives with its bias added unless `anchor_adds_bias`.
 EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
-                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores);
+                                 const std::vector<ValueId>& sources, ValueId result, bool with_stores,
+                                 bool anchor_adds_bias = true);
 
 }  // namespace fusejit::cg

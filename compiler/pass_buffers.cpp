@@ -34,8 +34,8 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       bool spatial = false;
       for (const FusedTail& t : anchor.tails) spatial = spatial || (t.op == v && t.spatial);
       // Column tiles (over N, conv groups included), or a conv's pixel tiles per image.
-      // (wgmma: patches of output pixels, conv_patch)
-      const bool patches = anchor.mainloop == Mainloop::Wgmma && geo.op == OpKind::Conv2d;
+      // (wgmma and mma.sync from halo patches: patches of output pixels, conv_patch)
+      const bool patches = (anchor.mainloop == Mainloop::Wgmma || anchor.conv_patch) && geo.op == OpKind::Conv2d;
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
                  : patches ? conv_patch(geo, anchor.tile_m()).tiles_per_image
                            : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();

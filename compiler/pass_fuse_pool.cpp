@@ -5,6 +5,8 @@
 // memory and stores only the pooled value. Pixels outside every window (floor
 // mode) are never computed. Overlapping windows, padding, dilation and
 // ceil_mode windows that do not tile the image stay unfused.
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "compiler/passes.h"
@@ -31,6 +33,70 @@ std::string pool_blocker(const PlanContext& ctx, const AnchorGeometry& geo, Valu
     return "a " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " window exceeds a tile of " +
            std::to_string(max_rows) + " rows";
   return "";
+}
+
+// Whether `o`, the other operand of a binary op in the chain, is the same
+// over every window of the pool (a scalar, or a tensor of size 1 along H, W
+// that does not depend on the anchor).
+bool window_constant(const PlanContext& ctx, const KernelPlan& kp, ValueId o) {
+  const Node& n = ctx.node(o);
+  if (n.op == OpKind::Constant) return true;
+  if (o == kp.root || std::find(kp.region.nodes.begin(), kp.region.nodes.end(), o) != kp.region.nodes.end())
+    return false;
+  const Shape& s = n.type.shape;
+  for (size_t i = s.size() >= 2 ? s.size() - 2 : 0; i < s.size(); ++i)
+    if (s[i] != 1) return false;
+  return true;
+}
+
+// The operand of `v` that carries the anchor's value through a max pool's
+// prefix chain, or -1 if max_pool(v) cannot be computed as v(max_pool(that)):
+// `v` must be non-decreasing in it, map NaN to NaN (so a NaN in a window
+// still wins), and its other operand must be constant over each window.
+// Where an add or sub meets an infinite operand (inf - inf), the epilogue
+// evaluates the chain on the window's min too, and a NaN there wins.
+ValueId monotone_operand(const PlanContext& ctx, const KernelPlan& kp, ValueId v) {
+  const Node& n = ctx.node(v);
+  auto positive_constant = [&](ValueId o) {
+    const Node& c = ctx.node(o);
+    return c.op == OpKind::Constant && c.constant_value() > 0 && std::isfinite(c.constant_value());
+  };
+  switch (n.op) {
+    case OpKind::Relu: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Exp: case OpKind::Clamp:
+    case OpKind::Hardtanh:
+      return n.operands[0];
+    case OpKind::LeakyRelu:
+      return n.attr_float("negative_slope") >= 0 ? n.operands[0] : -1;
+    case OpKind::Elu:
+      return n.attr_float("alpha") >= 0 ? n.operands[0] : -1;
+    case OpKind::Add:
+      if (window_constant(ctx, kp, n.operands[1])) return n.operands[0];
+      return window_constant(ctx, kp, n.operands[0]) ? n.operands[1] : -1;
+    case OpKind::Sub:
+      return window_constant(ctx, kp, n.operands[1]) ? n.operands[0] : -1;
+    case OpKind::Mul:
+      if (positive_constant(n.operands[1])) return n.operands[0];
+      return positive_constant(n.operands[0]) ? n.operands[1] : -1;
+    case OpKind::Div:
+      return positive_constant(n.operands[1]) ? n.operands[0] : -1;
+    default:
+      return -1;
+  }
+}
+
+// The ops before a fused max pool that can run after it, in order.
+std::vector<ValueId> after_max_chain(const PlanContext& ctx, const KernelPlan& kp, ValueId pooled) {
+  std::vector<ValueId> chain;
+  for (ValueId v = pooled; v != kp.root;) {
+    if (v != pooled && (ctx.users[static_cast<size_t>(v)].size() != 1 || ctx.is_output(v))) break;
+    const ValueId next = monotone_operand(ctx, kp, v);
+    const bool inside = next == kp.root ||
+                        std::find(kp.region.nodes.begin(), kp.region.nodes.end(), next) != kp.region.nodes.end();
+    if (next < 0 || !inside || ctx.node(next).type.shape != ctx.node(v).type.shape) break;
+    chain.insert(chain.begin(), v);
+    v = next;
+  }
+  return chain;
 }
 
 }  // namespace
@@ -66,16 +132,29 @@ void fuse_pool(PlanContext& ctx, Plan& plan) {
                                                       : 128;
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   if (std::string why = pool_blocker(ctx, geo, pool, max_rows); !why.empty()) return refuse(why);
-  if (kp.mainloop == Mainloop::Wgmma) {  // tiles are patches of output pixels (conv_patch)
+  if (kp.mainloop == Mainloop::Wgmma || kp.conv_patch) {  // tiles are patches of output pixels (conv_patch)
     const auto& k = ctx.node(pool).attr_ints("kernel_size");
-    const int bm = ctx.heur.wgmma ? ctx.heur.wgmma->bm : ctx.heur.wgmma_schedule == "pingpong" ? 64 : 128;
+    const int bm = kp.conv_patch ? max_rows
+                   : ctx.heur.wgmma ? ctx.heur.wgmma->bm
+                   : ctx.heur.wgmma_schedule == "pingpong" ? 64
+                                                           : 128;
     if (conv_patch(geo, bm, static_cast<int>(k[0]), static_cast<int>(k[1])).bh == 0)
-      return refuse("no patch of " + std::to_string(bm) + " output pixels (power-of-two sides, wgmma) holds whole " +
+      return refuse("no patch of " + std::to_string(bm) + " output pixels (power-of-two sides) holds whole " +
                     std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows");
   }
 
   FusedTail tail;
   tail.op = pool;
+  if (ctx.node(pool).op == OpKind::MaxPool2d && ctx.heur.pool_first) {
+    tail.after_max = after_max_chain(ctx, kp, pooled);
+    if (!tail.after_max.empty()) {
+      std::string ops;
+      for (ValueId v : tail.after_max) ops += (ops.empty() ? "" : ", ") + std::string(op_name(ctx.node(v).op)) + " %" + std::to_string(v);
+      kp.notes.push_back(label + " first: " + ops +
+                         " (non-decreasing, other operands constant over a window) run once per window on its max "
+                         "(and min: a NaN from inf - inf there wins)");
+    }
+  }
   tail.post.domain = ctx.node(pool).type.shape;
   ctx.kernel_of[static_cast<size_t>(pool)] = 0;
   grow_region(ctx, tail.post, {pool}, pool, 0, /*allow_placed=*/false);

@@ -10,7 +10,9 @@
 //   channel blocks runs wgmma too: a staging kernel writes x in NHWC and w as
 //   [Cout][KH][KW][Cin], and TMA loads 4-D boxes of x per kernel tap
 //   (templates/conv_wgmma.cuh).
-// - Otherwise, on sm_80 and newer, mma.sync: conv2d with an im2col gather
+// - Otherwise, on sm_80 and newer, mma.sync: conv2d with few channels per
+//   group from shared-memory copies of each output patch's input halo
+//   (templates/conv_patch.cuh), other conv2d with an im2col gather
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
 //   16-bit, scalar shared loads for fp32).
@@ -141,10 +143,21 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why = "the target is " + ctx.arch + ", and mma.sync needs sm_80 or newer";
   else
     kind = mma_kind(ctx.g, a, why);
+  // conv2d with few channels per group: the patches' input halo in shared
+  // memory (conv_patch.cuh) instead of the im2col gather.
+  std::string why_not_patch;
+  if (!kind.empty() && a.op == OpKind::Conv2d) {
+    why_not_patch = conv_patch_blocker(geo, kind == "bf16" || kind == "f16" ? 2 : 4);
+    if (ctx.heur.conv_patch == false) why_not_patch = "conv_patch=0 in the config";
+    if (ctx.heur.conv_patch == true && !why_not_patch.empty())
+      return Error("codegen config: conv_patch=1, but " + why_not_patch);
+    kp.conv_patch = why_not_patch.empty();
+  }
   // 3xTF32 runs three mmas per product and the gather is the same: with a
   // short K (little reuse per gathered element) FFMA is faster (H100, seed 3,
   // K=72: 5.59 vs 4.19 ms; seed 1, K=576: 7.57 vs 9.91 ms).
-  if (kind == "f32x3" && a.op == OpKind::Conv2d && ctx.heur.mainloop == "auto" && geo.k < kMinKFor3xTf32Conv) {
+  if (kind == "f32x3" && a.op == OpKind::Conv2d && ctx.heur.mainloop == "auto" && !kp.conv_patch &&
+      geo.k < kMinKFor3xTf32Conv) {
     kp.notes.push_back("mainloop: SIMT FFMA, not mma.sync 3xTF32: K=" + std::to_string(geo.k) + " is below " +
                        std::to_string(kMinKFor3xTf32Conv) + ", where FFMA is faster (mainloop=mma forces it)");
     return Status::success();
@@ -156,11 +169,14 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   }
   kp.mainloop = Mainloop::Mma;
   kp.mma_kind = kind;
-  const char* staging = a.op == OpKind::Conv2d ? "im2col gather by cp.async"
-                        : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async"
-                                                 : "x [M, K] and W [N, K] copied by cp.async";
+  const std::string staging =
+      kp.conv_patch            ? "tiles are patches of output pixels whose input halo (every channel) each block copies "
+                                 "to shared memory once, the im2col in ldmatrix addresses; filters copied once per block"
+      : a.op == OpKind::Conv2d ? "im2col gather by cp.async into a shared-memory ring" +
+                                     (why_not_patch.empty() ? "" : " (not from halo patches: " + why_not_patch + ")")
+      : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async into a shared-memory ring"
+                               : "x [M, K] and W [N, K] copied by cp.async into a shared-memory ring";
   kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) + "), " + staging +
-                     " into a shared-memory ring" +
                      (a.op == OpKind::Conv2d && ctx.arch != "sm_90a" ? "" : " (not wgmma: " + why_not_wgmma + ")"));
   return Status::success();
 }

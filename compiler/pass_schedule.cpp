@@ -140,6 +140,19 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
     // got slower, 0.868 -> 0.909, so it keeps 128).
     const bool half = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
     if (half && geo.n >= 256 && kp.tails.empty()) tile.bn = 256;  // with fused tails: correct, not timed
+    if (kp.conv_patch) {
+      // Halo patches: at most 32 columns (more blocks, fewer registers); 64-pixel
+      // tiles under a fused pool. H100, seed 3 (64 -> 64 k3, 4x4 max pool): bf16
+      // 1.60 -> 1.15 ms, tf32 1.73 -> 1.47, fp32 4.03 -> 3.30 (128x64 -> 64x32).
+      tile.bn = std::max<int>(std::min(tile.bn, 32), static_cast<int>(std::min<int64_t>(min_bn, 128)));
+      tile.bn = cover(tile.bn, {16, 32, 64, 128});
+      for (const FusedTail& t : kp.tails) {
+        const Node& pn = ctx.node(t.op);
+        if (op_category(pn.op) != OpCategory::Pool || t.spatial) continue;
+        const auto& k = pn.attr_ints("kernel_size");
+        if (conv_patch(geo, 64, static_cast<int>(k[0]), static_cast<int>(k[1])).bh) tile.bm = 64;
+      }
+    }
   }
   // fp32 B read as [K, N] by scalar shared loads: rows padded for 32 columns.
   const bool fp32_kn_b = geo.op == OpKind::Matmul && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
@@ -154,6 +167,28 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
   if (tile.bn < min_bn)
     return Error("codegen: mma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
                  ", which a fused row reduction needs");
+  if (kp.conv_patch) {  // halo patches: the filters of a wide tile may not fit beside the halo
+    const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+    const int64_t bytes = conv_patch_operand_bytes(geo, conv_patch(geo, tile.bm), tile.bn, eb);
+    if (bytes > kMaxPatchOperandBytes) {
+      const std::string why = "the filters of a " + std::to_string(tile.bn) + "-column tile and a patch's halo take " +
+                              std::to_string(bytes) + " bytes of shared memory";
+      if (ctx.heur.conv_patch == true) return Error("codegen config: conv_patch=1, but " + why);
+      kp.conv_patch = false;
+      for (std::string& note : kp.notes)
+        if (note.rfind("mainloop: mma.sync", 0) == 0)
+          note = "mainloop: mma.sync " + kp.mma_kind + ", im2col gather by cp.async into a shared-memory ring (not "
+                 "from halo patches: " + why + ")";
+    }
+  }
+  for (const FusedTail& t : kp.tails) {  // halo patches: a fused pool's windows must tile the patches
+    const Node& pn = ctx.node(t.op);
+    if (!kp.conv_patch || op_category(pn.op) != OpCategory::Pool || t.spatial) continue;
+    const auto& k = pn.attr_ints("kernel_size");
+    if (conv_patch(geo, tile.bm, static_cast<int>(k[0]), static_cast<int>(k[1])).bh == 0)
+      return Error("codegen: no patch of " + std::to_string(tile.bm) + " output pixels holds whole " +
+                   std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows of " + ctx.g.describe(t.op));
+  }
   kp.mma = tile;
   return Status::success();
 }

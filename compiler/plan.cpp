@@ -239,9 +239,14 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       t.tn = static_cast<int>(parts[3]);
       if (Status s = validate_tile(t); !s) return Error("codegen config: " + s.error().message);
       h.tile = t;
-    } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify") {
+    } else if (key == "conv_patch") {
+      if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
+      h.conv_patch = val == "1";
+    } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
+               key == "pool_first") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
+       : key == "pool_first"      ? h.pool_first
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "simplify"        ? h.simplify
                                   : h.conv_tap_table) = val == "1";
@@ -251,7 +256,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, fuse_pool, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;
@@ -324,6 +329,35 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw) {
     }
   }
   return best;
+}
+
+namespace {
+constexpr int64_t kMaxPatchChannelChunks = 4;  // 16-byte chunks of one pixel's channels
+constexpr int64_t kMaxPatchKChunks = 64;       // chunks along K (unrolled mma steps: half that)
+}  // namespace
+
+int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes) {
+  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+  const int64_t steps = (cc * geo.kh * geo.kw + 1) / 2;
+  const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
+  const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
+  return (bn * (2 * steps + 1) * 16 + 16 + cc * hr * hc * 16 + 127) / 128 * 128;
+}
+
+std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes) {
+  const int64_t per_chunk = 16 / elem_bytes, cin_g = geo.cin / geo.groups;
+  const int64_t cc = (cin_g + per_chunk - 1) / per_chunk;
+  if (cc > kMaxPatchChannelChunks)
+    return "Cin/groups=" + std::to_string(cin_g) + " is over " + std::to_string(kMaxPatchChannelChunks * per_chunk) +
+           " channels";
+  if (cc * geo.kh * geo.kw > kMaxPatchKChunks)
+    return "a " + std::to_string(geo.kh) + "x" + std::to_string(geo.kw) + " kernel over " + std::to_string(cin_g) +
+           " channels is over " + std::to_string(kMaxPatchKChunks) + " 16-byte chunks of K";
+  const ConvPatch p = conv_patch(geo, 128);
+  if (const int64_t bytes = conv_patch_operand_bytes(geo, p, 128, elem_bytes); bytes > kMaxPatchOperandBytes)
+    return "the filters of a 128-column tile and a patch's input halo take " + std::to_string(bytes) +
+           " bytes of shared memory";
+  return "";
 }
 
 PlanContext::PlanContext(const Graph& graph, Heuristics h, std::string target_arch)

@@ -77,7 +77,9 @@ struct Heuristics {
   bool tma_store = false;          // wgmma epilogue outputs by TMA bulk stores where eligible (opt-in)
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   std::optional<int> split_k;        // override for the mma.sync anchor's split-K (1: none)
+  std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
+  bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
@@ -87,8 +89,8 @@ struct Heuristics {
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
-// wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES, split_k=1..32, fuse_pool=0|1, fuse_reductions=0|1,
-// conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
+// wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES, split_k=1..32, conv_patch=0|1,
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -148,6 +150,12 @@ struct ConvPatch {
   int64_t tiles_per_image = 0;
 };
 ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1);
+// conv2d on mma.sync from shared-memory copies of each patch's input halo
+// (templates/conv_patch.cuh): why a conv cannot take it ("" if it can), and
+// the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes).
+std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes);
+constexpr int64_t kMaxPatchOperandBytes = 96 * 1024;
+int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes);
 
 // ---- the plan ------------------------------------------------------------------------
 
@@ -192,6 +200,11 @@ struct FusedTail {
   // A partial reduction over a conv's output pixels (pass_fuse_spatial.cpp):
   // each tile holds pixels of one image and stores a partial per channel.
   bool spatial = false;
+  // A max pool fused into the conv epilogue: the non-decreasing ops right
+  // before it (their other operand constant over each window), in order, which
+  // then run once per window on the window's max (pass_fuse_pool.cpp); the
+  // windows reduce the value before the first of them.
+  std::vector<ValueId> after_max;
 };
 
 // Scratch of a partial row reduction: [tiles][rows] floats (and the row
@@ -229,6 +242,10 @@ struct KernelPlan {
   // per tile and output, in tma_stores' order), instead of global stores.
   std::vector<ValueId> tma_stores;
   MmaConfig mma;                 // Mma only
+  // Mma conv2d with few channels per group: tiles are patches of output
+  // pixels whose input halo each block copies to shared memory
+  // (templates/conv_patch.cuh) instead of the im2col gather.
+  bool conv_patch = false;
   // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to
   // TF32), which the operand staging kernel (emit_operand_staging.cpp) writes first.
   int residual_a = -1, residual_b = -1;

@@ -51,6 +51,9 @@ std::string plan_text(const Graph& g, const Plan& plan) {
       s << " " << label(g, kp.root) << " " << g.node(kp.root).type.str();
     if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Wgmma)
       s << ", wgmma " << kp.mma_kind << " tile " << kp.wgmma.str();
+    else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma && kp.conv_patch)
+      s << ", mma " << kp.mma_kind << " tile " << kp.mma.bm << "x" << kp.mma.bn << " from halo patches, "
+        << kp.mma.threads() << " threads";
     else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma)
       s << ", mma " << kp.mma_kind << " tile " << kp.mma.str();
     else if (kp.kind == KernelKind::Anchor)
@@ -106,7 +109,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
     const Node& a = g.node(kp.root);
     name += "_" + std::string(op_name(a.op));
     if (kp.mainloop != Mainloop::Simt)  // the precision is a mainloop property
-      name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind;
+      name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind + (kp.conv_patch ? "_halo" : "");
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));

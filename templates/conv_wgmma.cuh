@@ -21,64 +21,6 @@
 
 namespace fj {
 
-// Rows of output tiles as patches of BH x BW pixels (BH * BW = BM), tiles in
-// (n, patch row, patch column) order: a tile never mixes images.
-template <class S, int BM, int BH, int BW>
-struct PatchPixels {
-  static_assert(BH * BW == BM, "a patch fills the tile");
-  static constexpr int kTilesH = (S::kOH + BH - 1) / BH, kTilesW = (S::kOW + BW - 1) / BW;
-  static constexpr int kTilesPerImage = kTilesH * kTilesW;
-  static constexpr int kTiles = S::kBatch * kTilesPerImage;
-  static constexpr int kRows = kTiles * BM;  // GEMM M (patches padded)
-  struct Origin {
-    int n, oh, ow;  // the image and the patch's first output pixel
-  };
-  __device__ __forceinline__ static Origin origin(int tile) {
-    const int rem = tile % kTilesPerImage;
-    return {tile / kTilesPerImage, (rem / kTilesW) * BH, (rem % kTilesW) * BW};
-  }
-  __device__ __forceinline__ Pixel pixel(int m) const {
-    const int r = m % BM;
-    const Origin o = origin(m / BM);
-    Pixel p;
-    p.n = o.n;
-    p.oh = o.oh + r / BW;
-    p.ow = o.ow + r % BW;
-    p.ok = o.n < S::kBatch && p.oh < S::kOH && p.ow < S::kOW;
-    if (!p.ok) p.n = p.oh = p.ow = 0;
-    return p;
-  }
-};
-
-// Patches that hold whole pool windows (kernel = stride = (QH, QW), no
-// padding, floor mode; QH divides BH, QW divides BW): the tile_pool
-// interface of PoolTiledPixels. Window w of a tile: (w / kWinW, w % kWinW)
-// in the patch's grid of windows.
-template <class S, int BM, int BH, int BW, int QH, int QW>
-struct PatchPoolPixels : PatchPixels<S, BM, BH, BW> {
-  using Base = PatchPixels<S, BM, BH, BW>;
-  static_assert(BH % QH == 0 && BW % QW == 0, "whole windows in a patch");
-  static constexpr int kWinW = BW / QW, kWindows = (BH / QH) * kWinW;
-  static constexpr int kPH = S::kOH / QH, kPW = S::kOW / QW;  // pooled extent
-  struct Window {
-    int n, ph, pw;
-    bool ok;
-  };
-  __device__ __forceinline__ static Window window(int m0, int w) {
-    const typename Base::Origin o = Base::origin(m0 / BM);
-    Window win;
-    win.n = o.n;
-    win.ph = o.oh / QH + w / kWinW;
-    win.pw = o.ow / QW + w % kWinW;
-    win.ok = o.n < S::kBatch && win.ph < kPH && win.pw < kPW;
-    return win;
-  }
-  // Tile row of the q-th element (row-major in the window) of window w.
-  __device__ __forceinline__ static int row(int w, int q) {
-    return ((w / kWinW) * QH + q / QW) * BW + (w % kWinW) * QW + q % QW;
-  }
-};
-
 // Operand loading policy of wgmma_mainloop for conv2d (stride 1, groups 1,
 // Cin a multiple of BK): k-tile kt = tap * kCBlocks + cb.
 template <class Tile, class S, class Patch>

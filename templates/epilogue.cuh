@@ -151,9 +151,10 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
 // for rows its pixel map marks as not ok); the values are then staged through
 // shared memory kChunk columns at a time ((BM+1)*kChunk floats) and each
 // (window, column) is reduced by one thread, calling store(v, m0, w, n) for
-// n < N (it must skip windows that are not ok).
-template <class Windows, int kQArea, int P, bool kMax, int BM, int BN, int kThreads, int kChunk, class Frag,
-          class ValueF, class StoreF>
+// n < N (it must skip windows that are not ok). kWithMin (max pools): the
+// window's NaN-propagating min too, store(v, v_min, m0, w, n).
+template <class Windows, int kQArea, int P, bool kMax, int BM, int BN, int kThreads, int kChunk,
+          bool kWithMin = false, class Frag, class ValueF, class StoreF>
 __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, float* smem, const ValueF& value,
                                           const StoreF& store) {
   constexpr int kStride = BM + 1;
@@ -186,13 +187,17 @@ __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, flo
       const int w = o % P, c = o / P;
       const int n = n0 + c0 + c;
       if (n >= N) continue;
-      float v = kMax ? neg_inf() : 0.f;
+      float v = kMax ? neg_inf() : 0.f, v_min = -neg_inf();
       for (int q = 0; q < kQArea; ++q) {
         const float x = smem[c * kStride + Windows::row(w, q)];
         v = kMax ? max_nan(v, x) : v + x;
+        if constexpr (kWithMin) v_min = min_nan(v_min, x);
       }
       if (!kMax) v = v / (float)kQArea;
-      store(v, m0, w, n);
+      if constexpr (kWithMin)
+        store(v, v_min, m0, w, n);
+      else
+        store(v, m0, w, n);
     }
     Frag::sync();
   }

@@ -128,7 +128,24 @@ TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {
 }
 
 TEST(CodegenSource, Seed3FusesTheMaxPoolIntoTheConvEpilogue) {
-  Program p = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"));
+  // Default (sm_90a): 3xTF32 on mma.sync from halo patches of 4 x 32 pixels (whole 4x4 windows).
+  Program halo = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"));
+  ASSERT_EQ(halo.launches.size(), 1u) << halo.plan_text;
+  EXPECT_TRUE(halo.scratch.empty()) << halo.plan_text;
+  EXPECT_EQ(halo.name, "fj_conv2d_mma_f32x3_halo_k3_tanh_mul_add_maxpool4");
+  EXPECT_NE(halo.source.find("fj::PatchPoolPixels<ConvShape, Tile::BM, 4, 16, 4, 4>"), std::string::npos);
+  EXPECT_NE(halo.source.find("fj::ConvPatchMma<Tile, Kind, float, ConvShape, 4, 16>"), std::string::npos);
+  EXPECT_NE(halo.plan_text.find("tile 64x32 from halo patches"), std::string::npos) << halo.plan_text;
+  EXPECT_NE(halo.source.find("fj::tile_pool<"), std::string::npos);
+  // The max pool first: tanh, mul, add run once per window (on its max and min).
+  EXPECT_TRUE(std::regex_search(halo.plan_text, std::regex(R"(max_pool2d %\d+ first: tanh %\d+, mul %\d+, add %\d+)")))
+      << halo.plan_text;
+  EXPECT_NE(halo.source.find("fj_after_max(p, v_min,"), std::string::npos);
+  Program in_order = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"), "pool_first=0");
+  EXPECT_EQ(in_order.plan_text.find(" first: "), std::string::npos) << in_order.plan_text;
+  EXPECT_EQ(in_order.source.find("fj_after_max"), std::string::npos);
+  // The SIMT mainloop: pool-window-major rows.
+  Program p = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"), "mainloop=ffma");
   ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
   EXPECT_TRUE(p.scratch.empty()) << "the unpooled conv output must not be materialized\n" << p.plan_text;
   EXPECT_EQ(p.name, "fj_conv2d_k3_tanh_mul_add_maxpool4");

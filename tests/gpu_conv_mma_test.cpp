@@ -55,7 +55,8 @@ Expected<Graph> build(const ConvCase& c) {
   auto x = g.input("x", {geo.n, geo.cin, geo.h, geo.w});
   auto w = g.input("w", {geo.cout, geo.cin / geo.groups, geo.k, geo.k});
   auto b = g.input("b", {geo.cout});
-  const bool needs_bias = c.tail == "bias_relu" || c.tail == "tanh2_bias" || c.tail == "maxpool2";
+  const bool needs_bias =
+      c.tail == "bias_relu" || c.tail == "tanh2_bias" || c.tail == "maxpool2" || c.tail == "maxpool_bias";
   Value bias;
   if (needs_bias) bias = g.input("bias", {geo.cout, 1, 1});  // every input must be read
   Conv2dOptions o;
@@ -69,6 +70,7 @@ Expected<Graph> build(const ConvCase& c) {
   if (c.tail == "tanh2_bias") y = y.tanh().mul(2.0).add(bias);
   if (c.tail == "maxpool2") y = y.tanh().mul(2.0).add(bias).max_pool2d({});
   if (c.tail == "avgpool2") y = y.relu().avg_pool2d({});
+  if (c.tail == "maxpool_bias") y = y.add(bias).max_pool2d({});
   if (c.tail == "chmin_tanh") y = y.min({1}, true).tanh();
   if (c.tail == "chsum") y = y.sum({1});
   if (c.tail == "gap") y = y.relu().global_avg_pool();
@@ -188,6 +190,10 @@ void run_cases(const std::string& config) {
 TEST(GpuConvMma, DefaultPlansMatchReference) { run_cases(""); }
 TEST(GpuConvMma, ForcedMmaMatchesReference) { run_cases("mainloop=mma"); }
 TEST(GpuConvMma, SmallMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=64x32x3"); }
+// Convs with few channels per group take halo patches (conv_patch.cuh) by
+// default; the im2col gather for them too, and patches on a small tile.
+TEST(GpuConvMma, GatherMatchesReference) { run_cases("mainloop=mma,conv_patch=0"); }
+TEST(GpuConvMma, SmallTileHaloPatchesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
 // 256 columns: 2 x 8 warps (512 threads), 32 row sharers in the reductions, wide pool chunks.
 TEST(GpuConvMma, WideMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=128x256x3"); }
 // sm_90a's wgmma conv path with other schedules: ping-pong (64-row tiles, two
@@ -208,10 +214,14 @@ TEST(GpuConvMma, NanAndInfPropagate) {
   ASSERT_TRUE(arch) << arch.error().str();
   const int sm = sm_number(*arch);
   Engine engine;
-  for (Precision p : {Precision::FP32, Precision::BF16}) {
-    for (const std::string config : {"", "mainloop=mma"}) {
+  // maxpool_bias: max_pool2d(c + bias) with bias +inf / -inf in channels 0 / 1
+  // whose filters are positive, so -inf / +inf conv outputs meet them (inf -
+  // inf = NaN in a window): the pool-first epilogue must still give NaN.
+  for (Precision p : {Precision::FP32, Precision::BF16})
+    for (const std::string config : {"", "mainloop=mma", "pool_first=0"})
+      for (const std::string tail : {"gelu", "maxpool_bias"}) {
       if (!config.empty() && sm < 80) continue;
-      const ConvCase c{p, {2, 8, 12, 12, 16, 3, 1, 1, 1, 1}, "gelu"};
+      const ConvCase c{p, {2, 8, 12, 12, 16, 3, 1, 1, 1, 1}, tail};
       const std::string what = label(c) + " config '" + config + "'";
       auto g = build(c);
       ASSERT_TRUE(g) << g.error().str();
@@ -230,6 +240,11 @@ TEST(GpuConvMma, NanAndInfPropagate) {
       inputs[0].data[at(1, 5, 6, 6)] = inf;
       inputs[0].data[at(1, 0, 10, 1)] = -inf;
       inputs[0].data[at(0, 7, 11, 11)] = inf;  // a corner: windows with padding
+      if (tail == "maxpool_bias") {
+        for (int64_t i = 0; i < 2 * c.g.cin * c.g.k * c.g.k; ++i) inputs[1].data[i] = std::fabs(inputs[1].data[i]);
+        inputs[3].data[0] = inf;
+        inputs[3].data[1] = -inf;
+      }
       std::vector<DeviceBuffer> buffers;
       std::vector<DevicePtr> in, out;
       for (const HostTensor& t : inputs) {
@@ -265,7 +280,6 @@ TEST(GpuConvMma, NanAndInfPropagate) {
       Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), p);
       EXPECT_TRUE(cmp.pass) << what << " (" << (*kernel)->name() << "): " << cmp.summary();
     }
-  }
 }
 
 }  // namespace

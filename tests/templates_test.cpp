@@ -213,6 +213,31 @@ extern "C" __global__ void k(const float4* x, float4* lo, long long n, const flo
   fj::transpose_batched<false>(reinterpret_cast<const unsigned short*>(b), reinterpret_cast<unsigned short*>(bt),
                                nullptr, 2, 64, 49, blockIdx.x, gridDim.x);
 })"},
+      {"conv_patch.cuh", R"(
+#include "fusejit/fj_half.cuh"
+// Strided, dilated, padded, two groups of 5 input channels (16-bit: one chunk, fp32: two).
+struct S {
+  static constexpr int kBatch = 2, kCin = 10, kH = 13, kW = 21, kCout = 12, kKH = 3, kKW = 3, kSH = 2, kSW = 1,
+                       kPH = 1, kPW = 2, kDH = 1, kDW = 2, kGroups = 2, kOH = 7, kOW = 21;
+};
+using Tile = fj::MmaTile<64, 16, 32, 32, 16, 2>;
+template <class Kind, class T, class Pixels>
+__device__ void run(const T* x, const T* w, float* y, char* smem) {
+  const fj::ConvPatchMma<Tile, Kind, T, S, 4, 16> conv{x, w, 1, 0, smem};
+  for (int tile = blockIdx.x; tile < Pixels::kTiles; tile += gridDim.x) {
+    fj::MmaFragment<Tile> f;
+    conv.template accumulate<Pixels>(tile, f);
+    const fj::Pixel p = Pixels{}.pixel(tile * Tile::BM + f.row(0));
+    if (p.ok) y[(p.n * 12 + 6 + f.col(0)) * 147 + p.oh * 21 + p.ow] = f.acc[0][0];
+  }
+}
+extern "C" __global__ void k(const float* x, const float* w, const __nv_bfloat16* xb, const __nv_bfloat16* wb,
+                             float* y) {
+  extern __shared__ __align__(128) char smem[];
+  run<fj::mma::TF32, float, fj::PatchPixels<S, 64, 4, 16>>(x, w, y, smem);
+  run<fj::mma::F32x3, float, fj::PatchPoolPixels<S, 64, 4, 16, 2, 2>>(x, w, y, smem);
+  run<fj::mma::BF16, __nv_bfloat16, fj::PatchPixels<S, 64, 4, 16>>(xb, wb, y, smem);
+})"},
       {"conv_wgmma.cuh", R"(
 #include "fusejit/epilogue.cuh"
 // Padded, dilated 3x3 over patches of 2 x 64 pixels; pools of 2x2 windows in 4 x 32 patches.

@@ -1,0 +1,181 @@
+// fusejit/conv_patch.cuh — conv2d with few input channels per group on the
+// mma.sync tensor cores (gemm_mma.cuh's fragments), its operands read from
+// shared memory copies made once:
+//   - B, the group's filters for this block's BN output channels, as
+//     [n][KH][KW][Cin padded to chunks], copied when the block starts (blocks
+//     then loop over pixel tiles: persistent);
+//   - per tile (a patch of BH x BW output pixels, PatchPixels), the patch's
+//     input HALO, every channel of the group, channel-innermost in 16-byte
+//     chunks ([cc][HR][HC] chunks).
+// The im2col of A is then only ldmatrix row addresses: row m of GEMM k chunk
+// q = (tap, cc) is the halo chunk at the pixel's position shifted by the tap.
+// No global gather per MMA and no per-element bounds tests: the halo copy
+// writes zeros outside the image (padding) and past Cin/groups.
+//
+// GEMM k order: k = (tap * kCC + cc) * kPerChunk + e, tap = kh * KW + kw,
+// channel ci = cc * kPerChunk + e. K is padded to whole mma k steps (two
+// chunks); a padding chunk's A rows read a zero chunk and its B is zero.
+//
+// Shared memory (bytes from the base): B (BN rows of kBStride chunks, an odd
+// stride: ldmatrix's 8 rows hit 8 bank groups), a zero chunk, the halo.
+// The epilogue's shared memory starts at kSmemBytes.
+//
+// Shape concept as in conv_simt.cuh; Pixels: PatchPixels / PatchPoolPixels.
+#pragma once
+
+#include "fusejit/conv_simt.cuh"
+#include "fusejit/gemm_mma.cuh"
+
+namespace fj {
+
+template <class Tile, class Kind, class T, class S, int BH, int BW>
+struct ConvPatchMma {
+  static constexpr int E = sizeof(T), kPerChunk = 16 / E;
+  static constexpr int kCinG = S::kCin / S::kGroups, kCoutG = S::kCout / S::kGroups;
+  static constexpr int kCC = (kCinG + kPerChunk - 1) / kPerChunk;  // channel chunks per pixel
+  static constexpr int kTaps = S::kKH * S::kKW;
+  static constexpr int kChunks = kTaps * kCC;  // k chunks that hold data
+  static constexpr int kSteps = (kChunks + 1) / 2;  // mma k steps of two chunks
+  static constexpr int kBStride = 2 * kSteps + 1;  // B row stride in chunks (odd)
+  static constexpr int kHR = (BH - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // halo rows
+  static constexpr int kHC = (BW - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;  // halo columns
+  static constexpr int kPlane = kHR * kHC;  // chunks of one channel chunk's plane
+  static constexpr int kZeroAt = Tile::BN * kBStride * 16, kHaloAt = kZeroAt + 16;
+  static constexpr int kSmemBytes = (kHaloAt + kCC * kPlane * 16 + 127) / 128 * 128;
+  static constexpr int MI = Tile::kMI, NI = Tile::kNI, kThreads = Tile::kThreads;
+  // 3xTF32: steps summed in the tensor core before the FADD into acc (as
+  // mma_mainloop's k tile of 32 fp32).
+  static constexpr int kSplitGroup = 4;
+  static_assert(BH * BW == Tile::BM, "a patch fills the tile");
+  static_assert(E == Kind::kElemBytes && Kind::kK * E == 32, "one mma k step: two 16-byte chunks");
+  static_assert(NI % 2 == 0, "B fragments by pairs of 8-column subtiles");
+
+  const T* __restrict__ x;  // NCHW input
+  int c0;                   // the group's first input channel
+  unsigned smem;            // shared address of the base
+
+  // Copies the filters of output channels [n0, n0 + BN) of group g (w:
+  // [Cout][CinG][KH][KW]) and the zero chunk. Every thread of the block calls
+  // it; the first tile's copy ends with a barrier before any read.
+  __device__ __forceinline__ ConvPatchMma(const T* __restrict__ x_, const T* __restrict__ w, int g, int n0,
+                                          char* smem_raw)
+      : x(x_), c0(g * kCinG), smem(static_cast<unsigned>(__cvta_generic_to_shared(smem_raw))) {
+    const T* wg = w + (long long)(g * kCoutG) * kCinG * kTaps;
+    for (int i = threadIdx.x; i < Tile::BN * kBStride; i += kThreads) {
+      const int n = i / kBStride, q = i % kBStride;
+      const int tap = q / kCC, cc = q % kCC;
+      unsigned short e16[kPerChunk == 8 ? 8 : 1];
+      unsigned e32[kPerChunk == 4 ? 4 : 1];
+#pragma unroll
+      for (int e = 0; e < kPerChunk; ++e) {
+        const int ci = cc * kPerChunk + e;
+        const bool in = n0 + n < kCoutG && q < kChunks && ci < kCinG;
+        const T* src = wg + ((long long)(n0 + n) * kCinG + ci) * kTaps + tap;
+        if constexpr (E == 2)
+          e16[e] = in ? __ldg(reinterpret_cast<const unsigned short*>(src)) : (unsigned short)0;
+        else
+          e32[e] = in ? __ldg(reinterpret_cast<const unsigned*>(src)) : 0u;
+      }
+      store_chunk(smem + (n * kBStride + q) * 16, e16, e32);
+    }
+    if (threadIdx.x == 0) asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(smem + kZeroAt), "r"(0u));
+  }
+
+  static __device__ __forceinline__ void store_chunk(unsigned dst, const unsigned short (&e16)[kPerChunk == 8 ? 8 : 1],
+                                                     const unsigned (&e32)[kPerChunk == 4 ? 4 : 1]) {
+    unsigned v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if constexpr (E == 2)
+        v[i] = e16[2 * i] | (unsigned(e16[2 * i + 1]) << 16);
+      else
+        v[i] = e32[i];
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+  }
+
+  // Byte offset of k chunk q (< kChunks) from a pixel's halo position.
+  static __device__ __forceinline__ constexpr unsigned chunk_offset(int q) {
+    return ((q % kCC) * kPlane + ((q / kCC) / S::kKW) * S::kDH * kHC + ((q / kCC) % S::kKW) * S::kDW) * 16;
+  }
+
+  // Accumulates pixel tile `tile` (PatchPixels order) into frag (zeroed by
+  // its constructor). Every thread of the block calls it; it begins with a
+  // barrier (the previous tile's reads of the halo and the epilogue's shared
+  // memory are done) and leaves the halo to this tile until the next call.
+  template <class Pixels>
+  __device__ __forceinline__ void accumulate(int tile, MmaFragment<Tile>& frag) const {
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const typename Pixels::Origin o = Pixels::origin(tile);
+    const int ih0 = o.oh * S::kSH - S::kPH, iw0 = o.ow * S::kSW - S::kPW;
+    const T* xn = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW);
+    __syncthreads();
+    for (int i = tid; i < kCC * kPlane; i += kThreads) {  // consecutive threads: consecutive columns
+      const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
+      const int ih = ih0 + r, iw = iw0 + c;
+      const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+      const T* src = xn + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+      unsigned short e16[kPerChunk == 8 ? 8 : 1];
+      unsigned e32[kPerChunk == 4 ? 4 : 1];
+#pragma unroll
+      for (int e = 0; e < kPerChunk; ++e) {
+        const bool ok = in && cc * kPerChunk + e < kCinG;
+        const T* s = src + (long long)e * (S::kH * S::kW);
+        if constexpr (E == 2)
+          e16[e] = ok ? __ldg(reinterpret_cast<const unsigned short*>(s)) : (unsigned short)0;
+        else
+          e32[e] = ok ? __ldg(reinterpret_cast<const unsigned*>(s)) : 0u;
+      }
+      store_chunk(smem + kHaloAt + i * 16, e16, e32);
+    }
+    __syncthreads();
+
+    const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
+    const bool upper = lane >= 16;  // ldmatrix: lanes 16..31 give the second chunk's rows
+    unsigned a_at[MI];              // this lane's pixel in the halo
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int r = wm + mi * 16 + lane % 16;
+      a_at[mi] = smem + kHaloAt + ((r / BW) * S::kSH * kHC + (r % BW) * S::kSW) * 16;
+    }
+    const unsigned b_at = smem + ((wn + lane % 8 + (lane / 16) * 8) * kBStride + (lane / 8) % 2) * 16;
+    auto load_frags = [&](int s, unsigned(&af)[MI][4], unsigned(&bf)[NI][2]) {
+      const int q = 2 * s + (upper ? 1 : 0);
+      const unsigned off = upper ? chunk_offset(2 * s + 1) : chunk_offset(2 * s);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) mma::ldsm_x4(af[mi], q < kChunks ? a_at[mi] + off : smem + kZeroAt);
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {  // matrices (n +0/+8) x (k chunk +0/+1)
+        unsigned r[4];
+        mma::ldsm_x4(r, b_at + (nj * 16 * kBStride + 2 * s) * 16);
+        bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1], bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
+      }
+    };
+    [[maybe_unused]] float part[2 * MI][2 * NI];  // 3xTF32: a group of steps, summed in the tensor core
+    unsigned af[2][MI][4], bf[2][NI][2];
+    load_frags(0, af[0], bf[0]);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      if (s + 1 < kSteps) load_frags(s + 1, af[(s + 1) % 2], bf[(s + 1) % 2]);
+      if constexpr (Kind::kSplit) {
+        if (s % kSplitGroup == 0) {
+#pragma unroll
+          for (int i = 0; i < 2 * MI; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * NI; ++j) part[i][j] = 0.f;
+        }
+        mma::mma_step<Kind>(part, af[s % 2], bf[s % 2]);
+        if (s % kSplitGroup == kSplitGroup - 1 || s + 1 == kSteps) {
+#pragma unroll
+          for (int i = 0; i < 2 * MI; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * NI; ++j) frag.acc[i][j] += part[i][j];
+        }
+      } else {
+        mma::mma_step<Kind>(frag.acc, af[s % 2], bf[s % 2]);
+      }
+    }
+  }
+};
+
+}  // namespace fj
