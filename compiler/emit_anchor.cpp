@@ -69,30 +69,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   ConvPatch patch;        // wgmma conv2d, halo patches: the tiles' pixel patches
   int64_t pool_windows = 0;  // windows per tile of a pool fused into a conv epilogue
   if (geo.op == OpKind::Conv2d) {
-    CudaStruct cs;
-    cs.name = "ConvShape";
-    cs.comment = "conv2d " + shape_str(g.node(a.operands[0]).type.shape) + " * " +
-                 shape_str(g.node(a.operands[1]).type.shape) + " -> " + shape_str(geo.out);
-    auto member = [&](const std::string& n, int64_t v) {
-      cs.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
-    };
-    member("kBatch", geo.batch_n);
-    member("kCin", geo.cin);
-    member("kH", geo.h);
-    member("kW", geo.w);
-    member("kCout", geo.cout);
-    member("kKH", geo.kh);
-    member("kKW", geo.kw);
-    member("kSH", geo.sh);
-    member("kSW", geo.sw);
-    member("kPH", geo.ph);
-    member("kPW", geo.pw);
-    member("kDH", geo.dh);
-    member("kDW", geo.dw);
-    member("kGroups", geo.groups);
-    member("kOH", geo.oh);
-    member("kOW", geo.ow);
-    s.structs.push_back(cs);
+    s.structs.push_back(conv_shape_struct(g, a, geo));
     s.constants.push_back({"kCoutPerGroup", geo.n, "GEMM N"});
     if (!wgmma && !halo_patches) s.constants.push_back({"kGemmK", geo.k, "GEMM K: (Cin / groups) * KH * KW"});
     if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
@@ -127,40 +104,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     }
     if (m_tiles * tile_m > int_max) return Error("codegen: conv GEMM M exceeds 2^31 rows");
     // The kernel taps as a constant-memory table (each warp reads one entry
-    // per load: a broadcast) instead of divisions per load.
-    std::string taps = "fj::NoTaps<ConvShape>";
-    // The table packs (kh*DH << 16) | kw*DW into an int and the input offset of a
-    // tap into another: only when both fit (else divisions, which always work).
-    const int64_t max_dh = (geo.kh - 1) * geo.dh, max_dw = (geo.kw - 1) * geo.dw;
-    const bool taps_fit = max_dh < (int64_t{1} << 15) && max_dw < (int64_t{1} << 16) &&
-                          (geo.cin / geo.groups) * geo.h * geo.w + max_dh * geo.w + max_dw < int_max;
-    if (!wgmma && !halo_patches && geo.k <= 4096 && ctx.heur.conv_tap_table && taps_fit) {
-      taps = "Taps";
-      s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
-      s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
-      std::string line;
-      for (int64_t k = 0; k < geo.k; ++k) {
-        const int64_t ci = k / (geo.kh * geo.kw), rs = k % (geo.kh * geo.kw);
-        const int64_t dh = (rs / geo.kw) * geo.dh, dw = (rs % geo.kw) * geo.dw;
-        line += "{" + std::to_string(ci * geo.h * geo.w + dh * geo.w + dw) + ", " + std::to_string((dh << 16) | dw) +
-                "}, ";
-        if (k % 8 == 7 || k + 1 == geo.k) {
-          s.declarations.push_back("    " + line.substr(0, line.size() - 1));
-          line.clear();
-        }
-      }
-      s.declarations.push_back("};");
-      CudaStruct ts;
-      ts.name = "Taps";
-      ts.comment = "kernel taps for fj::ConvA";
-      CudaFunction at;
-      at.prefix = "static __device__ __forceinline__ int2";
-      at.name = "at";
-      at.params = "int k";
-      at.body = {"return kConvTaps[k];"};
-      ts.methods.push_back(at);
-      s.structs.push_back(ts);
-    }
+    // per load: a broadcast) instead of divisions per load, where they fit.
+    const std::string taps =
+        !wgmma && !halo_patches && ctx.heur.conv_tap_table ? add_conv_tap_table(geo, s) : "fj::NoTaps<ConvShape>";
     if (wgmma) {
       const DType dt = g.node(a.operands[0]).type.dtype;
       const bool f32 = kp.mma_kind == "tf32" || kp.mma_kind == "f32x3";

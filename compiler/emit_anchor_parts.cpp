@@ -1,6 +1,9 @@
 // Pieces of the anchor emitter (see emit_anchor_parts.h).
 #include "compiler/emit_anchor_parts.h"
 
+#include <limits>
+#include <utility>
+
 #include "compiler/emitters.h"
 
 namespace fusejit::cg::anchor {
@@ -81,6 +84,55 @@ std::vector<std::string> AnchorShape::reduced_coords(const AnchorGeometry& geo, 
   }
   if (keepdim) out.push_back("const int i" + std::to_string(rank - 1) + " = 0;");
   return out;
+}
+
+CudaStruct conv_shape_struct(const Graph& g, const Node& conv, const AnchorGeometry& geo) {
+  CudaStruct cs;
+  cs.name = "ConvShape";
+  cs.comment = "conv2d " + shape_str(g.node(conv.operands[0]).type.shape) + " * " +
+               shape_str(g.node(conv.operands[1]).type.shape) + " -> " + shape_str(geo.out);
+  const std::pair<const char*, int64_t> members[] = {
+      {"kBatch", geo.batch_n}, {"kCin", geo.cin}, {"kH", geo.h},   {"kW", geo.w},   {"kCout", geo.cout},
+      {"kKH", geo.kh},         {"kKW", geo.kw},   {"kSH", geo.sh}, {"kSW", geo.sw}, {"kPH", geo.ph},
+      {"kPW", geo.pw},         {"kDH", geo.dh},   {"kDW", geo.dw}, {"kGroups", geo.groups},
+      {"kOH", geo.oh},         {"kOW", geo.ow}};
+  for (const auto& m : members)
+    cs.members.push_back("static constexpr int " + std::string(m.first) + " = " + int_literal(m.second) + ";");
+  return cs;
+}
+
+std::string add_conv_tap_table(const AnchorGeometry& geo, KernelSource& s) {
+  // The table packs (kh*DH << 16) | kw*DW into an int and the input offset of a
+  // tap into another: only when both fit (else divisions, which always work).
+  const int64_t max_dh = (geo.kh - 1) * geo.dh, max_dw = (geo.kw - 1) * geo.dw;
+  const bool taps_fit = max_dh < (int64_t{1} << 15) && max_dw < (int64_t{1} << 16) &&
+                        (geo.cin / geo.groups) * geo.h * geo.w + max_dh * geo.w + max_dw <
+                            std::numeric_limits<int>::max();
+  if (geo.k > 4096 || !taps_fit) return "fj::NoTaps<ConvShape>";
+  s.declarations.push_back("// per GEMM k = (ci*KH + kh)*KW + kw: {ci*H*W + kh*DH*W + kw*DW, (kh*DH << 16) | kw*DW}");
+  s.declarations.push_back("__constant__ int2 kConvTaps[" + std::to_string(geo.k) + "] = {");
+  std::string line;
+  for (int64_t k = 0; k < geo.k; ++k) {
+    const int64_t ci = k / (geo.kh * geo.kw), rs = k % (geo.kh * geo.kw);
+    const int64_t dh = (rs / geo.kw) * geo.dh, dw = (rs % geo.kw) * geo.dw;
+    line += "{" + std::to_string(ci * geo.h * geo.w + dh * geo.w + dw) + ", " + std::to_string((dh << 16) | dw) + "}, ";
+    if (k % 8 == 7 || k + 1 == geo.k) {
+      s.declarations.push_back("    " + line.substr(0, line.size() - 1));
+      line.clear();
+    }
+  }
+  s.declarations.push_back("};");
+  CudaStruct ts;
+  ts.name = "Taps";
+  ts.comment = "kernel taps for fj::ConvA";
+  CudaFunction at;
+  at.prefix = "static __device__ __forceinline__ int2";
+  at.name = "at";
+  at.params = "int k";
+  at.body = {"return kConvTaps[k];"};
+  ts.methods.push_back(at);
+  s.structs.push_back(ts);
+  return "Taps";
 }
 
 }  // namespace fusejit::cg::anchor

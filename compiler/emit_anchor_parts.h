@@ -26,6 +26,11 @@ int mma_copy_bytes(int64_t ld, int elem_bytes);
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
 // The fj:: reduction functor of a row reduction.
+// conv2d: the ConvShape struct of named constants (conv_simt.cuh's shape concept).
+CudaStruct conv_shape_struct(const Graph& g, const Node& conv, const AnchorGeometry& geo);
+// conv2d's kernel taps as a constant-memory table and a Taps struct in `s`
+// (K <= 4096, offsets that fit an int): "Taps"; else "fj::NoTaps<ConvShape>".
+std::string add_conv_tap_table(const AnchorGeometry& geo, KernelSource& s);
 std::string reduce_op_type(OpKind op);
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& from);
