@@ -121,7 +121,8 @@ TOL = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 2e-2, "f16": 5e-3}  # fusejit's rel L
 
 SIDES = ["cublas", "eager", "compile", "max-autotune", "fusejit", "fusejit-tuned"]
 TORCH_SIDES = ["cublas", "eager", "compile", "max-autotune"]
-FJ_SIDES = ["fusejit", "fusejit-tuned"]
+FJ_SIDES = ["fusejit", "fusejit-tuned"]  # plus "fj:<label>" per --fusejit-configs entry
+FJ_CONFIGS = {}  # label -> codegen config string
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 DEFAULT_MODES = ["fp32", "tf32", "bf16"]
@@ -255,7 +256,22 @@ def parse_sides(a):
             out += ["max-autotune"] if a.compile_mode == "max-autotune" else ["compile", "max-autotune"]
         else:
             out.append(s)
-    return [s for s in SIDES if s in out]
+    out = [s for s in SIDES if s in out]
+    for label in FJ_CONFIGS:  # --fusejit-configs: one fusejit side per config, after the others
+        FJ_SIDES.append("fj:" + label)
+        out.append("fj:" + label)
+    return out
+
+
+def parse_fusejit_configs(text):
+    """'label=config;label=config' -> {label: config} (a config is fusejit's key=value,... string)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(";"))):
+        label, eq, cfg = item.partition("=")
+        if not eq or not label.strip() or not cfg.strip():
+            raise SystemExit(f"bench_gemm: --fusejit-configs wants label=config;..., got '{item}'")
+        out[label.strip()] = cfg.strip()
+    return out
 
 
 # ---- output --------------------------------------------------------------------------
@@ -299,7 +315,7 @@ def compact_table(rows, sides):
     fsides = [s for s in present if s in FJ_SIDES]
     tf_sides = [s for s in present if s == "cublas" or s in FJ_SIDES]
     head = (["shape", "chain", "mode", "floor ms"] + [f"{s} ms" for s in present] + [f"{s} TF/s" for s in tf_sides]
-            + [f"{'fj' if f == 'fusejit' else 'fj-tuned'}/{t}" for f in fsides for t in tsides]
+            + [f"{'fj' if f == 'fusejit' else 'fj-tuned' if f == 'fusejit-tuned' else f}/{t}" for f in fsides for t in tsides]
             + [f"err {s}" for s in present])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (shape, chain, mode), g in groups.items():
@@ -354,7 +370,8 @@ def full_table(rows):
                 for f in FJ_SIDES:
                     rf = g.get(f)
                     if rf and rf.get("median_ms"):
-                        ratios.append(f"{'fj' if f == 'fusejit' else 'tuned'} {rf['median_ms'] / r['median_ms']:.2f}")
+                        ratios.append(f"{'fj' if f == 'fusejit' else 'tuned' if f == 'fusejit-tuned' else f} "
+                                      f"{rf['median_ms'] / r['median_ms']:.2f}")
             note = "; ".join(v for v in (r.get("kernel"), r.get("note")) if v)
             cs = r.get("compile_s")
             lines.append("| " + " | ".join(base + [
@@ -405,6 +422,9 @@ def main():
     ap.add_argument("--compile-mode", default="default", choices=["default", "max-autotune", "both"],
                     help="what the 'compile' side runs (max-autotune = max-autotune-no-cudagraphs)")
     ap.add_argument("--tuned", action="store_true", help="add the fusejit-tuned side")
+    ap.add_argument("--fusejit-configs", default="",
+                    help="'label=config;...': one more fusejit side per codegen config (side 'fj:label'), "
+                         "e.g. 'pp=wgmma_schedule=pingpong,wgmma_tile=128x128x6x16'")
     ap.add_argument("--tune-budget", type=int, default=60, help="seconds per tuning run (--tune-via cli)")
     ap.add_argument("--tune-via", default="auto", choices=["auto", "cli", "force"],
                     help="cli: `fusejit tune --budget` then autotune=use_db; force: autotune='force' "
@@ -428,6 +448,7 @@ def main():
         a.tag = OP
 
     plan = build_plan(a)
+    FJ_CONFIGS.update(parse_fusejit_configs(a.fusejit_configs))
     sides = parse_sides(a)
     if a.print_specs:
         print_specs(a, plan)
@@ -550,14 +571,17 @@ class Runner:
         except Exception:
             pass
 
-    def fusejit_build(self, shape, mode, chain, args, tuned):
+    def fusejit_build(self, shape, mode, chain, args, tuned, config=None):
         def build():
             if self.fj is None:
                 raise RuntimeError(self.fj_error or "fusejit not loaded")
             text = spec_text(shape, mode, chain)
             info = {}
             t0 = time.time()
-            if not tuned:
+            if config:
+                k = self.fj.compile(text, config=config)
+                info["note"] = "config " + config
+            elif not tuned:
                 k = self.fj.compile(text)
             elif self.tune_via == "cli":
                 path = write_spec(self.spec_dir, shape, mode, chain)
@@ -637,7 +661,8 @@ class Runner:
                             cf = torch.compile(fn, mode=COMPILE_MODES[side], dynamic=False)
                             return (lambda: cf(*args)), {"compile_mode": COMPILE_MODES[side]}
                     else:
-                        build = self.fusejit_build(shape, mode, chain, args, side == "fusejit-tuned")
+                        build = self.fusejit_build(shape, mode, chain, args, side == "fusejit-tuned",
+                                                   FJ_CONFIGS.get(side[3:]) if side.startswith("fj:") else None)
                     self.side(base, side, build, ref, y64)
             del ref
             torch._dynamo.reset()

@@ -36,7 +36,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const int rank = static_cast<int>(geo.out.size());
   const int64_t int_max = std::numeric_limits<int>::max();
   int64_t store_tile_bytes = 0;  // the TMA-stored outputs' shared-memory tiles
-  for (ValueId v : kp.tma_stores) store_tile_bytes += wgmma_store_tile_bytes(wt, static_cast<int>(dtype_size(g.node(v).type.dtype)));
+  for (size_t k = 0; k < kp.tma_stores.size(); ++k) store_tile_bytes += wgmma_store_tile_bytes(wt);
 
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;
@@ -198,10 +198,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
         tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
       }
-      for (ValueId v : kp.tma_stores) {  // the output tiles: dense BM x BN boxes
+      for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x 128 bytes, 128-byte swizzle
         const DType ot = g.node(v).type.dtype;
-        tensor_maps.push_back(TensorMapSpec{plan.buffer.at(v), static_cast<int>(dtype_size(ot)), ot == DType::BF16,
-                                            rows, geo.n, wt.bm, wt.bn, false});
+        const int eb = static_cast<int>(dtype_size(ot));
+        tensor_maps.push_back(TensorMapSpec{plan.buffer.at(v), eb, ot == DType::BF16, rows, geo.n, wt.bm, 128 / eb, true});
       }
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
@@ -379,34 +379,30 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs
       for (ValueId v : kp.tma_stores) tiles.push_back(plan.buffer.at(v));
-      const std::string fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
-                                          "the elementwise epilogue and its stores, at output coordinates", tiles);
-      std::string tile_args;  // TMA-stored outputs: their shared-memory tiles and the element's offset there
-      if (wgmma) {  // staged through shared memory: coalesced loads and stores
-        const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", store_tile_bytes);
-        smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * (chunk + 8));
-        if (!kp.tma_stores.empty()) {
-          run.push_back("fj::tma_store_acquire(frag);  // the last tile's TMA stores have read the output tiles");
-          for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
-            const std::string ot = ctype(g.node(kp.tma_stores[k]).type.dtype), at = "kOutTile" + std::to_string(k);
-            run.push_back(ot + "* const out_tile" + std::to_string(k) + " = reinterpret_cast<" + ot +
-                          "*>(ring + Tile::kRingBytes + " + at + ");");
-            tile_args += ", out_tile" + std::to_string(k);
-          }
-          tile_args += ", (m - m0) * Tile::BN + (n - n0)";
-        }
-        run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
-                      (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " + shape.cols +
-                      ", smem,");
+      auto epilogue_fn = [&] {
+        return em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
+                            "the elementwise epilogue and its stores, at output coordinates", tiles);
+      };
+      if (!kp.tma_stores.empty()) {  // from the accumulators to swizzled slots, out by TMA in 128-byte columns
+        const bool pairs = kp.tma_stores.size() == 1 && kp.region.stores.size() == 1;  // one output: two columns per store
+        const std::string fn =
+            pairs ? em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, kp.tma_stores[0], false),
+                                 "fj_epilogue_value", "the elementwise epilogue's stored value, at output coordinates")
+                  : epilogue_fn();
+        append(run, tma_store_epilogue(g, kp, shape, fn, pairs, coord_call));
       } else {
-        run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
+        const std::string fn = epilogue_fn();
+        if (wgmma) {  // staged through shared memory: coalesced loads and stores
+          const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", store_tile_bytes);
+          smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * (chunk + 8));
+          run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
+                        (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " +
+                        shape.cols + ", smem,");
+        } else {
+          run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
+        }
+        append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + ");"));
       }
-      append(run, lambda("[&](float acc, int m, int n) {", shape.coords,
-                         fn + "(p, acc, " + coord_call + tile_args + ");"));
-      for (size_t k = 0; k < kp.tma_stores.size(); ++k)
-        run.push_back("fj::tma_store_tile(frag, tma_out" + std::to_string(k) + ", out_tile" + std::to_string(k) +
-                      ", n0, m0);");
-      if (!kp.tma_stores.empty()) run.push_back("fj::tma_store_commit(frag);");
     }
     for (size_t r = 0; r < reductions.size(); ++r) {
       const FusedTail& tail = *reductions[r];
@@ -489,13 +485,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (!kp.tma_stores.empty()) run.push_back("fj::tma_store_drain();  // the last TMA stores complete before the block exits");
     const int64_t ring_bytes = wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") - 1024;
     const int64_t epilogue_floats = (smem_floats + 31) / 32 * 32;  // per consumer (ping-pong), 128-byte aligned
-    const int64_t smem_bytes = ring_bytes + epilogue_floats * 4 * (wt.pingpong ? 2 : 1) + store_tile_bytes + 1024;
+    const int64_t epilogue_bytes = epilogue_floats * 4 * (wt.pingpong ? 2 : 1);
+    const int64_t out_at = store_tile_bytes ? (epilogue_bytes + 1023) / 1024 * 1024 : epilogue_bytes;  // swizzled: 1 KiB aligned
+    const int64_t smem_bytes = ring_bytes + out_at + store_tile_bytes + 1024;
     if (wt.pingpong) s.constants.push_back({"kEpilogueFloats", epilogue_floats, "each consumer's epilogue scratch"});
-    for (size_t k = 0, at = static_cast<size_t>(epilogue_floats * 4); k < kp.tma_stores.size(); ++k) {
-      s.constants.push_back({"kOutTile" + std::to_string(k), static_cast<int64_t>(at),
-                             "bytes from the ring's end to the TMA-stored tile of " + g.describe(kp.tma_stores[k])});
-      at += static_cast<size_t>(wgmma_store_tile_bytes(wt, static_cast<int>(dtype_size(g.node(kp.tma_stores[k]).type.dtype))));
-    }
+    for (size_t k = 0; k < kp.tma_stores.size(); ++k)
+      s.constants.push_back({"kOutTile" + std::to_string(k), out_at + static_cast<int64_t>(k) * wgmma_store_tile_bytes(wt),
+                             "bytes from the ring's end to the two TMA store slots of " + g.describe(kp.tma_stores[k])});
+    if (!kp.tma_stores.empty())
+      s.constants.push_back({"kOutSlot", wgmma_store_tile_bytes(wt) / 2 / kp.tma_store_elem_bytes,
+                             "elements of one store slot (BM rows of 128 bytes)"});
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");

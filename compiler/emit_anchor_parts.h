@@ -25,12 +25,12 @@ int mma_copy_bytes(int64_t ld, int elem_bytes);
 // shared memory the ring leaves (at least 16; ping-pong: half of it each).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
-// The fj:: reduction functor of a row reduction.
 // conv2d: the ConvShape struct of named constants (conv_simt.cuh's shape concept).
 CudaStruct conv_shape_struct(const Graph& g, const Node& conv, const AnchorGeometry& geo);
 // conv2d's kernel taps as a constant-memory table and a Taps struct in `s`
 // (K <= 4096, offsets that fit an int): "Taps"; else "fj::NoTaps<ConvShape>".
 std::string add_conv_tap_table(const AnchorGeometry& geo, KernelSource& s);
+// The fj:: reduction functor of a row reduction.
 std::string reduce_op_type(OpKind op);
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& from);
@@ -47,5 +47,12 @@ struct AnchorShape {
   // without N; keepdim puts 0 there) from m.
   std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
 };
+
+// The epilogue call for TMA-stored outputs (kp.tma_stores), in the wgmma
+// epilogue lambda: `pairs` (one output): fj::tile_pointwise_tma_pairs with
+// `fn` the stored value's function; else fj::tile_pointwise_tma with `fn` the
+// epilogue tree that stores into the slots. `coord_call`: fn's coordinate arguments.
+std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp, const AnchorShape& shape,
+                                            const std::string& fn, bool pairs, const std::string& coord_call);
 
 }  // namespace fusejit::cg::anchor

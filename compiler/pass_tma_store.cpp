@@ -1,21 +1,21 @@
 // Pass: TMA bulk stores for a wgmma anchor's epilogue. The cooperative
 // consumers otherwise store each tile with global stores and the tensor core
 // waits for them (ncu, H100, bf16 128x256: tensor pipe active 70% of the time
-// at K = 2048). Here the epilogue writes its outputs into shared-memory tiles
-// (dense BM x BN boxes) and one thread issues a TMA store per output; the
-// stores drain while the next tile's mainloop runs, and the next epilogue
-// waits only for them to have read shared memory.
+// at K = 2048). Here the epilogue writes its outputs from the accumulators
+// into two swizzled shared-memory slots per output (BM rows x 128 bytes) and
+// one thread issues a TMA store per 128-byte column chunk and output
+// (fj::tile_pointwise_tma[_pairs]); the stores drain during the rest of the
+// epilogue and the next tile's mainloop.
 //
-// Opt-in (`tma_store=1`, a tuning candidate): on the H100 it was slower by
-// default, bf16 linear 4096^3 0.228 vs 0.198 ms, 16384x2048x2048 0.265 vs
-// 0.225 (bench/results/bench_gemm_*_20261124-0047*): the ring gives up a stage
-// (4 -> 3 at 128x256) and the fp32 staging shrinks to 16-column chunks; tf32
-// gained a little (512x4096x11008: 0.169 vs 0.190 ms).
+// Opt-in (`tma_store=1`, a tuning candidate): on the H100 it measured equal
+// to the staged global stores in bf16 (4096^3 0.204 vs 0.203 ms) and slower in
+// tf32 at small K (bench/results/bench_gemm_*_20261124-203625_tma_pairs.md).
 // Eligible: the cooperative schedule, a pointwise epilogue (no fused
-// reduction or pool), at most two stored values, each a graph output of the
-// anchor's shape (rows flattened as the mainloop's M) whose rows are a
-// multiple of 16 bytes. The ring gives up stages, down to 3, to make room for
-// the tiles; an explicit wgmma_tile keeps its stages (or no TMA stores).
+// reduction or pool), at most two stored values of one element size, each a
+// graph output of the anchor's shape (rows flattened as the mainloop's M)
+// whose rows are a multiple of 16 bytes. The ring gives up stages, down to 3,
+// to make room for the slots (a 128x256 tile keeps 4); an explicit
+// wgmma_tile keeps its stages (or no TMA stores).
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
@@ -34,6 +34,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   const Graph& g = ctx.g;
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   int64_t tiles = 0;
+  int elem_bytes = 0;
   for (ValueId v : kp.region.stores) {
     const TensorType& t = g.node(v).type;
     const int elem = static_cast<int>(dtype_size(t.dtype));
@@ -42,12 +43,13 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
     if ((geo.n * elem) % 16)
       return keep_global("TMA needs rows of a multiple of 16 bytes and " + g.describe(v) + " has " +
                          std::to_string(geo.n * elem));
-    tiles += wgmma_store_tile_bytes(kp.wgmma, elem);
+    if (elem_bytes && elem != elem_bytes) return keep_global("the outputs' elements differ in size");
+    elem_bytes = elem;
+    tiles += wgmma_store_tile_bytes(kp.wgmma);
   }
   const bool three_tf32 = kp.mma_kind == "f32x3";
-  const int64_t staging = int64_t{kp.wgmma.bm} * (16 + 8) * 4;  // the narrowest staged chunk
   WgmmaConfig t = kp.wgmma;
-  auto fits = [&] { return wgmma_smem_bytes(t, three_tf32) + staging + tiles <= kWgmmaDynamicSmemLimit; };
+  auto fits = [&] { return wgmma_smem_bytes(t, three_tf32) + tiles <= kWgmmaDynamicSmemLimit; };
   while (!fits() && t.stages > 3 && !ctx.heur.wgmma) --t.stages;
   if (!fits())
     return keep_global("the output tiles (" + std::to_string(tiles) + " bytes) do not fit beside a " +
@@ -55,8 +57,9 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   const int given_up = kp.wgmma.stages - t.stages;
   kp.wgmma = t;
   kp.tma_stores = kp.region.stores;
-  kp.notes.push_back("epilogue: outputs staged in shared-memory tiles and written by TMA bulk stores, which overlap "
-                     "the next tile's mainloop" +
+  kp.tma_store_elem_bytes = elem_bytes;
+  kp.notes.push_back("epilogue: outputs written from the accumulators to shared-memory slots and out by TMA bulk "
+                     "stores, 128-byte column chunks that overlap the rest of the epilogue and the next tile's mainloop" +
                      (given_up ? " (the ring gave up " + std::to_string(given_up) + " stage(s) for them)" : ""));
 }
 

@@ -59,9 +59,7 @@ bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
   return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
 }
 
-int64_t wgmma_store_tile_bytes(const WgmmaConfig& t, int elem_bytes) {
-  return (int64_t{t.bm} * t.bn * elem_bytes + 127) / 128 * 128;
-}
+int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return 2 * int64_t{t.bm} * 128; }
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
@@ -69,7 +67,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
-  if (t.pingpong && t.bm != 64) return bad("ping-pong takes 64-row tiles (one per consumer warpgroup)");
+  if (t.pingpong && t.bm == 128 && t.bn > 128)
+    return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
   if (three_tf32 && t.bn > 128)
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");

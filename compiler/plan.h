@@ -108,8 +108,9 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
-// Bytes of one TMA-stored output tile (BM x BN elements), padded to 128.
-int64_t wgmma_store_tile_bytes(const WgmmaConfig& t, int elem_bytes);
+// Shared memory of one TMA-stored output: two slots of BM rows x 128 bytes
+// (fj::tile_pointwise_tma stores the tile in chunks of 128-byte columns).
+int64_t wgmma_store_tile_bytes(const WgmmaConfig& t);
 
 // SMs of the usual GPU of an arch (H100: 132, A100: 108): a heuristic's
 // guess of how many blocks fill the device (the tuner measures the real one).
@@ -237,10 +238,13 @@ struct KernelPlan {
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
   std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3
   WgmmaConfig wgmma;             // Wgmma only
-  // Wgmma only: the epilogue's results go to shared-memory output tiles that
-  // TMA bulk stores write out while the next tile's mainloop runs (one store
-  // per tile and output, in tma_stores' order), instead of global stores.
+  // Wgmma only: the epilogue's results go to shared-memory slots that TMA
+  // bulk stores write out while the epilogue and the next tile's mainloop go
+  // on (fj::tile_pointwise_tma: 128-byte column chunks, one store per chunk
+  // and output, in tma_stores' order), instead of global stores. The outputs
+  // share one element size.
   std::vector<ValueId> tma_stores;
+  int tma_store_elem_bytes = 0;
   MmaConfig mma;                 // Mma only
   // Mma conv2d with few channels per group: tiles are patches of output
   // pixels whose input halo each block copies to shared memory

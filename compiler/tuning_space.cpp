@@ -61,11 +61,11 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       }
     }
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores
-    if (!three_tf32)  // ping-pong: 64-row tiles, two consumers taking turns
-      for (int bn : {256, 128}) {
-        if (bn > 2 * geo.n && bn > 64) continue;
+    if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each
+      for (auto [bm, bn] : {std::pair{64, 256}, std::pair{64, 128}, std::pair{128, 128}}) {
+        if ((bn > 2 * geo.n && bn > 64) || (bm > 2 * rows && bm > 64)) continue;
         cg::WgmmaConfig t;
-        t.bm = 64;
+        t.bm = bm;
         t.bn = bn;
         t.pingpong = true;
         int most = 0;
@@ -74,7 +74,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         for (int stages : {most, most - 1}) {
           if (stages < 2) continue;
           for (int group : {16, 32})
-            out.push_back("wgmma_tile=64x" + std::to_string(bn) + "x" + std::to_string(stages) + "x" +
+            out.push_back("wgmma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(stages) + "x" +
                           std::to_string(group) + ",wgmma_schedule=pingpong");
         }
       }

@@ -34,6 +34,11 @@ __device__ __forceinline__ void store_from_float(T* __restrict__ p, long long i,
   p[i] = Convert<T>::from_float(v);
 }
 
+// Elements i and i + 1 (i even) in one store of both (fj_half.cuh: 16-bit).
+__device__ __forceinline__ void store_pair_from_float(float* __restrict__ p, long long i, float a, float b) {
+  *reinterpret_cast<float2*>(p + i) = make_float2(a, b);
+}
+
 // ---- special values ----------------------------------------------------------
 __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

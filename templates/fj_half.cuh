@@ -21,4 +21,12 @@ struct Convert<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 };
 
+// Elements i and i + 1 (i even): one conversion of both, one 4-byte store.
+__device__ __forceinline__ void store_pair_from_float(__half* __restrict__ p, long long i, float a, float b) {
+  *reinterpret_cast<__half2*>(p + i) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ void store_pair_from_float(__nv_bfloat16* __restrict__ p, long long i, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p + i) = __floats2bfloat162_rn(a, b);
+}
+
 }  // namespace fj

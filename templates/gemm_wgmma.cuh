@@ -9,10 +9,11 @@
 //   warpgroups 1..C    consumers, one of two schedules:
 //     cooperative      C = BM / 64: each runs wgmma on its 64 rows x BN of
 //                      every tile and keeps those fp32 accumulators
-//     ping-pong        C = 2, BM = 64: consumer c takes every other tile of
-//                      the block whole; one runs its mainloop while the
-//                      other runs its epilogue (the tensor core stays busy),
-//                      their mainloops ordered by the `turn` mbarriers
+//     ping-pong        C = 2, BM = 64 or 128 (BN <= 128): consumer c takes
+//                      every other tile of the block whole (BM / 64 wgmmas
+//                      per k step); one runs its mainloop while the other
+//                      runs its epilogue (the tensor core stays busy), their
+//                      mainloops ordered by the `turn` mbarriers
 // synchronized by mbarriers: full[s] (TMA bytes landed) and empty[s] (every
 // consumer warp done reading stage s). TMA zero-fills rows and k outside the
 // tensor, so any M, N, K works; the tensor maps (runtime-encoded, passed as
@@ -144,7 +145,8 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
 
 // Tile policy. BK covers one 128-byte swizzle row of K. kBNMajor_: B is
 // stored [K][N] (N contiguous), loaded as BN / 64 boxes of 64 n x BK k.
-// kPingPong_: the ping-pong schedule (two consumers, a 64-row tile each).
+// kPingPong_: the ping-pong schedule (two consumers, a whole tile each:
+// BM / 64 wgmmas per k step, so BM x BN / 128 accumulators per thread).
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
@@ -154,6 +156,7 @@ struct WgmmaTile {
   static constexpr int BK = 128 / kElemBytes;
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
   static constexpr int kConsumers = kPingPong ? 2 : BM / 64;
+  static constexpr int kMHalves = kPingPong ? BM / 64 : 1;  // 64-row wgmmas per consumer and k step
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
@@ -169,18 +172,20 @@ struct WgmmaTile {
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
-  static_assert(!kPingPong || (BM == 64 && kKind != MmaKind::F32x3), "ping-pong: 64-row tiles, not 3xTF32");
+  static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");
+  static_assert(!kPingPong || BM == 64 || BN <= 128, "ping-pong 128-row tiles: at most 128 columns (registers)");
   // N-major B: one column of 64 n x BK k (128-byte rows) per TMA box.
   static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
 };
 
 // Consumer thread t (0 <= t < kThreads) of warp w (of its warpgroup c)
-// holds rows 64c + 16w + lane/4 + {0, 8} (ping-pong: 16w + lane/4 + {0, 8}
-// of its own tile) and columns 8i + 2(lane%4) + {0, 1}.
+// holds rows 64c + 16w + lane/4 + {0, 8} (ping-pong: 64h + 16w + lane/4 +
+// {0, 8} of its own tile, h < BM / 64) and columns 8i + 2(lane%4) + {0, 1}.
+// Rows 2h and 2h + 1 of acc are the accumulators of wgmma half h.
 template <class Tile>
 struct WgmmaFragment {
-  static constexpr int kRows = 2, kCols = Tile::BN / 4;
+  static constexpr int kRows = 2 * Tile::kMHalves, kCols = Tile::BN / 4;
   static constexpr int kRowUnroll = 2;
   static constexpr int kRowSharers = 4;
   static constexpr int kThreads = Tile::kTileThreads;
@@ -198,7 +203,7 @@ struct WgmmaFragment {
 #pragma unroll
       for (int j = 0; j < kCols; ++j) acc[i][j] = tile_sum[i][j] = 0.f;
   }
-  __device__ __forceinline__ int row(int i) const { return (t / 32) * 16 + (t % 32) / 4 + 8 * i; }
+  __device__ __forceinline__ int row(int i) const { return (i / 2) * 64 + (t / 32) * 16 + (t % 32) / 4 + 8 * (i % 2); }
   __device__ __forceinline__ int col(int j) const { return (j / 2) * 8 + 2 * (t % 4) + (j % 2); }
   __device__ __forceinline__ int row_sharer() const { return t % 4; }
   __device__ __forceinline__ int thread() const { return t; }
@@ -223,30 +228,129 @@ struct WgmmaFragment {
       for (int j = kC0 / 4; j < (kC0 + kChunk) / 4; j += 2)
         *reinterpret_cast<float2*>(smem + row(i) * ld + col(j) - kC0) = make_float2(acc[i][j], acc[i][j + 1]);
   }
-  __device__ __forceinline__ float pick(int, int q, int j) const { return acc[q][j]; }
-  // Both rows are unrolled (kRowUnroll == kRows): g is always 0.
-  __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
+  // Row group g: one wgmma half (g is 0 unless ping-pong tiles have 128
+  // rows). Selects, not acc[g * 2 + q]: epilogues run g in a rolled loop,
+  // and a dynamic index would move acc to local memory.
+  __device__ __forceinline__ float pick(int g, int q, int j) const {
+    float v = acc[q][j];
+#pragma unroll
+    for (int h = 1; h < Tile::kMHalves; ++h) v = g == h ? acc[h * kRowUnroll + q][j] : v;
+    return v;
+  }
+  __device__ __forceinline__ void set(int g, int q, int j, float v) {
+#pragma unroll
+    for (int h = 0; h < Tile::kMHalves; ++h) acc[h * kRowUnroll + q][j] = g == h ? v : acc[h * kRowUnroll + q][j];
+  }
+  // The accumulators of wgmma half h, as sm90::mma takes them.
+  __device__ __forceinline__ float (&half(int h))[2][kCols] {
+    return *reinterpret_cast<float(*)[2][kCols]>(&acc[2 * h][0]);
+  }
 };
 
-// TMA-stored epilogue outputs (KernelPlan::tma_stores). Per tile: acquire
-// (the storing thread's earlier stores have read the tiles), the epilogue
-// writes the tiles, tma_store_tile for each, tma_store_commit. The stores
-// drain while the next tile's mainloop runs; tma_store_drain at the end.
-template <class Frag>
-__device__ __forceinline__ void tma_store_acquire(const Frag& frag) {
-  if (frag.thread() == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-  Frag::sync();
+// TMA-stored epilogue outputs (KernelPlan::tma_stores), straight from the
+// accumulators: the tile's columns go out in chunks of 128 bytes of the
+// output element (kChunkCols), each through one of two shared-memory slots
+// per output (BM rows of 128 bytes, in TMA's 128-byte swizzle: a warp's
+// writes of one fragment column hit 32 different banks). Per chunk: the slot's
+// previous TMA store has read it (wait_group.read), f(acc, m, n, slot, at)
+// for the chunk's elements inside [0,M) x [0,N) (`at`: the element's index
+// in the slot), fence + barrier, then one thread calls store(slot, c0) (a
+// TMA store per output) and commits. The stores drain while the next chunk
+// and the next tile's mainloop run; tma_store_drain before the block exits.
+template <int kElemBytes>
+__device__ __forceinline__ int swizzled_at(int r, int c) {
+  constexpr int kPer16 = 16 / kElemBytes;  // elements per 16-byte unit, the swizzle's grain
+  return r * (128 / kElemBytes) + (((c / kPer16) ^ (r % 8)) * kPer16) + c % kPer16;
 }
-template <class Frag>
-__device__ __forceinline__ void tma_store_tile(const Frag& frag, const TmaDescriptor* map, const void* tile, int n0,
-                                               int m0) {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
-  Frag::sync();
-  if (frag.thread() == 0) sm90::tma_store_2d(map, tile, n0, m0);
+template <int kElemBytes, class Frag, class F, class Store>
+__device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int n0, int M, int N, const F& f,
+                                                   const Store& store) {
+  constexpr int kChunkCols = 128 / kElemBytes;
+  constexpr int kChunks = Frag::kTileCols / kChunkCols;
+  constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
+  constexpr int U = Frag::kRowUnroll;
+  static_assert(Frag::kTileCols % kChunkCols == 0, "whole chunks per tile");
+  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (n0 + c * kChunkCols >= N) break;  // the same for every thread
+    const int slot = c % 2;
+    // One chunk per tile alternates no slots: wait for the last store itself.
+    if (frag.thread() == 0) {
+      if constexpr (kChunks == 1)
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      else
+        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    }
+    Frag::sync();
+#pragma unroll 1
+    for (int g = 0; g < Frag::kRows / U; ++g)
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        const int r = frag.row(g * U + q);
+        if (!full && m0 + r >= M) continue;
+#pragma unroll
+        for (int jj = 0; jj < kJ; ++jj) {
+          const int j = c * kJ + jj, n = frag.col(j);
+          if (full || n0 + n < N) f(frag.pick(g, q, j), m0 + r, n0 + n, slot, swizzled_at<kElemBytes>(r, n - c * kChunkCols));
+        }
+      }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
+    Frag::sync();
+    if (frag.thread() == 0) {
+      store(slot, c * kChunkCols);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
 }
-template <class Frag>
-__device__ __forceinline__ void tma_store_commit(const Frag& frag) {
-  if (frag.thread() == 0) asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+// tile_pointwise_tma for one output whose value(acc, m, n) the epilogue
+// computes: each thread's two adjacent columns go to the slot in one store.
+template <int kElemBytes, class Frag, class T, class F, class Store>
+__device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m0, int n0, int M, int N, T* slots,
+                                                         int slot_elems, const F& value, const Store& store) {
+  constexpr int kChunkCols = 128 / kElemBytes;
+  constexpr int kChunks = Frag::kTileCols / kChunkCols;
+  constexpr int kJ = kChunkCols / 4;
+  constexpr int U = Frag::kRowUnroll;
+  static_assert(Frag::kTileCols % kChunkCols == 0 && sizeof(T) == kElemBytes, "whole chunks of T per tile");
+  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if (n0 + c * kChunkCols >= N) break;  // the same for every thread
+    const int slot = c % 2;
+    if (frag.thread() == 0) {
+      if constexpr (kChunks == 1)
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      else
+        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    }
+    Frag::sync();
+    T* const out = slots + slot * slot_elems;
+#pragma unroll 1
+    for (int g = 0; g < Frag::kRows / U; ++g)
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        const int r = frag.row(g * U + q), m = m0 + r;
+        if (!full && m >= M) continue;
+#pragma unroll
+        for (int jj = 0; jj < kJ; jj += 2) {  // columns n, n + 1 of fragment columns j, j + 1
+          const int j = c * kJ + jj, n = frag.col(j);
+          const int at = swizzled_at<kElemBytes>(r, n - c * kChunkCols);
+          if (full) {
+            store_pair_from_float(out, at, value(frag.pick(g, q, j), m, n0 + n), value(frag.pick(g, q, j + 1), m, n0 + n + 1));
+          } else if (n0 + n < N) {
+            const float b = n0 + n + 1 < N ? value(frag.pick(g, q, j + 1), m, n0 + n + 1) : 0.f;  // past N: clipped
+            store_pair_from_float(out, at, value(frag.pick(g, q, j), m, n0 + n), b);
+          }
+        }
+      }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
+    Frag::sync();
+    if (frag.thread() == 0) {
+      store(slot, c * kChunkCols);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
 }
 // Every thread's stores complete (a no-op where it issued none) before the block exits.
 __device__ __forceinline__ void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
@@ -389,6 +493,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   constexpr int kStepBytes16 = 32 >> 4;  // one k step along a K-major row, in descriptor units
   // ... and down an N-major B column (kStepK rows of 128 bytes)
   constexpr int kBStep16 = Tile::kBNMajor ? (Tile::kStepK * 128) >> 4 : kStepBytes16;
+  constexpr int kHalfA16 = (64 * 128) >> 4;  // 64 rows further down A
   int it = 0;     // k-tiles consumed so far (by this block)
   int local = 0;  // this block's tiles so far
 #pragma unroll 1
@@ -402,7 +507,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       if (local > 0) sm90::mbar_wait(&turn[consumer], ((local - 1) / 2) & 1);
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < WgmmaFragment<Tile>::kRows; ++i)
 #pragma unroll
       for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
     if constexpr (kSplit) {
@@ -450,7 +555,10 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
         sm90::wgmma_fence();
 #pragma unroll
         for (int k = 0; k < kSteps; ++k)
-          sm90::mma<Tile::kKind, Tile::BN, Tile::kBNMajor>(frag.acc, a_desc + k * kStepBytes16, b_desc + k * kBStep16);
+#pragma unroll
+          for (int h = 0; h < Tile::kMHalves; ++h)  // 64 rows (A: 64 x 128 bytes) per wgmma
+            sm90::mma<Tile::kKind, Tile::BN, Tile::kBNMajor>(frag.half(h), a_desc + h * kHalfA16 + k * kStepBytes16,
+                                                             b_desc + k * kBStep16);
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
         if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);

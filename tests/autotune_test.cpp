@@ -143,16 +143,18 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   EXPECT_TRUE(has(bf16, "mainloop=ffma"));
   EXPECT_TRUE(has(bf16, "tile=128x128x8x8"));
   for (const auto& c : bf16) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
-  int pingpong = 0;  // ping-pong candidates: 64-row tiles, each one a legal program
+  int pingpong = 0, tall = 0;  // ping-pong candidates (64- and 128-row tiles), each one a legal program
   for (const auto& c : bf16)
     if (c.find("wgmma_schedule=pingpong") != std::string::npos) {
       ++pingpong;
-      EXPECT_EQ(c.rfind("wgmma_tile=64x", 0), 0u) << c;
+      tall += c.rfind("wgmma_tile=128x128x", 0) == 0;
+      EXPECT_TRUE(c.rfind("wgmma_tile=64x", 0) == 0 || c.rfind("wgmma_tile=128x128x", 0) == 0) << c;
       auto prog = generate_program(linear(Precision::BF16, 4096), {"sm_90a", c});
       ASSERT_TRUE(prog) << c << ": " << prog.error().str();
       EXPECT_NE(prog->plan_text.find("ping-pong"), std::string::npos) << c << "\n" << prog->plan_text;
     }
   EXPECT_GE(pingpong, 4);
+  EXPECT_GE(tall, 2);
   // 3xTF32 keeps a second accumulator: no 256-wide wgmma tiles, and each legal.
   const Graph fp32 = linear(Precision::FP32, 4096);
   for (const auto& c : tuning_candidates(fp32, "sm_90a")) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "compiler/codegen.h"
+#include "compiler/plan.h"
 #include "fusejit/builder.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tests/compile_jobs.h"
@@ -71,7 +72,7 @@ TEST(CodegenWgmma, PlannerPicksWgmmaPerPrecision) {
     const Program bulk = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)), "sm_90a", "tma_store=1");
     ASSERT_EQ(bulk.launches.at(anchor).tensor_maps.size(), operand_maps + 1);  // and y's TMA-stored tiles
     const TensorMapSpec& out = bulk.launches[anchor].tensor_maps[operand_maps];
-    EXPECT_FALSE(out.swizzle128);  // dense output boxes
+    EXPECT_TRUE(out.swizzle128);  // swizzled 128-byte store slots
     EXPECT_EQ(out.buffer, (BufferRef{BufferKind::Output, 0}));
     EXPECT_EQ(out.cols, 384);
     EXPECT_GT(l.shared_bytes, 48u * 1024);
@@ -246,27 +247,70 @@ TEST(CodegenWgmma, PingPongWhenAsked) {
   EXPECT_NE(tf32.plan_text.find("ping-pong"), std::string::npos) << tf32.plan_text;
   const Program asked = generate(g, "sm_90a", "wgmma_schedule=cooperative");
   EXPECT_EQ(asked.plan_text.find("ping-pong"), std::string::npos) << asked.plan_text;
+  // 128x128 tiles, two per SM or more: ping-pong by default (not for 3xTF32).
+  for (Precision p : {Precision::BF16, Precision::TF32}) {
+    const Program wide = generate(linear_chain(p, 512, 4096, 11008, "", operand_type(p)));
+    EXPECT_NE(wide.plan_text.find("tile 128x128 ping-pong, 5 stages"), std::string::npos) << wide.plan_text;
+  }
+  EXPECT_EQ(generate(linear_chain(Precision::FP32, 512, 4096, 11008)).plan_text.find("ping-pong"), std::string::npos);
+  const Program few = generate(linear_chain(Precision::BF16, 256, 4096, 11008, "", DType::BF16));  // 172 tiles
+  EXPECT_EQ(few.plan_text.find("ping-pong"), std::string::npos) << few.plan_text;
   const Program forced = generate(linear_chain(Precision::BF16, 100, 1000, 500, "", DType::BF16), "sm_90a",
                                   "wgmma_schedule=pingpong");
   EXPECT_NE(forced.plan_text.find("ping-pong"), std::string::npos) << forced.plan_text;
+  // 128-row ping-pong tiles (two wgmmas per k step and consumer) up to 128
+  // columns; wider ones would need 256 accumulators per thread.
+  const Program tall = generate(g, "sm_90a", "wgmma_schedule=pingpong,wgmma_tile=128x128x5x16");
+  EXPECT_NE(tall.plan_text.find("tile 128x128 ping-pong"), std::string::npos) << tall.plan_text;
+  EXPECT_NE(tall.source.find("fj::WgmmaTile<128, 128, 5, fj::MmaKind::BF16, /*kBNMajor=*/false, /*kPingPong=*/true>"),
+            std::string::npos);
+  cg::WgmmaConfig wide;
+  wide.bm = 128;
+  wide.bn = 256;
+  wide.stages = 3;
+  wide.pingpong = true;
+  const Status bad = cg::validate_wgmma(wide, false);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bn must be at most 128"), std::string::npos) << bad.error().message;
 }
 
-// tma_store=1: a pointwise epilogue writes its outputs through shared-memory
-// tiles and TMA bulk stores (the ring gives up stages for them); a fused
-// reduction, a ping-pong schedule or rows TMA cannot write keep global stores.
+// tma_store=1: a pointwise epilogue writes its outputs from the accumulators
+// to two swizzled shared-memory slots of BM rows x 128 bytes and out by TMA
+// bulk stores, a chunk of columns at a time (a 128x256 tile keeps its four
+// stages); a fused reduction, a ping-pong schedule, outputs of different
+// element sizes or rows TMA cannot write keep global stores.
 TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
   const Graph g = linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16);
   EXPECT_EQ(generate(g).launches.at(0).tensor_maps.size(), 2u);  // opt-in
   const Program bulk = generate(g, "sm_90a", "tma_store=1");
-  EXPECT_NE(bulk.plan_text.find("written by TMA bulk stores"), std::string::npos) << bulk.plan_text;
-  EXPECT_NE(bulk.plan_text.find("128x256, 3 stages"), std::string::npos) << bulk.plan_text;  // 4 without them
+  EXPECT_NE(bulk.plan_text.find("out by TMA bulk stores"), std::string::npos) << bulk.plan_text;
+  EXPECT_NE(bulk.plan_text.find("128x256, 4 stages"), std::string::npos) << bulk.plan_text;
   ASSERT_EQ(bulk.launches.at(0).tensor_maps.size(), 3u);
   const TensorMapSpec& y = bulk.launches[0].tensor_maps[2];
   EXPECT_EQ(y.rows, 4096);
   EXPECT_EQ(y.box_rows, 128);
-  EXPECT_EQ(y.box_cols, 256);
+  EXPECT_EQ(y.box_cols, 64);  // 128 bytes of bf16
+  EXPECT_TRUE(y.swizzle128);
   EXPECT_EQ(y.elem_bytes, 2);
-  EXPECT_NE(bulk.source.find("fj::tma_store_tile(frag, tma_out0, out_tile0, n0, m0);"), std::string::npos);
+  // One output: its value per element, two columns per shared-memory store.
+  EXPECT_NE(bulk.source.find("fj::tile_pointwise_tma_pairs<2>(frag, m0, n0, kM, kN, out_tile0, kOutSlot,"),
+            std::string::npos);
+  EXPECT_EQ(bulk.source.find("fj_epilogue("), std::string::npos);
+  EXPECT_NE(bulk.source.find("fj::sm90::tma_store_2d(tma_out0, out_tile0 + slot * kOutSlot, n0 + c0, m0);"),
+            std::string::npos);
+  // fp32 outputs: 32-column chunks.
+  const Program f32 = generate(linear_chain(Precision::TF32, 4096, 4096, 4096), "sm_90a", "tma_store=1");
+  ASSERT_EQ(f32.launches.at(0).tensor_maps.size(), 3u);
+  EXPECT_EQ(f32.launches[0].tensor_maps[2].box_cols, 32);
+  EXPECT_NE(f32.source.find("fj::tile_pointwise_tma_pairs<4>("), std::string::npos);
+  // Two outputs (h and gelu(h)): the epilogue stores each element into both slots.
+  GraphBuilder two(Precision::BF16, "two_outputs");
+  auto h = two.linear(two.input("x", {2048, 512}, DType::BF16), two.input("w", {384, 512}, DType::BF16));
+  two.output("h", h);
+  two.output("y", h.gelu());
+  const Program both = generate(*two.build(), "sm_90a", "tma_store=1");
+  ASSERT_EQ(both.launches.at(0).tensor_maps.size(), 4u);
+  EXPECT_NE(both.source.find("fj::tile_pointwise_tma<2>(frag, m0, n0,"), std::string::npos) << both.source;
   EXPECT_NE(bulk.source.find("fj::tma_store_drain();"), std::string::npos);
   auto global_stores = [](const Program& p, const std::string& why) {
     EXPECT_NE(p.plan_text.find("global stores, not TMA bulk stores: " + why), std::string::npos) << p.plan_text;
@@ -304,9 +348,9 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
   ASSERT_FALSE(bad_schedule.ok());
   EXPECT_NE(bad_schedule.error().message.find("wgmma_schedule must be auto, cooperative or pingpong"),
             std::string::npos);
-  auto tall = generate_program(ok, {"sm_90a", "wgmma_tile=128x128x3,wgmma_schedule=pingpong"});
+  auto tall = generate_program(ok, {"sm_90a", "wgmma_tile=128x256x3,wgmma_schedule=pingpong"});
   ASSERT_FALSE(tall.ok());
-  EXPECT_NE(tall.error().message.find("ping-pong takes 64-row tiles"), std::string::npos) << tall.error().message;
+  EXPECT_NE(tall.error().message.find("bn must be at most 128"), std::string::npos) << tall.error().message;
   auto split = generate_program(linear_chain(Precision::FP32, 2048, 512, 384), {"sm_90a", "wgmma_schedule=pingpong"});
   ASSERT_FALSE(split.ok());
   EXPECT_NE(split.error().message.find("3xTF32 runs the cooperative schedule only"), std::string::npos)
@@ -351,7 +395,13 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
                         // the deepest 3xTF32 ring of 128x64 the tuner tries
                         {Precision::FP32, 512, 256, 4096, "", "wgmma_tile=128x64x4x8"},
                         {Precision::BF16, 4096, 4096, 4096, "", "", true},
-                        {Precision::F16, 512, 4096, 11008, "sum", "", true}};
+                        {Precision::F16, 512, 4096, 11008, "sum", "", true},
+                        // 128-row ping-pong tiles: four accumulator rows per consumer thread
+                        {Precision::BF16, 4096, 4096, 4096, "", "wgmma_schedule=pingpong,wgmma_tile=128x128x6x16"},
+                        {Precision::TF32, 4096, 1024, 128, "logsumexp", "wgmma_schedule=pingpong,wgmma_tile=128x128x5x16"},
+                        // TMA-stored outputs (two columns per shared-memory store)
+                        {Precision::BF16, 4096, 4096, 4096, "", "tma_store=1"},
+                        {Precision::TF32, 1000, 520, 392, "", "tma_store=1"}};
   for (const Case& c : cases) {
     const Graph g = c.matmul ? matmul_chain(c.p, 0, c.m, c.k, c.n, c.tail, operand_type(c.p))
                              : linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));

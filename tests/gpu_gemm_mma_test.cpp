@@ -136,6 +136,9 @@ TEST(GpuGemmMma, MatmulWgmmaDefaultMatchesReference) { run_wgmma_cases(""); }
 TEST(GpuGemmMma, MatmulWgmmaSmallTilesMatchReference) { run_wgmma_cases("wgmma_tile=64x64x4x8"); }
 TEST(GpuGemmMma, MatmulWgmmaWideTilesMatchReference) { run_wgmma_cases("wgmma_tile=128x256x3x8"); }
 TEST(GpuGemmMma, MatmulWgmmaPingPongMatchesReference) { run_wgmma_cases("wgmma_schedule=pingpong"); }
+TEST(GpuGemmMma, MatmulWgmmaTallPingPongMatchesReference) {
+  run_wgmma_cases("wgmma_tile=128x128x4x8,wgmma_schedule=pingpong");
+}
 TEST(GpuGemmMma, MatmulWgmmaTmaStoresMatchReference) { run_wgmma_cases("tma_store=1"); }
 
 // Split-K sums the splits in a fixed order and leaves its counters at zero:

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "fusejit/builder.h"
+#include "compiler/program.h"
 #include "fusejit/engine.h"
 #include "runtime/cuda_driver.h"
 #include "fusejit/reference.h"
@@ -53,7 +54,8 @@ Expected<Graph> build(const GemmCase& c) {
 std::vector<GemmCase> cases() {
   std::vector<GemmCase> out;
   const int64_t shapes[][3] = {{1, 64, 64},    {100, 1000, 500}, {257, 96, 130}, {129, 520, 257},
-                               {64, 4096, 64}, {300, 72, 1000},  {33, 37, 45},   {512, 256, 768}};
+                               {64, 4096, 64}, {300, 72, 1000},  {33, 37, 45},   {512, 256, 768},
+                               {512, 64, 11000}};  // default: 128x128 ping-pong tiles (344 of them)
   const char* tails[] = {"bias_relu", "gelu", "swish2", "logsumexp", "sum", "max", "mean"};
   int t = 0;
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
@@ -107,7 +109,47 @@ TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"
 TEST(GpuGemm, PingPongMatchesReference) { run_cases("wgmma_schedule=pingpong"); }
 // Outputs through shared-memory tiles and TMA bulk stores (ragged edges clipped by TMA).
 TEST(GpuGemm, TmaStoresMatchReference) { run_cases("tma_store=1"); }
+// Two outputs through TMA stores (two slots each), ragged rows and columns
+// (TMA clips the chunks), one and several column chunks per tile.
+TEST(GpuGemm, TmaStoresOfTwoOutputsMatchReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (*arch != "sm_90a") GTEST_SKIP() << "wgmma needs sm_90a; this device is " << *arch;
+  Engine engine;
+  CheckOptions check;
+  check.time = false;
+  const int64_t shapes[][3] = {{257, 96, 136}, {1000, 520, 392}, {512, 256, 512}};
+  for (Precision p : {Precision::BF16, Precision::TF32, Precision::F16})
+    for (const auto& s : shapes)
+      for (const char* config : {"tma_store=1", "tma_store=1,wgmma_tile=128x64x4x2"}) {
+        GraphBuilder g(p, "two_outputs");
+        auto y = g.linear(g.input("x", {s[0], s[1]}), g.input("w", {s[2], s[1]})).add(g.input("b", {s[2]}));
+        g.output("h", y);
+        g.output("y", y.gelu().mul(2.0));
+        auto graph = g.build();
+        ASSERT_TRUE(graph) << graph.error().str();
+        CompileOptions opts;
+        opts.config = config;
+        auto kernel = engine.compile(*graph, opts);
+        ASSERT_TRUE(kernel) << kernel.error().str();
+        const std::string what = std::string(precision_name(p)) + " " + std::to_string(s[0]) + "x" +
+                                 std::to_string(s[1]) + "x" + std::to_string(s[2]) + " '" + config + "'";
+        EXPECT_NE((*kernel)->program().plan_text.find("TMA bulk stores"), std::string::npos) << what;
+        for (uint64_t seed : {3u, 4u}) {
+          check.seed = seed;
+          auto r = check_kernel(**kernel, *graph, check);
+          ASSERT_TRUE(r) << what << ": " << r.error().str();
+          EXPECT_TRUE(r->pass) << what << ":\n" << r->summary();
+        }
+      }
+}
 TEST(GpuGemm, NarrowPingPongMatchesReference) { run_cases("wgmma_tile=64x64x3x2,wgmma_schedule=pingpong"); }
+// 128-row ping-pong tiles: each consumer runs two 64-row wgmmas per k step
+// (four accumulator rows per thread); whole-row reductions wider than 128
+// columns give a codegen error, which run_cases accepts.
+TEST(GpuGemm, TallPingPongMatchesReference) { run_cases("wgmma_tile=128x128x4x4,wgmma_schedule=pingpong"); }
+TEST(GpuGemm, TallNarrowPingPongMatchesReference) { run_cases("wgmma_tile=128x64x5x2,wgmma_schedule=pingpong"); }
 TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 // mma.sync (cp.async copies; the sm_80 path, and sm_90a's where TMA cannot read the rows).
 TEST(GpuGemm, MmaMainloopMatchesReference) { run_cases("mainloop=mma"); }
