@@ -305,6 +305,10 @@ __device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int
 }
 // tile_pointwise_tma for one output whose value(acc, m, n) the epilogue
 // computes: each thread's two adjacent columns go to the slot in one store.
+// Per row group, the chunk's values are computed first and stored after, so
+// that value's loads (bias, residuals) issue back to back (and repeat for
+// the group's rows only where they differ) instead of each waiting behind
+// the previous store.
 template <int kElemBytes, class Frag, class T, class F, class Store>
 __device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m0, int n0, int M, int N, T* slots,
                                                          int slot_elems, const F& value, const Store& store) {
@@ -327,23 +331,29 @@ __device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m
     Frag::sync();
     T* const out = slots + slot * slot_elems;
 #pragma unroll 1
-    for (int g = 0; g < Frag::kRows / U; ++g)
+    for (int g = 0; g < Frag::kRows / U; ++g) {
+      float v[U][kJ];  // the group's values in this chunk (fragment columns c * kJ + jj)
 #pragma unroll
       for (int q = 0; q < U; ++q) {
-        const int r = frag.row(g * U + q), m = m0 + r;
-        if (!full && m >= M) continue;
+        const int m = m0 + frag.row(g * U + q);
 #pragma unroll
-        for (int jj = 0; jj < kJ; jj += 2) {  // columns n, n + 1 of fragment columns j, j + 1
-          const int j = c * kJ + jj, n = frag.col(j);
-          const int at = swizzled_at<kElemBytes>(r, n - c * kChunkCols);
-          if (full) {
-            store_pair_from_float(out, at, value(frag.pick(g, q, j), m, n0 + n), value(frag.pick(g, q, j + 1), m, n0 + n + 1));
-          } else if (n0 + n < N) {
-            const float b = n0 + n + 1 < N ? value(frag.pick(g, q, j + 1), m, n0 + n + 1) : 0.f;  // past N: clipped
-            store_pair_from_float(out, at, value(frag.pick(g, q, j), m, n0 + n), b);
-          }
+        for (int jj = 0; jj < kJ; ++jj) {
+          const int j = c * kJ + jj, n = n0 + frag.col(j);
+          v[q][jj] = full || (m < M && n < N) ? value(frag.pick(g, q, j), m, n) : 0.f;  // outside: clipped by TMA
         }
       }
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        const int r = frag.row(g * U + q);
+        if (!full && m0 + r >= M) continue;
+#pragma unroll
+        for (int jj = 0; jj < kJ; jj += 2) {  // columns n, n + 1 of fragment columns j, j + 1
+          const int n = frag.col(c * kJ + jj);
+          if (full || n0 + n < N)
+            store_pair_from_float(out, swizzled_at<kElemBytes>(r, n - c * kChunkCols), v[q][jj], v[q][jj + 1]);
+        }
+      }
+    }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
     Frag::sync();
     if (frag.thread() == 0) {
