@@ -385,11 +385,30 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       };
       if (!kp.tma_stores.empty()) {  // from the accumulators to swizzled slots, out by TMA in 128-byte columns
         const bool pairs = kp.tma_stores.size() == 1 && kp.region.stores.size() == 1;  // one output: two columns per store
-        const std::string fn =
-            pairs ? em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, kp.tma_stores[0], false),
-                                 "fj_epilogue_value", "the elementwise epilogue's stored value, at output coordinates")
-                  : epilogue_fn();
-        append(run, tma_store_epilogue(g, kp, shape, fn, pairs, coord_call));
+        std::string fn, column_args;
+        if (pairs) {
+          const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, kp.tma_stores[0], false);
+          // Inputs along N (biases): the tile's columns once into shared memory
+          // (the epilogue's scratch, before the store slots), read from there.
+          const int64_t room = kWgmmaDynamicSmemLimit - (wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") + store_tile_bytes);
+          const std::vector<BufferRef> cols = column_loads(g, tree, static_cast<size_t>(std::max<int64_t>(0, room) / (4 * wt.bn)));
+          smem_floats = std::max<int64_t>(smem_floats, static_cast<int64_t>(cols.size()) * wt.bn);
+          for (size_t k = 0; k < cols.size(); ++k) {
+            const std::string c = "cols" + std::to_string(k);
+            const std::string param = em.buffer_param(cols[k], false);
+            run.push_back("float* const " + c + " = smem + " + std::to_string(k) + " * Tile::BN;  // " + param +
+                          " at the tile's columns");
+            run.push_back("for (int c = frag.thread(); c < Tile::BN; c += Frag::kThreads) " + c + "[c] = n0 + c < " +
+                          shape.cols + " ? fj::load_as_float(" + param + ", n0 + c) : 0.f;");
+            column_args += ", " + c;
+          }
+          if (!cols.empty()) column_args += ", n - n0";
+          fn = em.emit_tree(tree, "fj_epilogue_value", "the elementwise epilogue's stored value, at output coordinates",
+                            {}, cols);
+        } else {
+          fn = epilogue_fn();
+        }
+        append(run, tma_store_epilogue(g, kp, shape, fn, pairs, coord_call, column_args));
       } else {
         const std::string fn = epilogue_fn();
         if (wgmma) {  // staged through shared memory: coalesced loads and stores

@@ -1,6 +1,7 @@
 // Pieces of the anchor emitter (see emit_anchor_parts.h).
 #include "compiler/emit_anchor_parts.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -52,7 +53,8 @@ int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved
 }
 
 std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp, const AnchorShape& shape,
-                                            const std::string& fn, bool pairs, const std::string& coord_call) {
+                                            const std::string& fn, bool pairs, const std::string& coord_call,
+                                            const std::string& column_args) {
   std::vector<std::string> out;
   std::string slots, store = "[&](int slot, int c0) {";  // slots: the element's slot(s) and index there
   for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
@@ -68,7 +70,7 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
     out.push_back("fj::tile_pointwise_tma_pairs<" + elem + ">" + bounds + ", out_tile0, kOutSlot,");
     out.push_back("[&](float acc, int m, int n) -> float {");
     append(out, shape.coords);
-    out.push_back("return " + fn + "(p, acc, " + coord_call + ");");
+    out.push_back("return " + fn + "(p, acc, " + coord_call + column_args + ");");
   } else {
     out.push_back("fj::tile_pointwise_tma<" + elem + ">" + bounds + ",");
     out.push_back("[&](float acc, int m, int n, int slot, int at) {");
@@ -78,6 +80,22 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
   out.push_back("},");  // the element lambda, then the store callback
   out.push_back(store + " });");
   return out;
+}
+
+std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max) {
+  const int rank = static_cast<int>(tree.domain.size());
+  std::vector<BufferRef> out, other;
+  for (const EpiNode& n : tree.nodes) {
+    if (n.kind != EpiNode::Kind::Load || rank == 0) continue;
+    const Shape& shape = g.node(n.value).type.shape;
+    const bool column = used_dims(shape, n.dims.empty() ? broadcast_dims(shape, rank) : n.dims) == std::vector<int>{rank - 1};
+    auto& list = column ? out : other;
+    if (std::find(list.begin(), list.end(), n.buffer) == list.end()) list.push_back(n.buffer);
+  }
+  std::vector<BufferRef> kept;
+  for (const BufferRef& b : out)
+    if (kept.size() < max && std::find(other.begin(), other.end(), b) == other.end()) kept.push_back(b);
+  return kept;
 }
 
 std::string reduce_op_type(OpKind op) {

@@ -51,8 +51,16 @@ struct AnchorShape {
 // The epilogue call for TMA-stored outputs (kp.tma_stores), in the wgmma
 // epilogue lambda: `pairs` (one output): fj::tile_pointwise_tma_pairs with
 // `fn` the stored value's function; else fj::tile_pointwise_tma with `fn` the
-// epilogue tree that stores into the slots. `coord_call`: fn's coordinate arguments.
+// epilogue tree that stores into the slots. `coord_call`: fn's coordinate
+// arguments; `column_args`: its column_loads arguments (pairs only).
 std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp, const AnchorShape& shape,
-                                            const std::string& fn, bool pairs, const std::string& coord_call);
+                                            const std::string& fn, bool pairs, const std::string& coord_call,
+                                            const std::string& column_args = "");
+
+// The inputs `tree` reads along its last coordinate only (a bias over N),
+// every load of them so, at most `max`: the wgmma epilogue stages their
+// values for a tile's columns in shared memory (KernelEmitter::emit_tree's
+// column_loads).
+std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max);
 
 }  // namespace fusejit::cg::anchor

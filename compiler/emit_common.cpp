@@ -151,7 +151,8 @@ std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode
 }
 
 std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
-                                     const std::vector<BufferRef>& smem_tiles) {
+                                     const std::vector<BufferRef>& smem_tiles,
+                                     const std::vector<BufferRef>& column_loads) {
   const int rank = static_cast<int>(tree.domain.size());
   std::vector<std::string> vars(tree.nodes.size());
   CudaFunction f;
@@ -168,6 +169,8 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
   for (size_t k = 0; k < smem_tiles.size(); ++k)
     f.params += ", " + ctype(buffer_dtype(smem_tiles[k])) + "* __restrict__ tile" + std::to_string(k);
   if (!smem_tiles.empty()) f.params += ", int tile_at";
+  for (size_t k = 0; k < column_loads.size(); ++k) f.params += ", const float* __restrict__ cols" + std::to_string(k);
+  if (!column_loads.empty()) f.params += ", int tile_col";
   const Graph& g = ctx_.g;
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     const EpiNode& n = tree.nodes[i];
@@ -183,6 +186,11 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
       case EpiNode::Kind::Load: {
         vars[i] = v;
         const Shape& shape = g.node(n.value).type.shape;
+        if (auto at = std::find(column_loads.begin(), column_loads.end(), n.buffer); at != column_loads.end()) {
+          f.body.push_back("const float " + v + " = cols" + std::to_string(at - column_loads.begin()) +
+                           "[tile_col];  // " + g.describe(n.value) + ", staged for the tile's columns");
+          break;
+        }
         std::string call = node_function(tree, n) + "(" + buffer_param(n.buffer, false);
         for (int d : used_dims(shape, n.dims.empty() ? broadcast_dims(shape, rank) : n.dims))
           call += ", i" + std::to_string(d);

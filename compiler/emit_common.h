@@ -33,8 +33,13 @@ class KernelEmitter {
   // smem_tiles: output buffers whose stores go to shared-memory tiles instead
   // (TMA-stored): the function then takes `T* tile<k>` for each and the
   // element's offset in them, `int tile_at`, after the coordinates.
+  // column_loads: input buffers read along the last coordinate only whose
+  // values the caller has staged in shared memory for the tile's columns:
+  // the function then takes `const float* cols<k>` for each and the column's
+  // index in them, `int tile_col`, last.
   std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
-                        const std::vector<BufferRef>& smem_tiles = {});
+                        const std::vector<BufferRef>& smem_tiles = {},
+                        const std::vector<BufferRef>& column_loads = {});
 
   // Builds Params, the extern "C" entry point named `kernel_name` (launch
   // bounds `threads`, and `min_blocks` per SM when > 0) whose body is `body`

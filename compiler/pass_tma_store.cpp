@@ -7,26 +7,58 @@
 // (fj::tile_pointwise_tma[_pairs]); the stores drain during the rest of the
 // epilogue and the next tile's mainloop.
 //
-// Opt-in (`tma_store=1`, a tuning candidate): on the H100 it measured equal
-// to the staged global stores in bf16 (4096^3 0.204 vs 0.203 ms) and slower in
-// tf32 at small K (bench/results/bench_gemm_*_20261124-203625_tma_pairs.md).
+// With one output, inputs along N (biases) are staged per tile in shared
+// memory (emit_anchor's column_loads): read per element from global memory
+// they cost more than the stores (H100, bf16 4096x64x4096: 0.0372 ms with
+// global bias loads, 0.0251 staged, 0.0198 without a bias).
+//
+// `tma_store=auto` (default): eligible epilogues of cheap ops only (see
+// cheap()) whose slots fit beside the ring as chosen. H100, bias + relu,
+// against staged global stores in the same run
+// (bench/results/bench_gemm_*_20261124-211835_tma_cols.md): bf16 4096^3 0.190
+// vs 0.202 ms, 16384x2048x2048 0.203 vs 0.225, 1024x8192x8192 0.180 vs 0.187;
+// tf32 0.352 vs 0.365, 0.368 vs 0.388, 0.340 vs 0.346. `tma_store=1`: every
+// eligible epilogue, the ring giving up stages (down to 3) for the slots
+// unless wgmma_tile fixes them; `tma_store=0`: never.
 // Eligible: the cooperative schedule, a pointwise epilogue (no fused
 // reduction or pool), at most two stored values of one element size, each a
 // graph output of the anchor's shape (rows flattened as the mainloop's M)
-// whose rows are a multiple of 16 bytes. The ring gives up stages, down to 3,
-// to make room for the slots (a 128x256 tile keeps 4); an explicit
-// wgmma_tile keeps its stages (or no TMA stores).
+// whose rows are a multiple of 16 bytes.
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
+namespace {
+
+// Ops a few instructions long: the fully unrolled TMA epilogue inlines the
+// chain once per accumulator, and with transcendental ones (gelu, sigmoid,
+// exp, ...) it measured slower than the staged global stores (H100, bf16
+// 4096^3 bias + gelu 0.224 vs 0.220 ms; 4096x64x4096 0.063 vs 0.054).
+bool cheap(OpKind op) {
+  switch (op) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Hardtanh: case OpKind::Clamp: case OpKind::Abs:
+    case OpKind::Neg: case OpKind::Square: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
+    case OpKind::Minimum: case OpKind::Maximum: case OpKind::Hardsigmoid: case OpKind::Hardswish:
+      return true;
+    default:
+      return is_anchor(op);
+  }
+}
+
+}  // namespace
 
 void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   if (kp.kind != KernelKind::Anchor || kp.mainloop != Mainloop::Wgmma || kp.region.stores.empty()) return;
+  const bool asked = ctx.heur.tma_store == 1;
   auto keep_global = [&](const std::string& why) {
-    kp.notes.push_back("epilogue: global stores, not TMA bulk stores: " + why);
+    if (asked) kp.notes.push_back("epilogue: global stores, not TMA bulk stores: " + why);
   };
-  if (!ctx.heur.tma_store) return;  // the default: global stores
+  if (ctx.heur.tma_store == 0) return;
+  if (!asked) {  // auto: linear / matmul epilogues of cheap ops, where the slots fit beside the ring as it is
+    if (kp.mma_kind == "f32x3") return;  // not measured: its ring is twice as deep
+    for (ValueId v : kp.region.nodes)
+      if (!cheap(ctx.node(v).op)) return;
+  }
   if (kp.wgmma.pingpong) return keep_global("the ping-pong schedule overlaps its epilogues already");
   if (ctx.node(kp.root).op == OpKind::Conv2d) return keep_global("conv2d writes NCHW (tiles are pixel patches, not [M, N] boxes)");
   if (!kp.tails.empty()) return keep_global("a reduction or pool is fused into the epilogue");
@@ -50,7 +82,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   const bool three_tf32 = kp.mma_kind == "f32x3";
   WgmmaConfig t = kp.wgmma;
   auto fits = [&] { return wgmma_smem_bytes(t, three_tf32) + tiles <= kWgmmaDynamicSmemLimit; };
-  while (!fits() && t.stages > 3 && !ctx.heur.wgmma) --t.stages;
+  while (!fits() && t.stages > 3 && !ctx.heur.wgmma && asked) --t.stages;
   if (!fits())
     return keep_global("the output tiles (" + std::to_string(tiles) + " bytes) do not fit beside a " +
                        std::to_string(t.stages) + "-stage ring");

@@ -197,8 +197,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
         return Error("codegen config: wgmma_schedule must be auto, cooperative or pingpong, got '" + val + "'");
       h.wgmma_schedule = val;
     } else if (key == "tma_store") {
-      if (val != "0" && val != "1") return Error("codegen config: tma_store must be 0 or 1, got '" + val + "'");
-      h.tma_store = val == "1";
+      if (val != "0" && val != "1" && val != "auto")
+        return Error("codegen config: tma_store must be 0, 1 or auto, got '" + val + "'");
+      h.tma_store = val == "auto" ? -1 : val == "1";
     } else if (key == "mma_tile") {
       std::vector<int64_t> parts;
       std::string part;

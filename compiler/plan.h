@@ -74,7 +74,7 @@ struct Heuristics {
   std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
   std::string wgmma_schedule = "auto";  // auto | cooperative | pingpong
-  bool tma_store = false;          // wgmma epilogue outputs by TMA bulk stores where eligible (opt-in)
+  int tma_store = -1;              // wgmma epilogue outputs by TMA bulk stores: 1 where eligible, 0 never, -1 auto
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   std::optional<int> split_k;        // override for the mma.sync anchor's split-K (1: none)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather

@@ -60,7 +60,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         }
       }
     }
-    out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores
+    out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
+    out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each
       for (auto [bm, bn] : {std::pair{64, 256}, std::pair{64, 128}, std::pair{128, 128}}) {
         if ((bn > 2 * geo.n && bn > 64) || (bm > 2 * rows && bm > 64)) continue;

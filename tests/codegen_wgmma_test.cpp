@@ -67,8 +67,11 @@ TEST(CodegenWgmma, PlannerPicksWgmmaPerPrecision) {
     const size_t anchor = kind == "f32x3" ? 1 : 0, operand_maps = kind == "f32x3" ? 4 : 2;
     ASSERT_EQ(prog.launches.size(), anchor + 1);
     const LaunchSpec& l = prog.launches[anchor];
-    ASSERT_EQ(l.tensor_maps.size(), operand_maps);  // x, w (and their residuals)
+    // x, w (and their residuals); bias + relu is cheap: y by TMA stores too (auto), but not for 3xTF32.
+    ASSERT_EQ(l.tensor_maps.size(), operand_maps + (kind == "f32x3" ? 0 : 1));
     for (const TensorMapSpec& m : l.tensor_maps) EXPECT_TRUE(m.swizzle128);
+    const Program global = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)), "sm_90a", "tma_store=0");
+    EXPECT_EQ(global.launches.at(anchor).tensor_maps.size(), operand_maps);
     const Program bulk = generate(linear_chain(p, 2048, 512, 384, "", operand_type(p)), "sm_90a", "tma_store=1");
     ASSERT_EQ(bulk.launches.at(anchor).tensor_maps.size(), operand_maps + 1);  // and y's TMA-stored tiles
     const TensorMapSpec& out = bulk.launches[anchor].tensor_maps[operand_maps];
@@ -281,7 +284,19 @@ TEST(CodegenWgmma, PingPongWhenAsked) {
 // element sizes or rows TMA cannot write keep global stores.
 TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
   const Graph g = linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16);
-  EXPECT_EQ(generate(g).launches.at(0).tensor_maps.size(), 2u);  // opt-in
+  EXPECT_EQ(generate(g, "sm_90a", "tma_store=0").launches.at(0).tensor_maps.size(), 2u);
+  // auto (default): bias + relu is cheap; gelu is not (and keeps no note).
+  const Program cheap = generate(g);
+  EXPECT_EQ(cheap.launches.at(0).tensor_maps.size(), 3u);
+  EXPECT_NE(cheap.plan_text.find("128x256, 4 stages"), std::string::npos) << cheap.plan_text;
+  EXPECT_NE(cheap.source.find("cols0[tile_col];  // input 'b', staged for the tile's columns"), std::string::npos)
+      << cheap.source;
+  GraphBuilder gb(Precision::BF16, "gelu_chain");
+  auto hg = gb.linear(gb.input("x", {4096, 4096}, DType::BF16), gb.input("w", {4096, 4096}, DType::BF16));
+  gb.output("y", hg.add(gb.input("b", {4096}, DType::BF16)).gelu());
+  const Program gelu = generate(*gb.build());
+  EXPECT_EQ(gelu.launches.at(0).tensor_maps.size(), 2u);
+  EXPECT_EQ(gelu.plan_text.find("TMA bulk stores"), std::string::npos) << gelu.plan_text;
   const Program bulk = generate(g, "sm_90a", "tma_store=1");
   EXPECT_NE(bulk.plan_text.find("out by TMA bulk stores"), std::string::npos) << bulk.plan_text;
   EXPECT_NE(bulk.plan_text.find("128x256, 4 stages"), std::string::npos) << bulk.plan_text;
@@ -329,7 +344,7 @@ TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
                 "TMA needs rows");
   auto bad = generate_program(g, {"sm_90a", "tma_store=2"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("tma_store must be 0 or 1"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("tma_store must be 0, 1 or auto"), std::string::npos);
 }
 
 TEST(CodegenWgmma, ConfigErrorsAreClear) {
