@@ -410,17 +410,39 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         }
         append(run, tma_store_epilogue(g, kp, shape, fn, pairs, coord_call, column_args));
       } else {
-        const std::string fn = epilogue_fn();
+        std::string fn, column_args;
         if (wgmma) {  // staged through shared memory: coalesced loads and stores
-          const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", store_tile_bytes);
-          smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * (chunk + 8));
+          // Linear / matmul: inputs along N (biases) staged per tile after the
+          // staging area, as for TMA stores (one barrier first: the last
+          // tile's chunks may still read them).
+          const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
+          const std::vector<BufferRef> cols =
+              geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
+          const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
+          const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3",
+                                                 store_tile_bytes + cols_floats * 4 * (wt.pingpong ? 2 : 1));
+          const int64_t staging = int64_t{wt.bm} * (chunk + 8);
+          smem_floats = std::max<int64_t>(smem_floats, staging + cols_floats);
+          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's epilogue is done with its columns");
+          for (size_t k = 0; k < cols.size(); ++k) {
+            const std::string c = "cols" + std::to_string(k), param = em.buffer_param(cols[k], false);
+            run.push_back("float* const " + c + " = smem + " + std::to_string(staging + static_cast<int64_t>(k) * wt.bn) +
+                          ";  // " + param + " at the tile's columns");
+            run.push_back("for (int c = frag.thread(); c < Tile::BN; c += Frag::kThreads) " + c + "[c] = n0 + c < " +
+                          shape.cols + " ? fj::load_as_float(" + param + ", n0 + c) : 0.f;");
+            column_args += ", " + c;
+          }
+          if (!cols.empty()) column_args += ", n - n0";
+          fn = em.emit_tree(tree, "fj_epilogue", "the elementwise epilogue and its stores, at output coordinates",
+                            tiles, cols);
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
                         (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " +
                         shape.cols + ", smem,");
         } else {
+          fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }
-        append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + ");"));
+        append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + column_args + ");"));
       }
     }
     for (size_t r = 0; r < reductions.size(); ++r) {
