@@ -379,62 +379,40 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs
       for (ValueId v : kp.tma_stores) tiles.push_back(plan.buffer.at(v));
-      auto epilogue_fn = [&] {
+      auto epilogue_fn = [&](const std::vector<BufferRef>& cols = {}) {
         return em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_epilogue",
-                            "the elementwise epilogue and its stores, at output coordinates", tiles);
+                            "the elementwise epilogue and its stores, at output coordinates", tiles, cols);
       };
+      std::string fn, column_args;
       if (!kp.tma_stores.empty()) {  // from the accumulators to swizzled slots, out by TMA in 128-byte columns
         const bool pairs = kp.tma_stores.size() == 1 && kp.region.stores.size() == 1;  // one output: two columns per store
-        std::string fn, column_args;
-        if (pairs) {
+        if (pairs) {  // inputs along N (biases) staged per tile in the epilogue's scratch, before the store slots
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, kp.tma_stores[0], false);
-          // Inputs along N (biases): the tile's columns once into shared memory
-          // (the epilogue's scratch, before the store slots), read from there.
           const int64_t room = kWgmmaDynamicSmemLimit - (wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") + store_tile_bytes);
           const std::vector<BufferRef> cols = column_loads(g, tree, static_cast<size_t>(std::max<int64_t>(0, room) / (4 * wt.bn)));
           smem_floats = std::max<int64_t>(smem_floats, static_cast<int64_t>(cols.size()) * wt.bn);
-          for (size_t k = 0; k < cols.size(); ++k) {
-            const std::string c = "cols" + std::to_string(k);
-            const std::string param = em.buffer_param(cols[k], false);
-            run.push_back("float* const " + c + " = smem + " + std::to_string(k) + " * Tile::BN;  // " + param +
-                          " at the tile's columns");
-            run.push_back("for (int c = frag.thread(); c < Tile::BN; c += Frag::kThreads) " + c + "[c] = n0 + c < " +
-                          shape.cols + " ? fj::load_as_float(" + param + ", n0 + c) : 0.f;");
-            column_args += ", " + c;
-          }
-          if (!cols.empty()) column_args += ", n - n0";
+          const ColumnStaging staged = stage_columns(em, cols, 0, wt.bn, shape.cols);
+          append(run, staged.lines);
+          column_args = staged.args;
           fn = em.emit_tree(tree, "fj_epilogue_value", "the elementwise epilogue's stored value, at output coordinates",
                             {}, cols);
-        } else {
-          fn = epilogue_fn();
         }
-        append(run, tma_store_epilogue(g, kp, shape, fn, pairs, coord_call, column_args));
+        append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
       } else {
-        std::string fn, column_args;
         if (wgmma) {  // staged through shared memory: coalesced loads and stores
-          // Linear / matmul: inputs along N (biases) staged per tile after the
-          // staging area, as for TMA stores (one barrier first: the last
-          // tile's chunks may still read them).
+          // Linear / matmul: inputs along N staged per tile after the staging area.
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
-          const std::vector<BufferRef> cols =
-              geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
+          const std::vector<BufferRef> cols = geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
           const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
           const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3",
                                                  store_tile_bytes + cols_floats * 4 * (wt.pingpong ? 2 : 1));
           const int64_t staging = int64_t{wt.bm} * (chunk + 8);
           smem_floats = std::max<int64_t>(smem_floats, staging + cols_floats);
-          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's epilogue is done with its columns");
-          for (size_t k = 0; k < cols.size(); ++k) {
-            const std::string c = "cols" + std::to_string(k), param = em.buffer_param(cols[k], false);
-            run.push_back("float* const " + c + " = smem + " + std::to_string(staging + static_cast<int64_t>(k) * wt.bn) +
-                          ";  // " + param + " at the tile's columns");
-            run.push_back("for (int c = frag.thread(); c < Tile::BN; c += Frag::kThreads) " + c + "[c] = n0 + c < " +
-                          shape.cols + " ? fj::load_as_float(" + param + ", n0 + c) : 0.f;");
-            column_args += ", " + c;
-          }
-          if (!cols.empty()) column_args += ", n - n0";
-          fn = em.emit_tree(tree, "fj_epilogue", "the elementwise epilogue and its stores, at output coordinates",
-                            tiles, cols);
+          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's chunks are done reading its columns");
+          const ColumnStaging staged = stage_columns(em, cols, staging, wt.bn, shape.cols);
+          append(run, staged.lines);
+          column_args = staged.args;
+          fn = epilogue_fn(cols);
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
                         (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " +
                         shape.cols + ", smem,");

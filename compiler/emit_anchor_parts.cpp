@@ -98,6 +98,22 @@ std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, si
   return kept;
 }
 
+ColumnStaging stage_columns(KernelEmitter& em, const std::vector<BufferRef>& cols, int64_t at, int bn,
+                            const std::string& n_bound) {
+  ColumnStaging out;
+  for (size_t k = 0; k < cols.size(); ++k) {
+    const std::string c = "cols" + std::to_string(k), param = em.buffer_param(cols[k], false);
+    const int64_t offset = at + static_cast<int64_t>(k) * bn;
+    out.lines.push_back("float* const " + c + " = smem" + (offset ? " + " + std::to_string(offset) : "") + ";  // " +
+                        param + " at the tile's columns");
+    out.lines.push_back("for (int c = frag.thread(); c < Tile::BN; c += Frag::kThreads) " + c + "[c] = n0 + c < " +
+                        n_bound + " ? fj::load_as_float(" + param + ", n0 + c) : 0.f;");
+    out.args += ", " + c;
+  }
+  if (!cols.empty()) out.args += ", n - n0";
+  return out;
+}
+
 std::string reduce_op_type(OpKind op) {
   switch (op) {
     case OpKind::Max: return "fj::MaxOp";

@@ -62,5 +62,14 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
 // values for a tile's columns in shared memory (KernelEmitter::emit_tree's
 // column_loads).
 std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max);
+// The epilogue statements that copy `cols` (column_loads) for the tile's
+// columns [n0, n0 + bn) to smem + at + k * bn (zero past `n_bound`), and the
+// arguments (", cols0, ..., n - n0") the tree's function then takes.
+struct ColumnStaging {
+  std::vector<std::string> lines;
+  std::string args;
+};
+ColumnStaging stage_columns(KernelEmitter& em, const std::vector<BufferRef>& cols, int64_t at, int bn,
+                            const std::string& n_bound);
 
 }  // namespace fusejit::cg::anchor
