@@ -262,15 +262,15 @@ __device__ __forceinline__ int swizzled_at(int r, int c) {
   constexpr int kPer16 = 16 / kElemBytes;  // elements per 16-byte unit, the swizzle's grain
   return r * (128 / kElemBytes) + (((c / kPer16) ^ (r % 8)) * kPer16) + c % kPer16;
 }
-template <int kElemBytes, class Frag, class F, class Store>
-__device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int n0, int M, int N, const F& f,
-                                                   const Store& store) {
-  constexpr int kChunkCols = 128 / kElemBytes;
+// The chunk protocol both epilogues share: for each chunk c of kChunkCols
+// columns inside N, slot c % 2 free (its last store has read it), body(c,
+// slot) writes the slot, then one TMA store per output (store(slot, c0)) in
+// one bulk group. Unrolled, so body sees c as a compile-time constant.
+template <int kChunkCols, class Frag, class Body, class Store>
+__device__ __forceinline__ void tma_store_chunks(const Frag& frag, int n0, int N, const Body& body,
+                                                 const Store& store) {
   constexpr int kChunks = Frag::kTileCols / kChunkCols;
-  constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
-  constexpr int U = Frag::kRowUnroll;
   static_assert(Frag::kTileCols % kChunkCols == 0, "whole chunks per tile");
-  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     if (n0 + c * kChunkCols >= N) break;  // the same for every thread
@@ -283,6 +283,23 @@ __device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int
         asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
     }
     Frag::sync();
+    body(c, slot);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
+    Frag::sync();
+    if (frag.thread() == 0) {
+      store(slot, c * kChunkCols);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
+}
+template <int kElemBytes, class Frag, class F, class Store>
+__device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int n0, int M, int N, const F& f,
+                                                   const Store& store) {
+  constexpr int kChunkCols = 128 / kElemBytes;
+  constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
+  constexpr int U = Frag::kRowUnroll;
+  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
+  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
 #pragma unroll 1
     for (int g = 0; g < Frag::kRows / U; ++g)
 #pragma unroll
@@ -295,13 +312,7 @@ __device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int
           if (full || n0 + n < N) f(frag.pick(g, q, j), m0 + r, n0 + n, slot, swizzled_at<kElemBytes>(r, n - c * kChunkCols));
         }
       }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
-    Frag::sync();
-    if (frag.thread() == 0) {
-      store(slot, c * kChunkCols);
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    }
-  }
+  }, store);
 }
 // tile_pointwise_tma for one output whose value(acc, m, n) the epilogue
 // computes: each thread's two adjacent columns go to the slot in one store.
@@ -313,22 +324,11 @@ template <int kElemBytes, class Frag, class T, class F, class Store>
 __device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m0, int n0, int M, int N, T* slots,
                                                          int slot_elems, const F& value, const Store& store) {
   constexpr int kChunkCols = 128 / kElemBytes;
-  constexpr int kChunks = Frag::kTileCols / kChunkCols;
   constexpr int kJ = kChunkCols / 4;
   constexpr int U = Frag::kRowUnroll;
-  static_assert(Frag::kTileCols % kChunkCols == 0 && sizeof(T) == kElemBytes, "whole chunks of T per tile");
+  static_assert(sizeof(T) == kElemBytes, "chunks of T");
   const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    if (n0 + c * kChunkCols >= N) break;  // the same for every thread
-    const int slot = c % 2;
-    if (frag.thread() == 0) {
-      if constexpr (kChunks == 1)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      else
-        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-    }
-    Frag::sync();
+  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
     T* const out = slots + slot * slot_elems;
 #pragma unroll 1
     for (int g = 0; g < Frag::kRows / U; ++g) {
@@ -354,13 +354,7 @@ __device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m
         }
       }
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
-    Frag::sync();
-    if (frag.thread() == 0) {
-      store(slot, c * kChunkCols);
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    }
-  }
+  }, store);
 }
 // Every thread's stores complete (a no-op where it issued none) before the block exits.
 __device__ __forceinline__ void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
