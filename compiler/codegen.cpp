@@ -78,6 +78,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/conv_wgmma.cuh");
   }
   module.includes.push_back("fusejit/epilogue.cuh");
+  if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
 

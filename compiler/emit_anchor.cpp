@@ -65,7 +65,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   std::vector<TensorMapSpec> tensor_maps;  // wgmma: the operands' TMA views
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
 
-  std::string wgmma_call = "fj::wgmma_gemm<Tile>(maps, kK, order, ring, ";  // the wgmma mainloop, up to the epilogue
+  std::string wgmma_call = "fj::wgmma_gemm<Tile>(maps, kK, order, split, ring, ";  // the wgmma mainloop, up to the epilogue
   ConvPatch patch;        // wgmma conv2d, halo patches: the tiles' pixel patches
   int64_t pool_windows = 0;  // windows per tile of a pool fused into a conv epilogue
   if (geo.op == OpKind::Conv2d) {
@@ -129,7 +129,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
-      wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, ring, ";
+      wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -209,7 +209,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (m_tiles * n_tiles > int_max)
         return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 thread blocks");
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
-      launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
+      // Units of work (one per tile, or per K range of a split tile); the runtime launches one block per SM at most.
+      const int64_t units = wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
+      if (units > int_max) return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 units of work");
+      launch.grid = {static_cast<unsigned>(units), 1, 1};
       launch.persistent = true;
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
@@ -276,6 +279,15 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
+    if (wt.split_k > 1) {
+      s.constants.push_back({"kSplitK", wt.split_k, "K ranges per split tile, each a unit of work"});
+      s.constants.push_back({"kFirstSplitTile", wt.split_from, "tiles before it: whole units"});
+      run.push_back("const fj::SplitK split{kFirstSplitTile, kSplitK, " +
+                    em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
+                    em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) + ")};");
+    } else {
+      run.push_back("const fj::SplitK split{};  // no split-K");
+    }
     if (wt.pingpong)
       append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
                    "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",

@@ -63,6 +63,19 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }
+  // Split-K on wgmma: every range's accumulators per split tile, and a counter per split tile.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.wgmma.split_k > 1) {
+    const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
+    const WgmmaConfig& t = kp.wgmma;
+    const int64_t tiles = ((geo.m + t.bm - 1) / t.bm) * ((geo.n + t.bn - 1) / t.bn) - t.split_from;
+    kp.split_k_partials = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({tiles * t.split_k * t.bm * t.bn * 4,
+                            "split-K accumulators (f32[" + std::to_string(tiles) + " tiles][" +
+                                std::to_string(t.split_k) + " ranges][" + std::to_string(t.bm) + "x" +
+                                std::to_string(t.bn) + "])"});
+    kp.split_k_counters = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
+  }
   // Operand staging on wgmma: conv2d's x in NHWC and w as [Cout][KH][KW][Cin];
   // an fp32 matmul's B transposed to [N, K]; for 3xTF32 each operand's TF32
   // residual. The staging kernel writes them.

@@ -89,8 +89,6 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "mainloop=mma in the config";
   else if (ctx.heur.mainloop == "auto" && ctx.heur.mma)
     why_not_wgmma = "mma_tile in the config";
-  else if (ctx.heur.split_k && *ctx.heur.split_k > 1 && a.op != OpKind::Conv2d)
-    why_not_wgmma = "split_k=" + std::to_string(*ctx.heur.split_k) + " in the config (split-K runs on mma.sync)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
   else if (a.op == OpKind::Matmul && geo.b_batched)

@@ -86,6 +86,33 @@ WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t 
   return best;
 }
 
+// Split-K on wgmma (templates/wgmma_schedule.cuh) for a GEMM whose tiles
+// leave most SMs idle: enough K ranges for about one unit per SM, at least 4
+// k-tiles each, at most 16. Or as the config says (split_k, split_from).
+WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& kind,
+                               WgmmaConfig tile) {
+  const int64_t tiles = ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn);
+  const int64_t k_tiles = ceil_div(geo.k, kind == "bf16" || kind == "f16" ? 64 : 32);
+  int64_t want = 1;
+  if (ctx.heur.split_k) {
+    want = *ctx.heur.split_k;
+    tile.split_from = std::min(ctx.heur.split_from.value_or(0), tiles);
+  } else if (!ctx.heur.wgmma && tiles * 2 <= kSm90Sms && k_tiles >= 8) {
+    want = std::min<int64_t>({kSm90Sms / tiles, k_tiles / 4, 16});
+    tile.split_from = 0;
+  }
+  want = std::min(want, k_tiles);
+  tile.split_k = want > 1 ? static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want))) : 1;  // no empty range
+  constexpr int64_t kMaxWorkspace = int64_t{256} << 20;
+  while (tile.split_k > 1 && (tiles - tile.split_from) * tile.split_k * tile.bm * tile.bn * 4 > kMaxWorkspace)
+    tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, tile.split_k / 2)));
+  if (tile.split_k == 1 || tile.split_from >= tiles) {
+    tile.split_k = 1;
+    tile.split_from = 0;
+  }
+  return tile;
+}
+
 Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   const bool three_tf32 = kp.mma_kind == "f32x3";
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
@@ -124,6 +151,9 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
       return Error("codegen: no patch of " + std::to_string(tile.bm) + " output pixels holds whole " +
                    std::to_string(qh) + "x" + std::to_string(qw) + " windows of " + ctx.g.describe(t.op));
   }
+  if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
+    return Error("codegen config: split_k applies to linear and matmul");
+  if (geo.op != OpKind::Conv2d) tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)
     return Error("codegen: wgmma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +

@@ -17,6 +17,7 @@ std::string TileConfig::str() const {
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << ", " << stages << " stages, raster group " << raster_group;
+  if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   return s.str();
 }
 
@@ -67,6 +68,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
+  if (t.split_k < 1 || t.split_k > 32 || t.split_from < 0) return bad("split-K must be in [1, 32] from a tile >= 0");
   if (t.pingpong && t.bm == 128 && t.bn > 128)
     return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
@@ -220,6 +222,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (!parse_int(val, num) || num < 1 || num > 32)
         return Error("codegen config: split_k must be an integer in [1, 32], got '" + val + "'");
       h.split_k = static_cast<int>(num);
+    } else if (key == "split_from") {
+      if (!parse_int(val, num) || num < 0)
+        return Error("codegen config: split_from must be a tile index >= 0, got '" + val + "'");
+      h.split_from = num;
     } else if (key == "tile") {
       std::vector<int64_t> parts;
       std::string part;
@@ -256,7 +262,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

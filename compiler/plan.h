@@ -33,11 +33,15 @@ std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma", "mma"
 // The wgmma mainloop's tile (WgmmaTile), schedule and rasterization.
 // Cooperative: BM / 64 consumer warpgroups share each tile. Ping-pong (BM =
 // 64): two consumers take alternate tiles whole, one's epilogue overlapping
-// the other's mainloop; each has its own epilogue shared memory.
+// the other's mainloop; each has its own epilogue shared memory. Split-K
+// (templates/wgmma_schedule.cuh): tiles from split_from on are computed as
+// split_k K ranges, each a unit of work of its own.
 struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
   bool pingpong = false;
+  int split_k = 1;       // K ranges per split tile (1: none)
+  int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
   int consumers() const { return pingpong ? 2 : bm / 64; }
   int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
   std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
@@ -76,7 +80,8 @@ struct Heuristics {
   std::string wgmma_schedule = "auto";  // auto | cooperative | pingpong
   int tma_store = -1;              // wgmma epilogue outputs by TMA bulk stores: 1 where eligible, 0 never, -1 auto
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
-  std::optional<int> split_k;        // override for the mma.sync anchor's split-K (1: none)
+  std::optional<int> split_k;        // override for the anchor's split-K (1: none), wgmma or mma.sync
+  std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
@@ -89,7 +94,8 @@ struct Heuristics {
 
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
-// wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES, split_k=1..32, conv_patch=0|1,
+// wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
+// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), conv_patch=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -261,7 +267,7 @@ struct KernelPlan {
   // Wgmma conv2d: scratch of x in NHWC, read by 4-D TMA boxes; residual_a
   // is then its residual (same layout).
   int a_staged = -1;
-  int split_k_partials = -1;     // Mma with split_k > 1: scratch of the splits' accumulators
+  int split_k_partials = -1;     // split_k > 1 (mma.sync, wgmma): scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
   int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : mainloop == Mainloop::Mma ? mma.bn : tile.bn; }

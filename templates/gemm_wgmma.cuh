@@ -38,6 +38,7 @@
 
 #include "fusejit/fj_common.cuh"
 #include "fusejit/wgmma_ops.cuh"
+#include "fusejit/wgmma_schedule.cuh"
 
 namespace fj {
 
@@ -247,140 +248,12 @@ struct WgmmaFragment {
   }
 };
 
-// TMA-stored epilogue outputs (KernelPlan::tma_stores), straight from the
-// accumulators: the tile's columns go out in chunks of 128 bytes of the
-// output element (kChunkCols), each through one of two shared-memory slots
-// per output (BM rows of 128 bytes, in TMA's 128-byte swizzle: a warp's
-// writes of one fragment column hit 32 different banks). Per chunk: the slot's
-// previous TMA store has read it (wait_group.read), f(acc, m, n, slot, at)
-// for the chunk's elements inside [0,M) x [0,N) (`at`: the element's index
-// in the slot), fence + barrier, then one thread calls store(slot, c0) (a
-// TMA store per output) and commits. The stores drain while the next chunk
-// and the next tile's mainloop run; tma_store_drain before the block exits.
-template <int kElemBytes>
-__device__ __forceinline__ int swizzled_at(int r, int c) {
-  constexpr int kPer16 = 16 / kElemBytes;  // elements per 16-byte unit, the swizzle's grain
-  return r * (128 / kElemBytes) + (((c / kPer16) ^ (r % 8)) * kPer16) + c % kPer16;
-}
-// The chunk protocol both epilogues share: for each chunk c of kChunkCols
-// columns inside N, slot c % 2 free (its last store has read it), body(c,
-// slot) writes the slot, then one TMA store per output (store(slot, c0)) in
-// one bulk group. Unrolled, so body sees c as a compile-time constant.
-template <int kChunkCols, class Frag, class Body, class Store>
-__device__ __forceinline__ void tma_store_chunks(const Frag& frag, int n0, int N, const Body& body,
-                                                 const Store& store) {
-  constexpr int kChunks = Frag::kTileCols / kChunkCols;
-  static_assert(Frag::kTileCols % kChunkCols == 0, "whole chunks per tile");
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    if (n0 + c * kChunkCols >= N) break;  // the same for every thread
-    const int slot = c % 2;
-    // One chunk per tile alternates no slots: wait for the last store itself.
-    if (frag.thread() == 0) {
-      if constexpr (kChunks == 1)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      else
-        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-    }
-    Frag::sync();
-    body(c, slot);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
-    Frag::sync();
-    if (frag.thread() == 0) {
-      store(slot, c * kChunkCols);
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    }
-  }
-}
-template <int kElemBytes, class Frag, class F, class Store>
-__device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int n0, int M, int N, const F& f,
-                                                   const Store& store) {
-  constexpr int kChunkCols = 128 / kElemBytes;
-  constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
-  constexpr int U = Frag::kRowUnroll;
-  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
-  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
-#pragma unroll 1
-    for (int g = 0; g < Frag::kRows / U; ++g)
-#pragma unroll
-      for (int q = 0; q < U; ++q) {
-        const int r = frag.row(g * U + q);
-        if (!full && m0 + r >= M) continue;
-#pragma unroll
-        for (int jj = 0; jj < kJ; ++jj) {
-          const int j = c * kJ + jj, n = frag.col(j);
-          if (full || n0 + n < N) f(frag.pick(g, q, j), m0 + r, n0 + n, slot, swizzled_at<kElemBytes>(r, n - c * kChunkCols));
-        }
-      }
-  }, store);
-}
-// tile_pointwise_tma for one output whose value(acc, m, n) the epilogue
-// computes: each thread's two adjacent columns go to the slot in one store.
-// Per row group, the chunk's values are computed first and stored after, so
-// that value's loads (bias, residuals) issue back to back (and repeat for
-// the group's rows only where they differ) instead of each waiting behind
-// the previous store.
-template <int kElemBytes, class Frag, class T, class F, class Store>
-__device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m0, int n0, int M, int N, T* slots,
-                                                         int slot_elems, const F& value, const Store& store) {
-  constexpr int kChunkCols = 128 / kElemBytes;
-  constexpr int kJ = kChunkCols / 4;
-  constexpr int U = Frag::kRowUnroll;
-  static_assert(sizeof(T) == kElemBytes, "chunks of T");
-  const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
-  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
-    T* const out = slots + slot * slot_elems;
-#pragma unroll 1
-    for (int g = 0; g < Frag::kRows / U; ++g) {
-      float v[U][kJ];  // the group's values in this chunk (fragment columns c * kJ + jj)
-#pragma unroll
-      for (int q = 0; q < U; ++q) {
-        const int m = m0 + frag.row(g * U + q);
-#pragma unroll
-        for (int jj = 0; jj < kJ; ++jj) {
-          const int j = c * kJ + jj, n = n0 + frag.col(j);
-          v[q][jj] = full || (m < M && n < N) ? value(frag.pick(g, q, j), m, n) : 0.f;  // outside: clipped by TMA
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < U; ++q) {
-        const int r = frag.row(g * U + q);
-        if (!full && m0 + r >= M) continue;
-#pragma unroll
-        for (int jj = 0; jj < kJ; jj += 2) {  // columns n, n + 1 of fragment columns j, j + 1
-          const int n = frag.col(c * kJ + jj);
-          if (full || n0 + n < N)
-            store_pair_from_float(out, swizzled_at<kElemBytes>(r, n - c * kChunkCols), v[q][jj], v[q][jj + 1]);
-        }
-      }
-    }
-  }, store);
-}
-// Every thread's stores complete (a no-op where it issued none) before the block exits.
-__device__ __forceinline__ void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // The dynamic shared memory base rounded up to 1024 bytes (the kernel asks for 1 KiB of slack).
 __device__ __forceinline__ char* align_smem_1024(char* p) {
   const unsigned a = sm90::smem_addr(p);
   return p + ((1024 - (a & 1023)) & 1023);
 }
-
-// Output tiles in grouped rasterization: `group` row tiles sweep all column
-// tiles together, so the blocks running at once share A and B in L2.
-struct TileCoord {
-  int m, n;
-};
-struct TileOrder {
-  int m_tiles, n_tiles, group;
-  __device__ __forceinline__ int count() const { return m_tiles * n_tiles; }
-  __device__ __forceinline__ TileCoord at(int i) const {
-    const int per_group = group * n_tiles;
-    const int first_m = (i / per_group) * group;
-    const int rows = min(m_tiles - first_m, group);
-    const int r = i % per_group;
-    return {first_m + r % rows, r / rows};
-  }
-};
 
 // The operands' tensor maps: A, B and, for F32x3, their TF32 residuals
 // (operand_staging.cuh), tiled like A and B.
@@ -433,25 +306,28 @@ __device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
   if (maps.b_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
 }
 
-// The persistent mainloop: block b computes tiles b, b + gridDim.x, ... of
-// `order`, each over the operands' k-tiles (Operands: k_tiles(), maps, and
-// load(stage tiles, full barrier, kt, tile), as GemmOperands), calling
-// epilogue(frag, m0, n0, n_tile) on the consumer threads after each. The
-// producer runs ahead across tiles (the ring fills for the next tile during
-// the epilogue); the stage ring and its phases continue from tile to tile.
+// The persistent mainloop: block b computes units b, b + gridDim.x, ... of
+// the work (wgmma_schedule.cuh: the tiles of `order`, each over the
+// operands' k-tiles or, with split-K, over ranges of them; Operands:
+// k_tiles(), maps, and load(stage tiles, full barrier, kt, tile), as
+// GemmOperands), calling epilogue(frag, m0, n0, n_tile) on the consumer
+// threads after each whole tile (split-K: after a tile's last unit). The
+// producer runs ahead across units (the ring fills for the next one during
+// the epilogue); the stage ring and its phases continue from unit to unit.
 // `ring` is the 1024-aligned dynamic shared memory (align_smem_1024); the
 // epilogue must not touch it. Stage s holds A's tile at a_ring + s * kBytesA
 // and B's at b_ring + s * kBytesB; F32x3's residual tiles sit likewise in
 // a_lo_ring and b_lo_ring.
 template <class Tile, class Operands, class Epilogue>
-__device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOrder& order, char* ring,
-                                               const Epilogue& epilogue) {
+__device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOrder& order, const SplitK& split,
+                                               char* ring, const Epilogue& epilogue) {
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
   // full: TMA landed; empty: consumers done with a stage; turn[c]
   // (ping-pong): the other consumer has started the last k-tile of its tile.
   __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
+  __shared__ int arrived[2];  // split_k_gather's, per consumer
   constexpr int kStageReaders = Tile::kPingPong ? 1 : Tile::kConsumers;  // consumer warpgroups per stage
   char* a_ring = ring;
   char* b_ring = ring + S * kA;
@@ -468,16 +344,17 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const int k_tiles = ops.k_tiles();
+  const WgmmaWork work{order, split, ops.k_tiles()};
 
   if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
     if (threadIdx.x == 0) {
       prefetch_maps(ops.maps);
       int it = 0;  // k-tiles loaded so far
-      for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x) {
-        const TileCoord c = order.at(tile);
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      for (int u = blockIdx.x; u < work.count(); u += gridDim.x) {
+        const WorkUnit w = work.unit(u);
+        const TileCoord c = order.at(w.tile);
+        for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           sm90::mbar_expect_tx(&full[s], (kA + kB) * Tile::kOperandCopies);
@@ -499,14 +376,17 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   constexpr int kBStep16 = Tile::kBNMajor ? (Tile::kStepK * 128) >> 4 : kStepBytes16;
   constexpr int kHalfA16 = (64 * 128) >> 4;  // 64 rows further down A
   int it = 0;     // k-tiles consumed so far (by this block)
-  int local = 0;  // this block's tiles so far
+  int local = 0;  // this block's units so far
 #pragma unroll 1
-  for (int tile = blockIdx.x; tile < order.count(); tile += gridDim.x, ++local) {
+  for (int u = blockIdx.x; u < work.count(); u += gridDim.x, ++local) {
+    const WorkUnit w = work.unit(u);
     if constexpr (Tile::kPingPong) {
-      if (local % 2 != consumer) continue;  // the other consumer's tile
-      it = local * k_tiles;
-      // Mainloops in tile order: the other consumer has reached its last
-      // k-tile of tile local - 1, so every full[] phase up to it - 1 has
+      if (local % 2 != consumer) {  // the other consumer's unit
+        it += w.kt1 - w.kt0;
+        continue;
+      }
+      // Mainloops in unit order: the other consumer has reached its last
+      // k-tile of unit local - 1, so every full[] phase up to it - 1 has
       // completed and the parity waits below cannot alias an older phase.
       if (local > 0) sm90::mbar_wait(&turn[consumer], ((local - 1) / 2) & 1);
     }
@@ -520,7 +400,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       // starts. The tensor core truncates its fp32 sums: the small cross
       // terms go first, so that only the hi*hi steps add to a large sum.
 #pragma unroll 1
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
         const int s = it % S;
         sm90::mbar_wait(&full[s], (it / S) & 1);
         const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA + rows_off);
@@ -547,11 +427,11 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       }
     } else {
 #pragma unroll 1
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
         const int s = it % S;
         sm90::mbar_wait(&full[s], (it / S) & 1);
         if constexpr (Tile::kPingPong)
-          if (kt == k_tiles - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
+          if (kt == w.kt1 - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
         const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
         const unsigned long long b_desc = Tile::kBNMajor
                                               ? sm90::sw128_desc_n_major(b_ring + s * kB, Tile::kBColumnBytes)
@@ -565,21 +445,22 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
                                                              b_desc + k * kBStep16);
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
-        if (kt > 0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
+        if (kt > w.kt0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
       }
       sm90::wgmma_wait<0>();
       if (warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
     }
-    const TileCoord c = order.at(tile);
+    if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[consumer])) continue;  // not the tile's last range
+    const TileCoord c = order.at(w.tile);
     epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }
 }
 
 // The GEMM: A [M][K] and B (K-major [N][K] or N-major [K][N]) over k in [0, K).
 template <class Tile, class Epilogue>
-__device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const TileOrder& order, char* ring,
-                                           const Epilogue& epilogue) {
-  wgmma_mainloop<Tile>(GemmOperands<Tile>{maps, K}, order, ring, epilogue);
+__device__ __forceinline__ void wgmma_gemm(const GemmMaps& maps, int K, const TileOrder& order, const SplitK& split,
+                                           char* ring, const Epilogue& epilogue) {
+  wgmma_mainloop<Tile>(GemmOperands<Tile>{maps, K}, order, split, ring, epilogue);
 }
 
 }  // namespace fj

@@ -93,8 +93,9 @@ TEST(CodegenGemmMma, LinearRunsMmaOnSm80AndWhereTmaCannot) {
                                     config + "'";
           auto prog = generate_program(g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+          // sm_90a runs wgmma where TMA reads the rows, except 3xTF32 small grids (mma.sync split-K).
           if (std::string(arch) == "sm_90a" && tma_rows && *config == '\0' &&
-              prog->plan_text.find("split-K") == std::string::npos) {  // 3xTF32 small grids: mma split-K
+              (p != Precision::FP32 || prog->plan_text.find("split-K") == std::string::npos)) {
             EXPECT_NE(prog->name.find("_wgmma_"), std::string::npos) << label << ": " << prog->name;
             continue;
           }
@@ -131,8 +132,8 @@ TEST(CodegenGemmMma, LaunchListsTheAlignmentOfCopiedOperands) {
 
 // A GEMM whose tiles leave most SMs idle and whose K is long runs split-K on
 // mma.sync (zeroed arrival counters, one accumulator slab per split): on
-// sm_80 in every mode, on sm_90a in fp32 mode (3xTF32); a big one stays on
-// wgmma; split_k= forces it; every variant compiles.
+// sm_80 in every mode, on sm_90a in fp32 mode (3xTF32; the other modes split
+// on wgmma); split_k= forces it; every variant compiles.
 TEST(CodegenGemmMma, SplitKForSmallGrids) {
   std::vector<CompileJob> jobs;
   for (Precision p : kPrecisions)
@@ -146,8 +147,9 @@ TEST(CodegenGemmMma, SplitKForSmallGrids) {
         EXPECT_NE(forced->plan_text.find("split-K"), std::string::npos) << forced->plan_text;
         jobs.push_back({label + " matmul " + config, arch, forced->name, forced->source});
       }
-      if (std::string(arch) == "sm_90a" && p != Precision::FP32) {  // wgmma is faster there (H100)
+      if (std::string(arch) == "sm_90a" && p != Precision::FP32) {  // wgmma is faster there (H100), split too
         EXPECT_NE(prog->name.find("_wgmma_"), std::string::npos) << label << ": " << prog->name;
+        EXPECT_NE(prog->plan_text.find("split-K"), std::string::npos) << label << "\n" << prog->plan_text;
         continue;
       }
       expect_mma(*prog, p, label);

@@ -382,6 +382,45 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
   EXPECT_NE(deep.error().message.find("3xTF32 stages hold the operands' residual tiles too"), std::string::npos) << deep.error().message;
 }
 
+// Split-K on wgmma (wgmma_schedule.cuh): a GEMM whose tiles leave most SMs
+// idle splits K into ranges, one unit of work each (the grid counts units),
+// with per-range accumulators and zeroed arrival counters in scratch; the
+// config can split only the tiles from split_from on (the last wave).
+TEST(CodegenWgmma, SplitKForSmallGrids) {
+  for (Precision p : {Precision::BF16, Precision::TF32, Precision::F16}) {
+    const Program small = generate(linear_chain(p, 32, 8192, 1024, "", operand_type(p)));
+    EXPECT_NE(small.name.find("_wgmma_"), std::string::npos) << small.name;
+    EXPECT_NE(small.plan_text.find("tile 64x64"), std::string::npos) << small.plan_text;
+    EXPECT_NE(small.plan_text.find("split-K 8"), std::string::npos) << small.plan_text;  // 16 tiles x 8 ranges
+    EXPECT_EQ(small.launches.at(0).grid[0], 128u);
+    EXPECT_NE(small.source.find("fj::SplitK split{kFirstSplitTile, kSplitK,"), std::string::npos);
+    bool zeroed_counters = false, partials = false;
+    for (const ScratchSpec& sc : small.scratch) {
+      zeroed_counters = zeroed_counters || (sc.zeroed && sc.what == "split-K arrival counters (i32[16])");
+      partials = partials || (sc.bytes == 16 * 8 * 64 * 64 * 4 && sc.what.find("split-K accumulators") == 0);
+    }
+    EXPECT_TRUE(zeroed_counters && partials) << small.plan_text;
+  }
+  // Short K or enough tiles: no split.
+  EXPECT_EQ(generate(linear_chain(Precision::BF16, 32, 256, 1024, "", DType::BF16)).plan_text.find("split-K"),
+            std::string::npos);
+  EXPECT_EQ(generate(linear_chain(Precision::BF16, 4096, 8192, 4096, "", DType::BF16)).plan_text.find("split-K"),
+            std::string::npos);
+  // Asked for: the last wave of 344 128x128 tiles in 4 ranges (264 + 80 x 4 units); ranges never empty.
+  const Graph wide = linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16);
+  const Program last = generate(wide, "sm_90a", "split_k=4,split_from=264");
+  EXPECT_NE(last.plan_text.find("ping-pong, 5 stages, raster group 8, split-K 4 from tile 264"), std::string::npos)
+      << last.plan_text;
+  EXPECT_EQ(last.launches.at(0).grid[0], 264u + 80u * 4u);
+  const Program deep = generate(linear_chain(Precision::BF16, 64, 320, 64, "", DType::BF16), "sm_90a", "split_k=4");
+  EXPECT_NE(deep.plan_text.find("split-K 3"), std::string::npos) << deep.plan_text;  // 5 k-tiles: 2 + 2 + 1
+  const Program none = generate(wide, "sm_90a", "split_k=4,split_from=400");
+  EXPECT_EQ(none.plan_text.find("split-K"), std::string::npos) << none.plan_text;
+  auto bad = generate_program(wide, {"sm_90a", "split_from=-1"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("split_from must be a tile index >= 0"), std::string::npos) << bad.error().message;
+}
+
 TEST(CodegenWgmma, RowReductionsFuseUpTo256Columns) {
   Program whole = generate(linear_chain(Precision::BF16, 300, 128, 200, "logsumexp", DType::BF16));
   EXPECT_NE(whole.plan_text.find("fused into the epilogue: one tile spans N=200"), std::string::npos) << whole.plan_text;
@@ -416,7 +455,12 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
                         {Precision::TF32, 4096, 1024, 128, "logsumexp", "wgmma_schedule=pingpong,wgmma_tile=128x128x5x16"},
                         // TMA-stored outputs (two columns per shared-memory store)
                         {Precision::BF16, 4096, 4096, 4096, "", "tma_store=1"},
-                        {Precision::TF32, 1000, 520, 392, "", "tma_store=1"}};
+                        {Precision::TF32, 1000, 520, 392, "", "tma_store=1"},
+                        // split-K: small grids (default), the last wave of ping-pong tiles, 3xTF32
+                        {Precision::BF16, 32, 8192, 1024, ""},
+                        {Precision::TF32, 256, 4096, 512, "logsumexp"},
+                        {Precision::BF16, 512, 4096, 11008, "", "split_k=4,split_from=264"},
+                        {Precision::FP32, 1024, 4096, 1024, "", "split_k=3"}};
   for (const Case& c : cases) {
     const Graph g = c.matmul ? matmul_chain(c.p, 0, c.m, c.k, c.n, c.tail, operand_type(c.p))
                              : linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));

@@ -155,6 +155,11 @@ TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 TEST(GpuGemm, MmaMainloopMatchesReference) { run_cases("mainloop=mma"); }
 TEST(GpuGemm, SmallMmaTilesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
 TEST(GpuGemm, SplitKMatchesReference) { run_cases("mainloop=mma,split_k=3"); }
+// wgmma split-K: every tile in 3 K ranges (the last range's unit sums them),
+// and in ping-pong only the tiles from the second on (whole and split units
+// in one block; 3xTF32 is cooperative only and skipped there).
+TEST(GpuGemm, WgmmaSplitKMatchesReference) { run_cases("split_k=3"); }
+TEST(GpuGemm, WgmmaSplitKLastTilesMatchReference) { run_cases("split_k=4,split_from=1,wgmma_schedule=pingpong"); }
 
 // NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
 // a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet).

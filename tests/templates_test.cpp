@@ -178,14 +178,15 @@ extern "C" __global__ void k(float* c, unsigned long long a, unsigned long long 
 })"},
       {"gemm_wgmma.cuh", R"(
 #include "fusejit/epilogue.cuh"
-// Every kind and both consumer counts; the epilogue stores the fragment
-// directly or staged through shared memory.
+// Every kind and both consumer counts, split-K from tile 4 in 3 ranges; the
+// epilogue stores the fragment directly or staged through shared memory.
 template <class Tile>
 __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
   const fj::TileOrder order{3, 5, 2};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
-  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b, a, b}, 100, order, ring, [&](auto& f, int m0, int n0, int) {
+  const fj::SplitK split{4, 3, c + 4096, reinterpret_cast<int*>(c + 2048)};
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b, a, b}, 100, order, split, ring, [&](auto& f, int m0, int n0, int) {
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
@@ -205,6 +206,48 @@ KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
 KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
 )"},
+      {"wgmma_schedule.cuh", R"(
+// Split-K's units and gather over a stand-in fragment of 128 threads.
+struct Frag {
+  static constexpr int kRows = 2, kCols = 8, kThreads = 128;
+  float acc[kRows][kCols];
+  __device__ int thread() const { return threadIdx.x % 128; }
+  static __device__ void sync() { asm volatile("bar.sync 1, 128;" ::: "memory"); }
+};
+extern "C" __global__ void k(float* partials, int* counters, float* out) {
+  __shared__ int arrived;
+  const fj::WgmmaWork work{fj::TileOrder{3, 5, 2}, fj::SplitK{6, 4, partials, counters}, 13};
+  for (int u = blockIdx.x; u < work.count(); u += gridDim.x) {
+    const fj::WorkUnit w = work.unit(u);
+    Frag f{};
+    f.acc[0][0] = w.kt1 - w.kt0;
+    if (w.range >= 0 && !fj::split_k_gather(f, work.split, w, &arrived)) continue;
+    const fj::TileCoord c = work.order.at(w.tile);
+    out[(c.m * 5 + c.n) * 128 + f.thread()] = f.acc[0][0] + f.acc[1][7];
+  }
+})"},
+      {"wgmma_tma_store.cuh", R"(
+// One output by pairs and one by elements, from ping-pong and cooperative fragments.
+template <class Tile, class T>
+__device__ void run(const fj::TmaDescriptor* o, T* slots, float* bias, char* smem) {
+  char* ring = fj::align_smem_1024(smem);
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{o, o}, 100, fj::TileOrder{3, 5, 2}, fj::SplitK{}, ring,
+                       [&](auto& f, int m0, int n0, int) {
+    auto store = [&](int slot, int c0) { fj::sm90::tma_store_2d(o, slots + slot * 4096, n0 + c0, m0); };
+    fj::tile_pointwise_tma_pairs<sizeof(T)>(f, m0, n0, 300, 500, slots, 4096,
+                                            [&](float v, int, int n) { return v + bias[n]; }, store);
+    fj::tile_pointwise_tma<sizeof(T)>(f, m0, n0, 300, 500, [&](float v, int, int, int slot, int at) {
+      slots[slot * 4096 + at] = T(v);
+    }, store);
+  });
+  fj::tma_store_drain();
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k(const __grid_constant__ fj::TmaDescriptor o, float* bias) {
+  extern __shared__ __align__(1024) char smem[];
+  __shared__ __align__(128) float slots[2 * 4096];
+  run<fj::WgmmaTile<128, 128, 3, fj::MmaKind::BF16, false, true>>(&o, slots, bias, smem);
+  run<fj::WgmmaTile<128, 256, 3, fj::MmaKind::TF32>>(&o, slots, bias, smem);
+})"},
       {"operand_staging.cuh", R"(
 extern "C" __global__ void k(const float4* x, float4* lo, long long n, const float* b, float* bt) {
   fj::tf32_residuals(x, lo, n, blockIdx.x, gridDim.x);
@@ -250,7 +293,7 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
   const fj::TileOrder order{Pixels::kTiles, 1, 4};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
-  fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, S, Pixels>{fj::GemmMaps{a, b, a, b}}, order, ring,
+  fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, S, Pixels>{fj::GemmMaps{a, b, a, b}}, order, fj::SplitK{}, ring,
                            [&](auto& f, int m0, int n0, int) {
                              fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, S::kCout, staging,
                                                                  [&](float v, int m, int n) {
@@ -312,7 +355,8 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       if (it == instantiations().end()) continue;
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
-      const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh";
+      const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
+                          files[i] == "wgmma_tma_store.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
                               (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";
