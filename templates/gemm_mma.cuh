@@ -473,14 +473,15 @@ __device__ __forceinline__ bool split_k_gather(Frag& frag, float* __restrict__ p
   __syncthreads();  // everyone has read it: the epilogue may reuse smem
   if (!last) return false;
   __threadfence();  // the other blocks' partials, counted before us, are visible
+  // Split by split (each split's loads issue together: one L2 round trip per
+  // split, not per accumulator), every sum from 0 in split order.
   const float* all = partials + (long long)tile * kSplits * kAcc * T + tid;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    float sum = 0.f;
+  for (int i = 0; i < kAcc; ++i) frag.acc[i / Frag::kCols][i % Frag::kCols] = 0.f;
 #pragma unroll 1
-    for (int s = 0; s < kSplits; ++s) sum += __ldcg(all + ((long long)s * kAcc + i) * T);
-    frag.acc[i / Frag::kCols][i % Frag::kCols] = sum;
-  }
+  for (int s = 0; s < kSplits; ++s)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) frag.acc[i / Frag::kCols][i % Frag::kCols] += __ldcg(all + ((long long)s * kAcc + i) * T);
   if (tid == 0) counters[tile] = 0;
   return true;
 }

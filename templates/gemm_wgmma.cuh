@@ -327,7 +327,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   // full: TMA landed; empty: consumers done with a stage; turn[c]
   // (ping-pong): the other consumer has started the last k-tile of its tile.
   __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
-  __shared__ int arrived[2];  // split_k_gather's, per consumer
+  __shared__ int arrived[2];  // split_k_gather's, per fragment (ping-pong: per consumer)
   constexpr int kStageReaders = Tile::kPingPong ? 1 : Tile::kConsumers;  // consumer warpgroups per stage
   char* a_ring = ring;
   char* b_ring = ring + S * kA;
@@ -450,7 +450,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       sm90::wgmma_wait<0>();
       if (warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
     }
-    if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[consumer])) continue;  // not the tile's last range
+    if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[frag.consumer()])) continue;  // not the tile's last range
     const TileCoord c = order.at(w.tile);
     epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }

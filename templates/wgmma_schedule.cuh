@@ -86,16 +86,19 @@ __device__ __forceinline__ bool split_k_gather(Frag& frag, const SplitK& sk, con
   // every thread has read it by then.)
   if (*arrived != sk.splits - 1) return false;
   __threadfence();  // the other units' partials, counted before ours, are visible
+  // Range by range (each range's loads issue together: one L2 round trip
+  // per range, not per accumulator), every sum from 0 in range order.
   const float* const all = sk.partials + (long long)tile * sk.splits * kAcc * T + t;
 #pragma unroll
   for (int i = 0; i < Frag::kRows; ++i)
 #pragma unroll
-    for (int j = 0; j < Frag::kCols; ++j) {
-      float sum = 0.f;
+    for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] = 0.f;
 #pragma unroll 1
-      for (int s = 0; s < sk.splits; ++s) sum += __ldcg(all + ((long long)s * kAcc + i * Frag::kCols + j) * T);
-      frag.acc[i][j] = sum;
-    }
+  for (int s = 0; s < sk.splits; ++s)
+#pragma unroll
+    for (int i = 0; i < Frag::kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] += __ldcg(all + ((long long)s * kAcc + i * Frag::kCols + j) * T);
   if (t == 0) sk.counters[tile] = 0;
   return true;
 }
