@@ -522,10 +522,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (wt.pingpong) s.constants.push_back({"kEpilogueFloats", epilogue_floats, "each consumer's epilogue scratch"});
     for (size_t k = 0; k < kp.tma_stores.size(); ++k)
       s.constants.push_back({"kOutTile" + std::to_string(k), out_at + static_cast<int64_t>(k) * wgmma_store_tile_bytes(wt),
-                             "bytes from the ring's end to the two TMA store slots of " + g.describe(kp.tma_stores[k])});
-    if (!kp.tma_stores.empty())
-      s.constants.push_back({"kOutSlot", wgmma_store_tile_bytes(wt) / 2 / kp.tma_store_elem_bytes,
+                             "bytes from the ring's end to the TMA store slots of " + g.describe(kp.tma_stores[k])});
+    if (!kp.tma_stores.empty()) {
+      s.constants.push_back({"kOutSlots", wt.tma_slots, "TMA store slots per output"});
+      s.constants.push_back({"kOutSlot", wgmma_store_tile_bytes(wt) / wt.tma_slots / kp.tma_store_elem_bytes,
                              "elements of one store slot (BM rows of 128 bytes)"});
+    }
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");

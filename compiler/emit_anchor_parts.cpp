@@ -60,19 +60,19 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
   for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
     const std::string ot = ctype(g.node(kp.tma_stores[k]).type.dtype), tile = "out_tile" + std::to_string(k);
     out.push_back(ot + "* const " + tile + " = reinterpret_cast<" + ot + "*>(ring + Tile::kRingBytes + kOutTile" +
-                  std::to_string(k) + ");  // two slots");
+                  std::to_string(k) + ");  // kOutSlots slots");
     slots += ", " + tile + " + slot * kOutSlot";
     store += " fj::sm90::tma_store_2d(tma_out" + std::to_string(k) + ", " + tile + " + slot * kOutSlot, n0 + c0, m0);";
   }
   const std::string elem = std::to_string(kp.tma_store_elem_bytes);
   const std::string bounds = "(frag, m0, n0, " + shape.rows + ", " + shape.cols;
   if (pairs) {  // the value per element; two columns per store
-    out.push_back("fj::tile_pointwise_tma_pairs<" + elem + ">" + bounds + ", out_tile0, kOutSlot,");
+    out.push_back("fj::tile_pointwise_tma_pairs<" + elem + ", kOutSlots>" + bounds + ", out_tile0, kOutSlot,");
     out.push_back("[&](float acc, int m, int n) -> float {");
     append(out, shape.coords);
     out.push_back("return " + fn + "(p, acc, " + coord_call + column_args + ");");
   } else {
-    out.push_back("fj::tile_pointwise_tma<" + elem + ">" + bounds + ",");
+    out.push_back("fj::tile_pointwise_tma<" + elem + ", kOutSlots>" + bounds + ",");
     out.push_back("[&](float acc, int m, int n, int slot, int at) {");
     append(out, shape.coords);
     out.push_back(fn + "(p, acc, " + coord_call + slots + ", at);");

@@ -87,8 +87,15 @@ WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t 
 }
 
 // Split-K on wgmma (templates/wgmma_schedule.cuh) for a GEMM whose tiles
-// leave most SMs idle: enough K ranges for about one unit per SM, at least 4
-// k-tiles each, at most 16. Or as the config says (split_k, split_from).
+// leave most SMs idle and whose K has 32 k-tiles or more: enough K ranges for
+// about one unit per SM, at least 4 k-tiles each, at most 16. Or as the
+// config says (split_k, split_from). H100, bias + relu, split vs not
+// (bench_gemm_*_20261124-234822_splitk2.md): 256x4096x512 tf32 0.0164 vs
+// 0.0250 ms, bf16 0.0126 vs 0.0154; 32x8192x1024 tf32 0.0257 vs 0.0456, bf16
+// 0.0170 vs 0.0258; 100x1000x500 bf16 (16 k-tiles) 0.0106 vs 0.0097 (so not
+// there), tf32 (32) 0.0112 vs 0.0111. Splitting only the last wave of
+// 512x4096x11008 (split_from=264) was slower: bf16 0.093 (2 ranges) and 0.104
+// (4) vs 0.082 ms.
 WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& kind,
                                WgmmaConfig tile) {
   const int64_t tiles = ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn);
@@ -97,7 +104,7 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
   if (ctx.heur.split_k) {
     want = *ctx.heur.split_k;
     tile.split_from = std::min(ctx.heur.split_from.value_or(0), tiles);
-  } else if (!ctx.heur.wgmma && tiles * 2 <= kSm90Sms && k_tiles >= 8) {
+  } else if (!ctx.heur.wgmma && tiles * 2 <= kSm90Sms && k_tiles >= 32) {
     want = std::min<int64_t>({kSm90Sms / tiles, k_tiles / 4, 16});
     tile.split_from = 0;
   }

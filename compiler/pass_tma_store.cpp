@@ -81,6 +81,10 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   }
   const bool three_tf32 = kp.mma_kind == "f32x3";
   WgmmaConfig t = kp.wgmma;
+  if (ctx.heur.tma_slots) {
+    t.tma_slots = *ctx.heur.tma_slots;
+    tiles = tiles / kp.wgmma.tma_slots * t.tma_slots;
+  }
   auto fits = [&] { return wgmma_smem_bytes(t, three_tf32) + tiles <= kWgmmaDynamicSmemLimit; };
   while (!fits() && t.stages > 3 && !ctx.heur.wgmma && asked) --t.stages;
   if (!fits())

@@ -17,6 +17,7 @@ std::string TileConfig::str() const {
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << ", " << stages << " stages, raster group " << raster_group;
+  if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   return s.str();
 }
@@ -60,7 +61,7 @@ bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
   return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
 }
 
-int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return 2 * int64_t{t.bm} * 128; }
+int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return t.tma_slots * int64_t{t.bm} * 128; }
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
@@ -69,6 +70,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 32 || t.split_from < 0) return bad("split-K must be in [1, 32] from a tile >= 0");
+  if (t.tma_slots < 1 || t.tma_slots > 8) return bad("TMA store slots must be in [1, 8]");
   if (t.pingpong && t.bm == 128 && t.bn > 128)
     return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
@@ -226,6 +228,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (!parse_int(val, num) || num < 0)
         return Error("codegen config: split_from must be a tile index >= 0, got '" + val + "'");
       h.split_from = num;
+    } else if (key == "tma_slots") {
+      if (!parse_int(val, num) || num < 1 || num > 8)
+        return Error("codegen config: tma_slots must be an integer in [1, 8], got '" + val + "'");
+      h.tma_slots = static_cast<int>(num);
     } else if (key == "tile") {
       std::vector<int64_t> parts;
       std::string part;
@@ -262,7 +268,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

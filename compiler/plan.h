@@ -40,6 +40,7 @@ struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
   bool pingpong = false;
+  int tma_slots = 2;     // shared-memory slots per TMA-stored output (128-byte column chunks)
   int split_k = 1;       // K ranges per split tile (1: none)
   int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
   int consumers() const { return pingpong ? 2 : bm / 64; }
@@ -79,6 +80,7 @@ struct Heuristics {
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
   std::string wgmma_schedule = "auto";  // auto | cooperative | pingpong
   int tma_store = -1;              // wgmma epilogue outputs by TMA bulk stores: 1 where eligible, 0 never, -1 auto
+  std::optional<int> tma_slots;    // shared-memory slots per TMA-stored output (default 2)
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   std::optional<int> split_k;        // override for the anchor's split-K (1: none), wgmma or mma.sync
   std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
@@ -95,7 +97,7 @@ struct Heuristics {
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
-// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), conv_patch=0|1,
+// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), tma_slots=1..8, conv_patch=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -114,7 +116,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
-// Shared memory of one TMA-stored output: two slots of BM rows x 128 bytes
+// Shared memory of one TMA-stored output: tma_slots slots of BM rows x 128 bytes
 // (fj::tile_pointwise_tma stores the tile in chunks of 128-byte columns).
 int64_t wgmma_store_tile_bytes(const WgmmaConfig& t);
 

@@ -197,6 +197,7 @@ struct WgmmaFragment {
   // the consumer branch, ptxas spilled it.)
   float tile_sum[kRows][kCols];
   int t;
+  int stored_chunks = 0;  // TMA-stored chunks so far, every tile (wgmma_tma_store.cuh's slot ring)
 
   __device__ __forceinline__ WgmmaFragment() : t((threadIdx.x - 128) % kThreads) {
 #pragma unroll

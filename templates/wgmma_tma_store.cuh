@@ -9,7 +9,7 @@ namespace fj {
 
 // TMA-stored epilogue outputs (KernelPlan::tma_stores), straight from the
 // accumulators: the tile's columns go out in chunks of 128 bytes of the
-// output element (kChunkCols), each through one of two shared-memory slots
+// output element (kChunkCols), each through one of kSlots shared-memory slots
 // per output (BM rows of 128 bytes, in TMA's 128-byte swizzle: a warp's
 // writes of one fragment column hit 32 different banks). Per chunk: the slot's
 // previous TMA store has read it (wait_group.read), f(acc, m, n, slot, at)
@@ -23,25 +23,22 @@ __device__ __forceinline__ int swizzled_at(int r, int c) {
   return r * (128 / kElemBytes) + (((c / kPer16) ^ (r % 8)) * kPer16) + c % kPer16;
 }
 // The chunk protocol both epilogues share: for each chunk c of kChunkCols
-// columns inside N, slot c % 2 free (its last store has read it), body(c,
-// slot) writes the slot, then one TMA store per output (store(slot, c0)) in
-// one bulk group. Unrolled, so body sees c as a compile-time constant.
-template <int kChunkCols, class Frag, class Body, class Store>
-__device__ __forceinline__ void tma_store_chunks(const Frag& frag, int n0, int N, const Body& body,
-                                                 const Store& store) {
+// columns inside N, the next slot of a ring of min(kSlots, chunks per tile)
+// (counted over every tile: a ragged tile may store fewer chunks) free once
+// the stores newer than its last one number at most the ring's other slots,
+// body(c, slot) writes the slot, then one TMA store per output (store(slot,
+// c0)) in one bulk group. Unrolled, so body sees c as a compile-time constant.
+template <int kChunkCols, int kSlots, class Frag, class Body, class Store>
+__device__ __forceinline__ void tma_store_chunks(Frag& frag, int n0, int N, const Body& body, const Store& store) {
   constexpr int kChunks = Frag::kTileCols / kChunkCols;
+  constexpr int kRing = kSlots < kChunks ? kSlots : kChunks;
   static_assert(Frag::kTileCols % kChunkCols == 0, "whole chunks per tile");
+  static_assert(kSlots >= 1 && kSlots <= 8, "1 to 8 slots");
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     if (n0 + c * kChunkCols >= N) break;  // the same for every thread
-    const int slot = c % 2;
-    // One chunk per tile alternates no slots: wait for the last store itself.
-    if (frag.thread() == 0) {
-      if constexpr (kChunks == 1)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      else
-        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-    }
+    const int slot = frag.stored_chunks++ % kRing;
+    if (frag.thread() == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kRing - 1) : "memory");
     Frag::sync();
     body(c, slot);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this thread's writes -> the TMA engine
@@ -52,14 +49,14 @@ __device__ __forceinline__ void tma_store_chunks(const Frag& frag, int n0, int N
     }
   }
 }
-template <int kElemBytes, class Frag, class F, class Store>
-__device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int n0, int M, int N, const F& f,
+template <int kElemBytes, int kSlots = 2, class Frag, class F, class Store>
+__device__ __forceinline__ void tile_pointwise_tma(Frag& frag, int m0, int n0, int M, int N, const F& f,
                                                    const Store& store) {
   constexpr int kChunkCols = 128 / kElemBytes;
   constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
   constexpr int U = Frag::kRowUnroll;
   const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
-  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
+  tma_store_chunks<kChunkCols, kSlots>(frag, n0, N, [&](int c, int slot) {
 #pragma unroll 1
     for (int g = 0; g < Frag::kRows / U; ++g)
 #pragma unroll
@@ -80,15 +77,15 @@ __device__ __forceinline__ void tile_pointwise_tma(const Frag& frag, int m0, int
 // that value's loads (bias, residuals) issue back to back (and repeat for
 // the group's rows only where they differ) instead of each waiting behind
 // the previous store.
-template <int kElemBytes, class Frag, class T, class F, class Store>
-__device__ __forceinline__ void tile_pointwise_tma_pairs(const Frag& frag, int m0, int n0, int M, int N, T* slots,
+template <int kElemBytes, int kSlots = 2, class Frag, class T, class F, class Store>
+__device__ __forceinline__ void tile_pointwise_tma_pairs(Frag& frag, int m0, int n0, int M, int N, T* slots,
                                                          int slot_elems, const F& value, const Store& store) {
   constexpr int kChunkCols = 128 / kElemBytes;
   constexpr int kJ = kChunkCols / 4;
   constexpr int U = Frag::kRowUnroll;
   static_assert(sizeof(T) == kElemBytes, "chunks of T");
   const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
-  tma_store_chunks<kChunkCols>(frag, n0, N, [&](int c, int slot) {
+  tma_store_chunks<kChunkCols, kSlots>(frag, n0, N, [&](int c, int slot) {
     T* const out = slots + slot * slot_elems;
 #pragma unroll 1
     for (int g = 0; g < Frag::kRows / U; ++g) {

@@ -308,16 +308,24 @@ TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
   EXPECT_TRUE(y.swizzle128);
   EXPECT_EQ(y.elem_bytes, 2);
   // One output: its value per element, two columns per shared-memory store.
-  EXPECT_NE(bulk.source.find("fj::tile_pointwise_tma_pairs<2>(frag, m0, n0, kM, kN, out_tile0, kOutSlot,"),
+  EXPECT_NE(bulk.source.find("fj::tile_pointwise_tma_pairs<2, kOutSlots>(frag, m0, n0, kM, kN, out_tile0, kOutSlot,"),
             std::string::npos);
   EXPECT_EQ(bulk.source.find("fj_epilogue("), std::string::npos);
   EXPECT_NE(bulk.source.find("fj::sm90::tma_store_2d(tma_out0, out_tile0 + slot * kOutSlot, n0 + c0, m0);"),
             std::string::npos);
+  // tma_slots: a ring of four slots (a whole 128x256 bf16 tile) beside three stages.
+  const Program four = generate(g, "sm_90a", "tma_store=1,tma_slots=4,wgmma_tile=128x256x3");
+  EXPECT_NE(four.plan_text.find("128x256, 3 stages, raster group 8, 4 TMA store slots"), std::string::npos)
+      << four.plan_text;
+  EXPECT_NE(four.source.find("kOutSlots = 4;"), std::string::npos);
+  auto no_room = generate_program(g, {"sm_90a", "tma_store=1,tma_slots=8,wgmma_tile=128x256x4"});
+  ASSERT_TRUE(no_room.ok()) << no_room.error().str();  // the ring keeps its stages: global stores
+  EXPECT_NE(no_room->plan_text.find("do not fit beside a 4-stage ring"), std::string::npos) << no_room->plan_text;
   // fp32 outputs: 32-column chunks.
   const Program f32 = generate(linear_chain(Precision::TF32, 4096, 4096, 4096), "sm_90a", "tma_store=1");
   ASSERT_EQ(f32.launches.at(0).tensor_maps.size(), 3u);
   EXPECT_EQ(f32.launches[0].tensor_maps[2].box_cols, 32);
-  EXPECT_NE(f32.source.find("fj::tile_pointwise_tma_pairs<4>("), std::string::npos);
+  EXPECT_NE(f32.source.find("fj::tile_pointwise_tma_pairs<4, kOutSlots>("), std::string::npos);
   // Two outputs (h and gelu(h)): the epilogue stores each element into both slots.
   GraphBuilder two(Precision::BF16, "two_outputs");
   auto h = two.linear(two.input("x", {2048, 512}, DType::BF16), two.input("w", {384, 512}, DType::BF16));
@@ -325,7 +333,7 @@ TEST(CodegenWgmma, TmaStoresForPointwiseEpilogues) {
   two.output("y", h.gelu());
   const Program both = generate(*two.build(), "sm_90a", "tma_store=1");
   ASSERT_EQ(both.launches.at(0).tensor_maps.size(), 4u);
-  EXPECT_NE(both.source.find("fj::tile_pointwise_tma<2>(frag, m0, n0,"), std::string::npos) << both.source;
+  EXPECT_NE(both.source.find("fj::tile_pointwise_tma<2, kOutSlots>(frag, m0, n0,"), std::string::npos) << both.source;
   EXPECT_NE(bulk.source.find("fj::tma_store_drain();"), std::string::npos);
   auto global_stores = [](const Program& p, const std::string& why) {
     EXPECT_NE(p.plan_text.find("global stores, not TMA bulk stores: " + why), std::string::npos) << p.plan_text;

@@ -119,10 +119,11 @@ TEST(GpuGemm, TmaStoresOfTwoOutputsMatchReference) {
   Engine engine;
   CheckOptions check;
   check.time = false;
-  const int64_t shapes[][3] = {{257, 96, 136}, {1000, 520, 392}, {512, 256, 512}};
+  // 8192x64x900: two tiles per block, last column tiles of 3 (bf16) or 5 (fp32) chunks (the slot ring runs across tiles).
+  const int64_t shapes[][3] = {{257, 96, 136}, {1000, 520, 392}, {512, 256, 512}, {8192, 64, 900}};
   for (Precision p : {Precision::BF16, Precision::TF32, Precision::F16})
     for (const auto& s : shapes)
-      for (const char* config : {"tma_store=1", "tma_store=1,wgmma_tile=128x64x4x2"}) {
+      for (const char* config : {"tma_store=1", "tma_store=1,wgmma_tile=128x64x4x2", "tma_store=1,tma_slots=3"}) {
         GraphBuilder g(p, "two_outputs");
         auto y = g.linear(g.input("x", {s[0], s[1]}), g.input("w", {s[2], s[1]})).add(g.input("b", {s[2]}));
         g.output("h", y);
