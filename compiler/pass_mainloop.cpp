@@ -44,6 +44,8 @@ std::string mma_kind(const Graph& g, const Node& anchor, std::string& why) {
 constexpr int64_t kMinKFor3xTf32Conv = 256;
 // 3xTF32 GEMMs with fewer rows take mma.sync split-K on small grids (below).
 constexpr int64_t kMinRowsFor3xTf32Wgmma = 512;
+// ... or from this K on, where wgmma splits K (pass_schedule's with_wgmma_split_k).
+constexpr int64_t kMinKFor3xTf32WgmmaSplit = 2048;
 
 // Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
 // staged to NHWC, 4-D TMA boxes of output-pixel patches), or "".
@@ -107,10 +109,12 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
            a.op != OpKind::Conv2d && wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma &&
            split.split_k > 1 &&
-           flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma)
+           flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma && geo.k < kMinKFor3xTf32WgmmaSplit)
     // H100, fusejit run, split-K vs wgmma from the staging kernel (bench/results/probe_small_fp32_h100.log):
     // 100x1000x500 0.024 vs 0.026 ms, 256x4096x512 0.055 vs 0.065, 32x8192x1024 0.074 vs 0.126, but
     // 512x1024x1024 0.060 vs 0.027. bf16 and tf32 stay on wgmma (mma.sync split-K was 1.2-2x slower there).
+    // Since wgmma splits K too (bench_gemm_*_20261125-000219_fp32_wgmma_split.md, mma.sync split-K vs wgmma
+    // split-K): 100x1000x500 0.0141 vs 0.0206 ms, 256x4096x512 0.0488 vs 0.0368, 32x8192x1024 0.0634 vs 0.0643.
     why_not_wgmma = "3xTF32 on a small grid: mma.sync with split-K " + std::to_string(split.split_k) +
                     " over K=" + std::to_string(geo.k) + " fills more SMs";
   if (why_not_wgmma.empty()) {

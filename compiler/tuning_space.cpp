@@ -60,6 +60,14 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         }
       }
     }
+    if (g.node(*anchor).op != OpKind::Conv2d) {  // split-K where even 64x64 tiles leave SMs idle (1: none)
+      const int64_t k_tiles = (geo.k * (three_tf32 || g.precision == Precision::TF32 ? 4 : 2) + 127) / 128;
+      const int64_t small_tiles = ((rows + 63) / 64) * ((geo.n + 63) / 64);
+      if (small_tiles * 2 <= cg::sm_count_guess(arch))
+        for (int split : {1, 2, 4, 8, 16})
+          if (split == 1 || (split * 4 <= k_tiles && small_tiles * split <= 2 * cg::sm_count_guess(arch)))
+            out.push_back("split_k=" + std::to_string(split));
+    }
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each

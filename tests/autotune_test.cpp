@@ -162,6 +162,19 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
     EXPECT_EQ(c.find("pingpong"), std::string::npos) << c;
     EXPECT_TRUE(generate_program(fp32, {"sm_90a", c})) << c;
   }
+  // Small grids: wgmma split-K candidates, each a legal wgmma program (split_k=1: none).
+  GraphBuilder sb(Precision::BF16);
+  sb.output("y", sb.linear(sb.input("x", {32, 8192}), sb.input("w", {1024, 8192})).relu());
+  const Graph skinny = sb.build().take();
+  const auto split = tuning_candidates(skinny, "sm_90a");
+  for (const char* c : {"split_k=1", "split_k=2", "split_k=8", "split_k=16"}) {
+    EXPECT_TRUE(has(split, c)) << c;
+    auto prog = generate_program(skinny, {"sm_90a", c});
+    ASSERT_TRUE(prog) << c << ": " << prog.error().str();
+    EXPECT_NE(prog->name.find("_wgmma_"), std::string::npos) << c;
+    EXPECT_EQ(prog->plan_text.find("split-K") != std::string::npos, std::string(c) != "split_k=1") << prog->plan_text;
+  }
+  EXPECT_FALSE(has(bf16, "split_k=2"));  // 512x4096: enough tiles
   // Not sm_90a: SIMT tiles only.
   for (const auto& c : tuning_candidates(linear(Precision::BF16, 4096), "sm_80"))
     EXPECT_EQ(c.find("wgmma"), std::string::npos) << c;
