@@ -279,15 +279,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
-    if (wt.split_k > 1) {
-      s.constants.push_back({"kSplitK", wt.split_k, "K ranges per split tile, each a unit of work"});
-      s.constants.push_back({"kFirstSplitTile", wt.split_from, "tiles before it: whole units"});
-      run.push_back("const fj::SplitK split{kFirstSplitTile, kSplitK, " +
-                    em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
-                    em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) + ")};");
-    } else {
-      run.push_back("const fj::SplitK split{};  // no split-K");
-    }
+    run.push_back(wgmma_split_k(kp, em, s));
     if (wt.pingpong)
       append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
                    "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",

@@ -52,6 +52,16 @@ int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved
   return chunk;
 }
 
+std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {
+  const WgmmaConfig& t = kp.wgmma;
+  if (t.split_k <= 1) return "const fj::SplitK split{};  // no split-K";
+  s.constants.push_back({"kSplitK", t.split_k, "K ranges per split tile, each a unit of work"});
+  s.constants.push_back({"kFirstSplitTile", t.split_from, "tiles before it: whole units"});
+  return "const fj::SplitK split{kFirstSplitTile, kSplitK, " +
+         em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
+         em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) + ")};";
+}
+
 std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp, const AnchorShape& shape,
                                             const std::string& fn, bool pairs, const std::string& coord_call,
                                             const std::string& column_args) {

@@ -25,6 +25,9 @@ int mma_copy_bytes(int64_t ld, int elem_bytes);
 // shared memory the ring leaves (at least 16; ping-pong: half of it each).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
+// The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
+std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);
+
 // conv2d: the ConvShape struct of named constants (conv_simt.cuh's shape concept).
 CudaStruct conv_shape_struct(const Graph& g, const Node& conv, const AnchorGeometry& geo);
 // conv2d's kernel taps as a constant-memory table and a Taps struct in `s`
