@@ -206,8 +206,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
-      if (m_tiles * n_tiles > int_max)
-        return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 thread blocks");
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       // Units of work (one per tile, or per K range of a split tile); the runtime launches one block per SM at most.
       const int64_t units = wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
@@ -279,16 +277,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
-    run.push_back(wgmma_split_k(kp, em, s));
+    append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};", wgmma_split_k(kp, em, s)});
     if (wt.pingpong)
-      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
-                   "float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
+      append(run, {"float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
                    "// persistent, ping-pong: the two consumers take this block's tiles in turn",
                    wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {",
                    "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
     else
-      append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
+      append(run, {"[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
                    "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
                    wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {"});
   }
