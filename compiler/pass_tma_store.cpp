@@ -65,6 +65,8 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   if (kp.region.stores.size() > 2) return keep_global("more than two stored values");
   const Graph& g = ctx.g;
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
+  WgmmaConfig with_slots = kp.wgmma;
+  with_slots.tma_slots = ctx.heur.tma_slots.value_or(with_slots.tma_slots);
   int64_t tiles = 0;
   int elem_bytes = 0;
   for (ValueId v : kp.region.stores) {
@@ -77,14 +79,10 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
                          std::to_string(geo.n * elem));
     if (elem_bytes && elem != elem_bytes) return keep_global("the outputs' elements differ in size");
     elem_bytes = elem;
-    tiles += wgmma_store_tile_bytes(kp.wgmma);
+    tiles += wgmma_store_tile_bytes(with_slots);
   }
   const bool three_tf32 = kp.mma_kind == "f32x3";
-  WgmmaConfig t = kp.wgmma;
-  if (ctx.heur.tma_slots) {
-    t.tma_slots = *ctx.heur.tma_slots;
-    tiles = tiles / kp.wgmma.tma_slots * t.tma_slots;
-  }
+  WgmmaConfig t = with_slots;
   auto fits = [&] { return wgmma_smem_bytes(t, three_tf32) + tiles <= kWgmmaDynamicSmemLimit; };
   while (!fits() && t.stages > 3 && !ctx.heur.wgmma && asked) --t.stages;
   if (!fits())
