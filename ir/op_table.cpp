@@ -67,6 +67,7 @@ std::vector<OpInfo> build_table() {
   unary(OpKind::Square, {}, "x * x");
   unary(OpKind::Clamp, {opt("min", K::Float, -kInf, "lower bound"), opt("max", K::Float, kInf, "upper bound")},
         "min(max(x, min), max)");
+  unary(OpKind::Erf, {}, "erf(x)");
 
   auto binary = [&](OpKind op, std::string s) { add(op, C::Binary, 2, 2, {"a", "b"}, {}, std::move(s)); };
   binary(OpKind::Add, "a + b");
@@ -76,6 +77,11 @@ std::vector<OpInfo> build_table() {
   binary(OpKind::Minimum, "min(a, b)");
   binary(OpKind::Maximum, "max(a, b)");
   binary(OpKind::Pow, "a ^ b");
+  binary(OpKind::Gt, "a > b ? 1 : 0");
+  binary(OpKind::Ge, "a >= b ? 1 : 0");
+  binary(OpKind::Lt, "a < b ? 1 : 0");
+  binary(OpKind::Le, "a <= b ? 1 : 0");
+  binary(OpKind::Eq, "a == b ? 1 : 0");
 
   auto reduction = [&](OpKind op, std::string s) {
     add(op, C::Reduction, 1, 1, {"x"},
@@ -129,6 +135,13 @@ std::vector<OpInfo> build_table() {
        opt("ceil_mode", K::Bool, false, "ceil instead of floor for the output size"),
        opt("count_include_pad", K::Bool, true, "divide by the padded window size")},
       "mean over windows along the last dim");
+
+  add(OpKind::Expand, C::Layout, 1, 1, {"x"}, {req("shape", K::Ints, "the result's shape")},
+      "x broadcast to shape (PyTorch's expand: align right, dims of 1 stretch)");
+  add(OpKind::Reshape, C::Layout, 1, 1, {"x"}, {req("shape", K::Ints, "the result's shape (same element count)")},
+      "the same elements in row-major order, viewed as shape");
+  add(OpKind::Transpose, C::Layout, 1, 1, {"x"}, {req("dims", K::Ints, "the two dims swapped")},
+      "x with two dims swapped (a contiguous copy)");
 
   // Names come from the one list in ir.h, so the table and the enum cannot drift.
   static const char* const kNames[] = {

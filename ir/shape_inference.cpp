@@ -76,6 +76,7 @@ class Inference {
       case OpCategory::Normalize: return normalize(id);
       case OpCategory::Pool: return pool(id);
       case OpCategory::Norm: return norm(id);
+      case OpCategory::Layout: return layout(id);
     }
     return {};
   }
@@ -231,6 +232,52 @@ class Inference {
                          "-D input " + shape_str(x.shape));
     n.attrs["dim"] = d;
     n.type = x;
+    return {};
+  }
+
+  // expand: PyTorch's broadcast to `shape` (same rank or more; a dim of 1
+  // stretches); reshape: same element count; transpose: two dims swapped.
+  Status layout(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    if (n.op == OpKind::Transpose) {
+      auto dims = n.attr_ints("dims");
+      if (dims.size() != 2) return err(id, "'dims' must name two dims, got " + attr_str(n.attrs.at("dims")));
+      for (int64_t& d : dims)
+        if (!norm_dim(d, x.rank()))
+          return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
+                             "-D input " + shape_str(x.shape));
+      if (dims[0] > dims[1]) std::swap(dims[0], dims[1]);
+      n.attrs["dims"] = dims;
+      Shape out = x.shape;
+      std::swap(out[static_cast<size_t>(dims[0])], out[static_cast<size_t>(dims[1])]);
+      n.type = {x.dtype, out};
+      return {};
+    }
+    const Shape& shape = n.attr_ints("shape");
+    for (int64_t d : shape)
+      if (d < 1) return err(id, "'shape' " + shape_str(shape) + " has a dim < 1");
+    if (Status s = check_shape_size(id, shape); !s) return s;
+    if (n.op == OpKind::Reshape) {
+      if (numel(shape) != x.numel())
+        return err(id, "cannot reshape " + shape_str(x.shape) + " (" + std::to_string(x.numel()) + " elements) to " +
+                           shape_str(shape) + " (" + std::to_string(numel(shape)) + ")");
+    } else {
+      auto b = broadcast_shapes(x.shape, shape);
+      if (x.rank() > static_cast<int>(shape.size()) || !b || *b != shape)
+        return err(id, "cannot expand " + shape_str(x.shape) + " to " + shape_str(shape) +
+                           " (PyTorch rules: dims align from the right; each must equal the target or be 1)");
+    }
+    n.type = {x.dtype, shape};
+    return {};
+  }
+
+  Status check_shape_size(ValueId id, const Shape& shape) {
+    int64_t count = 1;
+    for (int64_t d : shape) {
+      if (d > kMaxNumel / count) return err(id, "'shape' " + shape_str(shape) + " has more than 2^48 elements");
+      count *= d;
+    }
     return {};
   }
 

@@ -277,6 +277,8 @@ double eval_at(const NodePlan& p, ValueId id, int64_t idx, Ctx& ctx) {
     }
     case OpCategory::Pool: return pool_at(p, idx, ctx);
     case OpCategory::Norm: return norm_at(p, id, idx, ctx);
+    case OpCategory::Layout:  // reshape: the same flat index; expand / transpose: strided
+      return ctx.value(p.operands[0], p.op == OpKind::Reshape ? idx : broadcast_index(p.bcast[0], p.out_shape, idx));
     case OpCategory::Leaf: break;
   }
   return nan_value();

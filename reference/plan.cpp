@@ -243,6 +243,27 @@ Expected<std::vector<NodePlan>> build_plans(const Graph& g) {
         plan_norm(n, in, p);
         break;
       }
+      case OpCategory::Layout: {
+        const Shape& in = g.node(n.operands[0]).type.shape;
+        if (n.op == OpKind::Reshape) {
+          if (numel(in) != p.numel) return plan_error(g, id, "reshape changes the element count");
+          break;  // flat index unchanged
+        }
+        if (n.op == OpKind::Expand) {
+          auto m = broadcast_map(in, p.out_shape);
+          if (!m) return plan_error(g, id, "operand shape does not expand to the output");
+          p.bcast[0] = std::move(*m);
+          break;
+        }
+        const auto& dims = n.attr_ints("dims");  // transpose: output dim d reads input dim perm(d)
+        if (dims.size() != 2 || in.size() != p.out_shape.size()) return plan_error(g, id, "bad transpose");
+        std::vector<int64_t> st = contiguous_strides(in);
+        std::swap(st[static_cast<size_t>(dims[0])], st[static_cast<size_t>(dims[1])]);
+        p.bcast[0].identity = false;
+        p.bcast[0].scalar = false;
+        p.bcast[0].strides = std::move(st);
+        break;
+      }
     }
   }
   return plans;

@@ -45,6 +45,7 @@ inline double apply_unary(const NodePlan& p, double x) {
     case OpKind::Sqrt: return std::sqrt(x);
     case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
     case OpKind::Square: return x * x;
+    case OpKind::Erf: return std::erf(x);
     default: return nan_value();  // not a unary op (build_plans never lets this happen)
   }
 }
@@ -58,6 +59,12 @@ inline double apply_binary(OpKind op, double a, double b) {
     case OpKind::Minimum: return std::isnan(a) || std::isnan(b) ? nan_value() : std::min(a, b);
     case OpKind::Maximum: return std::isnan(a) || std::isnan(b) ? nan_value() : std::max(a, b);
     case OpKind::Pow: return std::pow(a, b);
+    // Comparisons give 1 or 0 (false with a NaN, like PyTorch's bool result).
+    case OpKind::Gt: return a > b ? 1.0 : 0.0;
+    case OpKind::Ge: return a >= b ? 1.0 : 0.0;
+    case OpKind::Lt: return a < b ? 1.0 : 0.0;
+    case OpKind::Le: return a <= b ? 1.0 : 0.0;
+    case OpKind::Eq: return a == b ? 1.0 : 0.0;
     default: return nan_value();
   }
 }

@@ -83,6 +83,7 @@ struct TensorType {
   X(Rsqrt, "rsqrt", Unary)                            \
   X(Square, "square", Unary)                          \
   X(Clamp, "clamp", Unary)                            \
+  X(Erf, "erf", Unary)                                \
   X(Add, "add", Binary)                               \
   X(Sub, "sub", Binary)                               \
   X(Mul, "mul", Binary)                               \
@@ -90,6 +91,11 @@ struct TensorType {
   X(Minimum, "minimum", Binary)                       \
   X(Maximum, "maximum", Binary)                       \
   X(Pow, "pow", Binary)                               \
+  X(Gt, "gt", Binary)                                 \
+  X(Ge, "ge", Binary)                                 \
+  X(Lt, "lt", Binary)                                 \
+  X(Le, "le", Binary)                                 \
+  X(Eq, "eq", Binary)                                 \
   X(Sum, "sum", Reduction)                            \
   X(Mean, "mean", Reduction)                          \
   X(Max, "max", Reduction)                            \
@@ -105,7 +111,10 @@ struct TensorType {
   X(AvgPool2d, "avg_pool2d", Pool)                    \
   X(GlobalAvgPool, "global_avg_pool", Pool)           \
   X(MaxPool1d, "max_pool1d", Pool)                    \
-  X(AvgPool1d, "avg_pool1d", Pool)
+  X(AvgPool1d, "avg_pool1d", Pool)                    \
+  X(Expand, "expand", Layout)                         \
+  X(Reshape, "reshape", Layout)                       \
+  X(Transpose, "transpose", Layout)
 
 enum class OpKind : uint8_t {
 #define FUSEJIT_ENUM(e, n, c) e,
@@ -119,7 +128,9 @@ enum class OpKind : uint8_t {
 // Norm: group/instance/layer norm (statistics over a contiguous run of each
 // sample, then an optional per-channel affine) and batch_norm in inference
 // form (per-channel running statistics; codegen lowers it to elementwise ops).
-enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm };
+// Layout: expand (broadcast to a shape), reshape (same elements, new shape)
+// and transpose (two dims swapped); the backward program uses them.
+enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm, Layout };
 
 // Attribute values. `Ints` holds lists (dims, 2-D kernel/stride/padding).
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
