@@ -27,7 +27,8 @@ Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, cons
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);
 
 // A readable kernel name: fj_conv2d_k3_relu_add_maxpool4, fj_softmax_7, ...
-std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp);
+// (`index`: the kernel's place in the plan, -1 if unknown).
+std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int index = -1);
 // Sets every KernelPlan::name: its base name, made unique by its index.
 void name_kernels(const PlanContext& ctx, Plan& plan);
 

@@ -11,7 +11,14 @@ class TreeBuilder {
  public:
   TreeBuilder(const PlanContext& ctx, const Plan& plan, const Region& region, std::vector<ValueId> sources,
               bool anchor_adds_bias)
-      : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)), anchor_adds_bias_(anchor_adds_bias) {}
+      : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)), anchor_adds_bias_(anchor_adds_bias) {
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {  // the kernel this region belongs to, if any
+      const KernelPlan& kp = plan.kernels[k];
+      bool ours = &kp.region == &region || &kp.wide == &region;
+      for (const FusedTail& t : kp.tails) ours = ours || &t.post == &region;
+      if (ours) kernel_ = static_cast<int>(k);
+    }
+  }
 
   EpilogueTree tree;
 
@@ -29,7 +36,12 @@ class TreeBuilder {
     const std::pair<ValueId, std::vector<int>> key{v, map};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     int id;
-    const bool compute = in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && ctx_.pointwise(v));
+    bool compute = in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && ctx_.pointwise(v));
+    // A leaf expression an earlier kernel wrote out, read at other coordinates
+    // (under a transpose): one load of it, not a recomputation from strided loads.
+    const int written = ctx_.written_by[static_cast<size_t>(v)];
+    if (compute && !standard && !in_region(v) && written >= 0 && written < kernel_ && plan_.buffer.count(v))
+      compute = false;
     if (compute && (n.op == OpKind::Transpose || n.op == OpKind::Expand || n.op == OpKind::Reshape)) {
       id = visit(n.operands[0], operand_map(ctx_, v, 0, map));
     } else if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
@@ -70,6 +82,7 @@ class TreeBuilder {
   std::vector<ValueId> sources_;
   bool anchor_adds_bias_;
   std::map<std::pair<ValueId, std::vector<int>>, int> memo_;
+  int kernel_ = -1;  // the kernel whose region this is (-1: none of the plan's)
 
   bool in_region(ValueId v) const {
     return std::find(region_.nodes.begin(), region_.nodes.end(), v) != region_.nodes.end();

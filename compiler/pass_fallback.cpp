@@ -135,11 +135,14 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
       k.kind = KernelKind::Pointwise;
       k.region.domain = n.type.shape;
       k.region.stores.push_back(v);
-      std::string ops;
-      for (ValueId u : recomputed_nodes(ctx, v)) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
+      const LeafEvaluation eval = recomputed_nodes(ctx, v, index);
+      std::string ops, loaded;
+      for (ValueId u : eval.ops) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
+      for (ValueId u : eval.loaded) loaded += (loaded.empty() ? "%" : ", %") + std::to_string(u);
       k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone" +
-                        (ops.empty() ? std::string() : " (" + ops + ")") + "; written out because " +
-                        write_reason(ctx, v));
+                        (ops.empty() ? std::string() : " (" + ops + ")") +
+                        (loaded.empty() ? std::string() : ", reading " + loaded + " at swapped coordinates from the buffer an earlier kernel wrote") +
+                        "; written out because " + write_reason(ctx, v));
       ctx.written_by[i] = index;
       plan.kernels.push_back(std::move(k));
       continue;

@@ -393,18 +393,25 @@ int PlanContext::memory_kernel(ValueId v) const {
   return written_by[i] >= 0 ? written_by[i] : kernel_of[i];
 }
 
-std::vector<ValueId> recomputed_nodes(const PlanContext& ctx, ValueId v) {
-  std::set<ValueId> seen;
-  std::vector<ValueId> stack = {v};
+LeafEvaluation recomputed_nodes(const PlanContext& ctx, ValueId v, int kernel) {
+  std::set<ValueId> ops, loaded;
+  std::vector<std::pair<ValueId, bool>> stack = {{v, false}};  // (value, read at other coordinates)
   while (!stack.empty()) {
-    const ValueId u = stack.back();
+    const auto [u, remapped] = stack.back();
     stack.pop_back();
     const Node& n = ctx.node(u);
-    if (!ctx.leaf_expr[static_cast<size_t>(u)] || op_category(n.op) == OpCategory::Leaf || !seen.insert(u).second)
+    const int written = ctx.written_by[static_cast<size_t>(u)];
+    if (!ctx.leaf_expr[static_cast<size_t>(u)] || op_category(n.op) == OpCategory::Leaf) continue;
+    if (remapped && written >= 0 && written < kernel && u != v) {  // as build_epilogue_tree does
+      loaded.insert(u);
       continue;
-    if (ctx.pointwise(u)) stack.insert(stack.end(), n.operands.begin(), n.operands.end());
+    }
+    if (!ops.insert(u).second || !ctx.pointwise(u)) continue;
+    const bool remaps = remapped || n.op == OpKind::Transpose ||
+                        (n.op == OpKind::Reshape && ctx.node(n.operands[0]).type.shape != n.type.shape);
+    for (ValueId o : n.operands) stack.push_back({o, remaps});
   }
-  return {seen.begin(), seen.end()};
+  return {{ops.begin(), ops.end()}, {loaded.begin(), loaded.end()}};
 }
 
 bool squeeze_reshape(const Shape& from, const Shape& to) {

@@ -334,9 +334,14 @@ std::vector<int> operand_map(const PlanContext& ctx, ValueId v, size_t j, const 
 // The map of a tensor of `shape` broadcast (right-aligned) into a domain of
 // rank `domain_rank`, -1 for its size-1 dims.
 std::vector<int> broadcast_map(const Shape& shape, int domain_rank);
-// The ops (not inputs or constants) a kernel evaluates to recompute leaf
-// expression `v`, in graph order: `v` and the pointwise leaf nodes under it.
-std::vector<ValueId> recomputed_nodes(const PlanContext& ctx, ValueId v);
+// How kernel `kernel` evaluates leaf expression `v`: the ops (not inputs or
+// constants) it recomputes, `v` and the pointwise leaf nodes under it, and
+// the leaf expressions an earlier kernel wrote out that it loads instead where
+// a transpose (or a reshape) reads them at other coordinates; graph order.
+struct LeafEvaluation {
+  std::vector<ValueId> ops, loaded;
+};
+LeafEvaluation recomputed_nodes(const PlanContext& ctx, ValueId v, int kernel);
 
 std::string plan_text(const Graph& g, const Plan& plan);
 

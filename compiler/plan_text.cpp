@@ -103,7 +103,7 @@ std::string plan_text(const Graph& g, const Plan& plan) {
   return s.str();
 }
 
-std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
+std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int index) {
   const Graph& g = ctx.g;
   auto ops = [&](const std::vector<ValueId>& vs) {
     std::string s;
@@ -142,7 +142,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
     tail = ops(kp.region.nodes);
     if (kp.region.nodes.empty() && !kp.region.stores.empty()) {  // leaf expressions (or a view) written out
       const ValueId v = kp.region.stores[0];
-      tail = ops(ctx.leaf_expr[static_cast<size_t>(v)] ? recomputed_nodes(ctx, v) : std::vector<ValueId>{v});
+      tail = ops(ctx.leaf_expr[static_cast<size_t>(v)] ? recomputed_nodes(ctx, v, index).ops : std::vector<ValueId>{v});
       if (tail.empty()) tail = "_" + std::to_string(v);
     }
   } else {
@@ -162,7 +162,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
 void name_kernels(const PlanContext& ctx, Plan& plan) {
   std::set<std::string> names;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    std::string name = kernel_base_name(ctx, plan.kernels[k]);
+    std::string name = kernel_base_name(ctx, plan.kernels[k], static_cast<int>(k));
     if (names.count(name)) name += "_" + std::to_string(k);
     names.insert(name);
     plan.kernels[k].name = name;

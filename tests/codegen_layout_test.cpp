@@ -128,6 +128,15 @@ TEST(CodegenLayout, ViewsAndExpands) {
   }
 }
 
+// The backward's dZ^T: dZ is written out first, so the transpose reads it
+// (one strided load) rather than recomputing dZ from strided loads of its inputs.
+TEST(CodegenLayout, TransposeReadsAWrittenLeafExpression) {
+  const Program p = plan(case_graph("relu_backward_bf16"));
+  ASSERT_EQ(p.launches.size(), 3u) << p.plan_text;
+  EXPECT_EQ(p.launches[2].kernel, "fj_write_transpose") << p.plan_text;
+  EXPECT_NE(p.plan_text.find("reading %4 at swapped coordinates"), std::string::npos) << p.plan_text;
+}
+
 TEST(CodegenLayout, SoftmaxOfATransposedInputMaterializesIt) {
   const Program p = plan(case_graph("log_softmax_of_transpose"));
   ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
