@@ -130,11 +130,18 @@ ValueId StageWriter::sum_to(ValueId v, const Shape& target) {
   const Shape& s = shape(v);
   if (s == target) return v;
   const size_t lead = s.size() - target.size();
-  std::vector<int64_t> dims;
-  for (size_t d = 0; d < s.size(); ++d)
-    if (d < lead || (target[d - lead] == 1 && s[d] != 1)) dims.push_back(static_cast<int64_t>(d));
-  if (dims.empty()) return reshape(v, target);
-  return reshape(reduce(OpKind::Sum, v, dims, /*keepdim=*/true), target);
+  std::vector<int64_t> leading, stretched;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (d < lead) leading.push_back(static_cast<int64_t>(d));
+    else if (target[d - lead] == 1 && s[d] != 1) stretched.push_back(static_cast<int64_t>(d));
+  }
+  // One reduction where the dims allow (keepdim false drops the leading dims,
+  // true keeps the stretched ones as 1), else a reduction and a reshape.
+  if (stretched.empty()) return leading.empty() ? reshape(v, target) : reduce(OpKind::Sum, v, leading, false);
+  if (leading.empty()) return reduce(OpKind::Sum, v, stretched, true);
+  std::vector<int64_t> all = leading;
+  all.insert(all.end(), stretched.begin(), stretched.end());
+  return reshape(reduce(OpKind::Sum, v, all, /*keepdim=*/true), target);
 }
 
 ValueId StageWriter::keep_dims(ValueId v, const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {

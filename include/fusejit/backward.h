@@ -24,11 +24,14 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fusejit/error.h"
 #include "fusejit/ir.h"
+
+struct CUstream_st;
 
 namespace fusejit {
 
@@ -68,5 +71,34 @@ Expected<BackwardProgram> build_backward(const Graph& forward, const BackwardOpt
 
 // Text for people: the buffers, each stage's IR, the notes.
 std::string print_backward(const BackwardProgram& program);
+
+// ---- compiled (Engine::compile_backward, fusejit/engine.h) ----------------------
+
+class CompiledKernel;
+using DevicePtr = unsigned long long;  // as in engine.h
+
+// The forward (with its saved outputs) and every stage, compiled and loaded
+// for one device (or the CPU). The caller owns all memory: it allocates each
+// buffer of program().buffers (contiguous, of the buffer's type; a stage's
+// view of it has the same element count) and passes the addresses by name.
+class BackwardKernel {
+ public:
+  BackwardKernel(BackwardProgram program, std::shared_ptr<CompiledKernel> forward,
+                 std::vector<std::shared_ptr<CompiledKernel>> stages);
+  const BackwardProgram& program() const { return program_; }
+  const CompiledKernel& forward() const { return *forward_; }
+  const std::vector<std::shared_ptr<CompiledKernel>>& stages() const { return stages_; }
+
+  // Runs the forward: its inputs and outputs (the saved values included) by name.
+  Status run_forward(const std::map<std::string, DevicePtr>& buffers, CUstream_st* stream = nullptr) const;
+  // Runs the stages in order on `stream` (no synchronization): every buffer a
+  // stage reads or writes must be named in `buffers`; Errors name a missing one.
+  Status run_backward(const std::map<std::string, DevicePtr>& buffers, CUstream_st* stream = nullptr) const;
+
+ private:
+  BackwardProgram program_;
+  std::shared_ptr<CompiledKernel> forward_;
+  std::vector<std::shared_ptr<CompiledKernel>> stages_;
+};
 
 }  // namespace fusejit
