@@ -126,3 +126,24 @@ outputs: [z]
     f = fusejit.autograd.function(LINEAR_CHAIN)
     with pytest.raises(TypeError, match="takes 4 inputs"):
         f(torch.zeros(6, 20))
+
+
+def test_seed2_model_trains_like_pytorch():
+    import fusejit.models as fm
+    torch.manual_seed(0)
+    ours = fm.GemmBiasRelu(20, 12, (12,))
+    ref_w = ours.gemm.weight.detach().double().clone().requires_grad_()
+    ref_b = ours.bias.detach().double().clone().requires_grad_()
+    x, target = torch.rand(8, 20), torch.randn(8, 12)
+    opt = torch.optim.SGD(ours.parameters(), lr=0.3)
+    ref_opt = torch.optim.SGD([ref_w, ref_b], lr=0.3)
+    for _ in range(20):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss = F.mse_loss(ours(x), target)
+        ref_loss = F.mse_loss(torch.relu(F.linear(x.double(), ref_w) + ref_b), target.double())
+        loss.backward()
+        ref_loss.backward()
+        opt.step()
+        ref_opt.step()
+        assert abs(loss.item() - ref_loss.item()) <= 1e-5 * ref_loss.item()
