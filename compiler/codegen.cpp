@@ -25,21 +25,27 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   Plan plan;
   plan.notes = simplified->notes;
   mark_leaf_exprs(ctx);
-  if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
-  if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
-  fuse_pool(ctx, plan);
-  fuse_row_reductions(ctx, plan);
-  fuse_pool1d(ctx, plan, [](int64_t k) {  // every tile width and staging chunk is a multiple of 16
-    return 16 % k == 0 ? std::string()
-                       : "a window of " + std::to_string(k) + " columns does not divide the epilogue's 16-column chunks";
-  }, "");
-  fuse_spatial_reduction(ctx, plan);
-  if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+  const bool anchored = g.anchor().has_value();
+  if (anchored) {  // without an anchor (a pointwise program) every kernel is a fallback kernel
+    if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
+    if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
+    fuse_pool(ctx, plan);
+    fuse_row_reductions(ctx, plan);
+    fuse_pool1d(ctx, plan, [](int64_t k) {  // every tile width and staging chunk is a multiple of 16
+      return 16 % k == 0 ? std::string()
+                         : "a window of " + std::to_string(k) + " columns does not divide the epilogue's 16-column chunks";
+    }, "");
+    fuse_spatial_reduction(ctx, plan);
+    if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+  } else {
+    plan.notes.push_back("no anchor op: a pointwise program (elementwise, layout, reduction and row kernels only)");
+  }
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
+  if (plan.kernels.empty()) return Error("codegen: internal error: the plan has no kernel");
   assign_buffers(ctx, plan);
-  choose_tma_stores(ctx, plan);
+  if (anchored) choose_tma_stores(ctx, plan);
   const Mainloop mainloop = plan.kernels[0].mainloop;
-  if (g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
+  if (anchored && g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
     plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");
 
   name_kernels(ctx, plan);
@@ -68,16 +74,17 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (half) module.includes.push_back("fusejit/fj_half.cuh");  // slow to parse: only when needed
   std::set<KernelKind> kinds;
   for (const KernelPlan& kp : plan.kernels) kinds.insert(kp.kind);
-  module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/gemm_wgmma.cuh"
-                            : mainloop == Mainloop::Mma ? "fusejit/gemm_mma.cuh"
-                                                        : "fusejit/gemm_simt.cuh");
-  if (g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
+  if (anchored)
+    module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/gemm_wgmma.cuh"
+                              : mainloop == Mainloop::Mma ? "fusejit/gemm_mma.cuh"
+                                                          : "fusejit/gemm_simt.cuh");
+  if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
     module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps
     if (mainloop == Mainloop::Mma)
       module.includes.push_back(plan.kernels[0].conv_patch ? "fusejit/conv_patch.cuh" : "fusejit/conv_mma.cuh");
     if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/conv_wgmma.cuh");
   }
-  module.includes.push_back("fusejit/epilogue.cuh");
+  if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");

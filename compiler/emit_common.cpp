@@ -55,6 +55,12 @@ std::string op_expression(const Node& n, const std::vector<std::string>& a) {
     case OpKind::Minimum: return "fj::op::minimum(" + a[0] + ", " + a[1] + ")";
     case OpKind::Maximum: return "fj::op::maximum(" + a[0] + ", " + a[1] + ")";
     case OpKind::Pow: return "fj::op::pow_(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Erf: return "fj::op::erf_(" + a[0] + ")";
+    case OpKind::Gt: return "fj::op::gt(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Ge: return "fj::op::ge(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Lt: return "fj::op::lt(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Le: return "fj::op::le(" + a[0] + ", " + a[1] + ")";
+    case OpKind::Eq: return "fj::op::eq(" + a[0] + ", " + a[1] + ")";
     default: return "";
   }
 }
@@ -115,7 +121,12 @@ std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode
       f.params = "const " + ctype(dt) + "* __restrict__ p";
       for (int d : used_dims(node.type.shape, dims)) f.params += ", int i" + std::to_string(d);
       f.comment = "load " + g.describe(n.value) + " " + node.type.str() + " at " + shape_str(tree.domain);
-      if (!n.dims.empty()) f.name += "_dim" + std::to_string(n.dims[0]);
+      if (n.dims.size() == 1 && n.dims[0] >= 0) {
+        f.name += "_dim" + std::to_string(n.dims[0]);
+      } else if (!n.dims.empty()) {  // a transposed (or otherwise remapped) load: its dims' domain dims
+        f.name += "_at";
+        for (int d : used_dims(node.type.shape, dims)) f.name += "_" + std::to_string(d);
+      }
       f.body = {"return fj::load_as_float(p, " + offset_expr_mapped(node.type.shape, dims, "i") + ");"};
       break;
     }
@@ -172,9 +183,11 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
   for (size_t k = 0; k < column_loads.size(); ++k) f.params += ", const float* __restrict__ cols" + std::to_string(k);
   if (!column_loads.empty()) f.params += ", int tile_col";
   const Graph& g = ctx_.g;
+  std::map<ValueId, int> seen;  // a value at several coordinate maps (transposes) gets one variable each
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     const EpiNode& n = tree.nodes[i];
-    const std::string v = "v" + std::to_string(n.value);
+    const int repeat = n.kind == EpiNode::Kind::Store ? 0 : seen[n.value]++;
+    const std::string v = "v" + std::to_string(n.value) + (repeat ? "_" + std::to_string(repeat) : "");
     std::string args;
     for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
     switch (n.kind) {

@@ -15,11 +15,24 @@ class TreeBuilder {
 
   EpilogueTree tree;
 
+  // v at the domain's coordinates, broadcast (right-aligned).
   int visit(ValueId v) {
-    if (auto it = memo_.find(v); it != memo_.end()) return it->second;
+    return visit(v, broadcast_map(ctx_.node(v).type.shape, static_cast<int>(tree.domain.size())));
+  }
+
+  // v with its dim d at domain dim map[d] (-1: a size-1 dim). Pointwise nodes
+  // pass maps on to their operands (transpose swaps, expand broadcasts); a
+  // transpose, expand or mapped reshape is no node of its own.
+  int visit(ValueId v, const std::vector<int>& map) {
     const Node& n = ctx_.node(v);
+    const bool standard = map == broadcast_map(n.type.shape, static_cast<int>(tree.domain.size()));
+    const std::pair<ValueId, std::vector<int>> key{v, map};
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     int id;
-    if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
+    const bool compute = in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && ctx_.pointwise(v));
+    if (compute && (n.op == OpKind::Transpose || n.op == OpKind::Expand || n.op == OpKind::Reshape)) {
+      id = visit(n.operands[0], operand_map(ctx_, v, 0, map));
+    } else if (std::find(sources_.begin(), sources_.end(), v) != sources_.end()) {
       tree.has_source = true;
       id = add({EpiNode::Kind::Source, v, {}, {}, {}});
       if (is_anchor(n.op) && anchor_adds_bias_) {  // the accumulator; the anchor adds its bias
@@ -34,14 +47,14 @@ class TreeBuilder {
       }
     } else if (n.op == OpKind::Constant) {
       id = add({EpiNode::Kind::Constant, v, {}, {}, {}});
-    } else if (in_region(v) || (ctx_.leaf_expr[static_cast<size_t>(v)] && is_elementwise(n.op))) {
+    } else if (compute) {
       std::vector<int> args;
-      for (ValueId o : n.operands) args.push_back(visit(o));
+      for (size_t j = 0; j < n.operands.size(); ++j) args.push_back(visit(n.operands[j], operand_map(ctx_, v, j, map)));
       id = add({EpiNode::Kind::Compute, v, args, {}, {}});
     } else {
-      id = add({EpiNode::Kind::Load, v, {}, plan_.buffer.at(v), {}});
+      id = add({EpiNode::Kind::Load, v, {}, plan_.buffer.at(v), standard ? std::vector<int>{} : map});
     }
-    memo_[v] = id;
+    memo_[key] = id;
     return id;
   }
 
@@ -56,7 +69,7 @@ class TreeBuilder {
   const Region& region_;
   std::vector<ValueId> sources_;
   bool anchor_adds_bias_;
-  std::map<ValueId, int> memo_;
+  std::map<std::pair<ValueId, std::vector<int>>, int> memo_;
 
   bool in_region(ValueId v) const {
     return std::find(region_.nodes.begin(), region_.nodes.end(), v) != region_.nodes.end();

@@ -2,7 +2,7 @@
 // output or a node of another kernel reads it. Outputs are written to their
 // output buffers (every output that names the value); other values to a
 // scratch buffer, always f32 (intermediates keep full precision, as they do
-// in registers when fused).
+// in registers when fused). A view (reshape) reads its operand's buffer.
 #include <set>
 
 #include "compiler/passes.h"
@@ -26,6 +26,7 @@ Region& region_of(KernelPlan& kp, ValueId v) {
 
 void assign_buffers(PlanContext& ctx, Plan& plan) {
   const Graph& g = ctx.g;
+  if (plan.kernels.empty()) return;
   // Partial row reductions: one partial per (row, column tile).
   if (!plan.partials.empty()) {
     const KernelPlan& anchor = plan.kernels[0];
@@ -117,7 +118,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     std::vector<BufferRef> outs;
     for (size_t o = 0; o < g.outputs.size(); ++o)
       if (g.outputs[o].value == v) outs.push_back({BufferKind::Output, static_cast<int>(o)});
-    if (g.node(v).op == OpKind::Input) {  // read where it is; written out by a copy
+    if (g.node(v).op == OpKind::Input || ctx.is_view(v)) {  // read where it is; written out by a copy
       plan.store_to[v] = outs;
       return;
     }
@@ -153,6 +154,20 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     if (!store) continue;
     add_buffer(v);
     region_of(plan.kernels[static_cast<size_t>(k)], v).stores.push_back(v);
+  }
+  // Views: the operand's buffer (contiguous, the same elements in row-major order).
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto v = static_cast<ValueId>(i);
+    if (!ctx.is_view(v)) continue;
+    const ValueId x = g.node(v).operands[0];
+    auto it = plan.buffer.find(x);
+    if (it == plan.buffer.end()) continue;
+    plan.buffer[v] = it->second;
+    const char* kinds[] = {"input", "output", "scratch"};
+    plan.notes.push_back("reshape %" + std::to_string(v) + " " + shape_str(g.node(v).type.shape) + " is a view of %" +
+                         std::to_string(x) + " " + shape_str(g.node(x).type.shape) + " (" +
+                         kinds[static_cast<int>(it->second.kind)] + " " + std::to_string(it->second.index) +
+                         ", read as the new shape): no kernel of its own");
   }
 }
 

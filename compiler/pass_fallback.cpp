@@ -5,7 +5,11 @@
 // partial row reductions of the anchor (of one shape) share one RowFinish
 // kernel, which runs the consumers of all of them.
 // Leaf expressions get a kernel only when something needs them in memory
-// (a graph output, or the input of a reduction/softmax/pool).
+// (a graph output, or the input of a reduction/softmax/pool or of a view).
+// Views (reshapes of a value in memory) get none: the buffer is read as the
+// reshape's shape; one that is an output is copied to it. Transposes and
+// expands are pointwise nodes like the elementwise ops (their operands read
+// at swapped or broadcast coordinates).
 #include <algorithm>
 #include <set>
 
@@ -28,11 +32,23 @@ KernelKind kind_for(OpKind op) {
 }
 
 bool needs_memory(const PlanContext& ctx, ValueId v) {
-  if (ctx.node(v).op == OpKind::Input) return ctx.is_output(v);
   if (ctx.is_output(v)) return true;
+  if (ctx.node(v).op == OpKind::Input || ctx.is_view(v)) return false;  // in memory already (a view: as an input)
   for (ValueId u : ctx.users[static_cast<size_t>(v)])
-    if (!is_elementwise(ctx.node(u).op)) return true;
+    if (ctx.reads_memory(u)) return true;
   return false;
+}
+
+std::string label_of(const PlanContext& ctx, ValueId v) {
+  return std::string(op_name(ctx.node(v).op)) + " %" + std::to_string(v);
+}
+
+// What a kernel writing out leaf expression `v` is for (plan text).
+std::string write_reason(const PlanContext& ctx, ValueId v) {
+  if (ctx.is_output(v)) return "it is a graph output";
+  for (ValueId u : ctx.users[static_cast<size_t>(v)])
+    if (ctx.is_view(u)) return std::string("reshape %") + std::to_string(u) + " views its buffer";
+  return "a reduction/softmax/pool reads it";
 }
 
 // Wide stages of a row-finish kernel whose blocks stream fewer elements than
@@ -49,7 +65,8 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   const std::set<ValueId> ours(sources.begin(), sources.end());
   for (ValueId v = k.root + 1; v < static_cast<ValueId>(ctx.g.nodes.size()); ++v) {
     const Node& n = ctx.node(v);
-    if (!is_elementwise(n.op) || ctx.leaf_expr[static_cast<size_t>(v)] || ctx.placed(v)) continue;
+    if ((!is_elementwise(n.op) && n.op != OpKind::Expand) || ctx.leaf_expr[static_cast<size_t>(v)] || ctx.placed(v))
+      continue;
     const int64_t len = row_broadcast_len(k.region.domain, n.type.shape);
     if (len == 0 || std::none_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return ours.count(o) > 0; }))
       continue;
@@ -118,8 +135,27 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
       k.kind = KernelKind::Pointwise;
       k.region.domain = n.type.shape;
       k.region.stores.push_back(v);
-      k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone; written out because " +
-                        (ctx.is_output(v) ? "it is a graph output" : "a reduction/softmax/pool reads it"));
+      std::string ops;
+      for (ValueId u : recomputed_nodes(ctx, v)) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
+      k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone" +
+                        (ops.empty() ? std::string() : " (" + ops + ")") + "; written out because " +
+                        write_reason(ctx, v));
+      ctx.written_by[i] = index;
+      plan.kernels.push_back(std::move(k));
+      continue;
+    }
+    if (ctx.is_view(v)) {  // no kernel: the operand's buffer, read as this shape
+      const ValueId x = n.operands[0];
+      ctx.written_by[i] = ctx.memory_kernel(x);
+      if (ctx.written_by[i] < 0)
+        return Error("codegen: internal error: reshape %" + std::to_string(v) + " views %" + std::to_string(x) +
+                     ", which no kernel writes");
+      if (!ctx.is_output(v)) continue;
+      k.kind = KernelKind::Pointwise;  // a copy to the output's buffer
+      k.region.domain = n.type.shape;
+      k.region.stores.push_back(v);
+      k.notes.push_back("reshape %" + std::to_string(v) + " views %" + std::to_string(x) +
+                        "'s buffer; copied out because it is a graph output");
       plan.kernels.push_back(std::move(k));
       continue;
     }

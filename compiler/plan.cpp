@@ -378,7 +378,79 @@ PlanContext::PlanContext(const Graph& graph, Heuristics h, std::string target_ar
       arch(std::move(target_arch)),
       users(graph.users()),
       leaf_expr(graph.nodes.size(), false),
-      kernel_of(graph.nodes.size(), -1) {}
+      kernel_of(graph.nodes.size(), -1),
+      mapped_reshape(graph.nodes.size(), false),
+      written_by(graph.nodes.size(), -1) {}
+
+bool PlanContext::pointwise(ValueId v) const {
+  const OpKind op = g.node(v).op;
+  return is_elementwise(op) || op == OpKind::Expand || op == OpKind::Transpose ||
+         (op == OpKind::Reshape && mapped_reshape[static_cast<size_t>(v)]);
+}
+
+int PlanContext::memory_kernel(ValueId v) const {
+  const auto i = static_cast<size_t>(v);
+  return written_by[i] >= 0 ? written_by[i] : kernel_of[i];
+}
+
+std::vector<ValueId> recomputed_nodes(const PlanContext& ctx, ValueId v) {
+  std::set<ValueId> seen;
+  std::vector<ValueId> stack = {v};
+  while (!stack.empty()) {
+    const ValueId u = stack.back();
+    stack.pop_back();
+    const Node& n = ctx.node(u);
+    if (!ctx.leaf_expr[static_cast<size_t>(u)] || op_category(n.op) == OpCategory::Leaf || !seen.insert(u).second)
+      continue;
+    if (ctx.pointwise(u)) stack.insert(stack.end(), n.operands.begin(), n.operands.end());
+  }
+  return {seen.begin(), seen.end()};
+}
+
+bool squeeze_reshape(const Shape& from, const Shape& to) {
+  Shape a, b;
+  for (int64_t d : from)
+    if (d != 1) a.push_back(d);
+  for (int64_t d : to)
+    if (d != 1) b.push_back(d);
+  return a == b;
+}
+
+std::vector<int> broadcast_map(const Shape& shape, int domain_rank) {
+  std::vector<int> m(shape.size(), -1);
+  const int off = domain_rank - static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) m[d] = off + static_cast<int>(d);
+  return m;
+}
+
+std::vector<int> operand_map(const PlanContext& ctx, ValueId v, size_t j, const std::vector<int>& map) {
+  const Node& n = ctx.node(v);
+  const Shape& out = n.type.shape;
+  const Shape& in = ctx.node(n.operands[j]).type.shape;
+  std::vector<int> m(in.size(), -1);
+  if (n.op == OpKind::Transpose) {  // input dim d is output dim d with the two dims swapped
+    const auto& dims = n.attr_ints("dims");
+    for (size_t d = 0; d < in.size(); ++d) {
+      const auto e = static_cast<size_t>(static_cast<int64_t>(d) == dims[0]   ? dims[1]
+                                         : static_cast<int64_t>(d) == dims[1] ? dims[0]
+                                                                              : static_cast<int64_t>(d));
+      if (in[d] != 1) m[d] = map[e];
+    }
+  } else if (n.op == OpKind::Reshape) {  // size-1 dims added or dropped: the others pair up in order
+    size_t e = 0;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (in[d] == 1) continue;
+      while (e < out.size() && out[e] == 1) ++e;
+      if (e < out.size()) m[d] = map[e++];
+    }
+  } else {  // broadcasting: right-aligned
+    const size_t off = out.size() - in.size();
+    for (size_t d = 0; d < in.size(); ++d)
+      if (in[d] != 1) m[d] = map[off + d];
+  }
+  return m;
+}
 
 bool PlanContext::is_output(ValueId v) const {
   for (const Output& o : g.outputs)
@@ -394,13 +466,18 @@ void grow_region(PlanContext& ctx, Region& region, const std::vector<ValueId>& s
   for (ValueId v = after + 1; v < count; ++v) {
     const Node& n = ctx.node(v);
     const auto i = static_cast<size_t>(v);
-    if (!is_elementwise(n.op) || ctx.leaf_expr[i] || ctx.placed(v)) continue;
+    if (!ctx.pointwise(v) || ctx.leaf_expr[i] || ctx.placed(v)) continue;
     if (n.type.shape != region.domain) continue;
+    // A transpose (or a reshape moving size-1 dims) reads its operand at other
+    // coordinates: from memory or recomputed, never from this kernel's registers.
+    const bool remaps = n.op == OpKind::Transpose ||
+                        (n.op == OpKind::Reshape && ctx.node(n.operands[0]).type.shape != n.type.shape);
     bool ok = true;
     for (ValueId o : n.operands) {
       const auto oi = static_cast<size_t>(o);
-      bool earlier = allow_placed && ctx.placed(o) && ctx.kernel_of[oi] < kernel;
-      ok = ok && (inside.count(o) || ctx.leaf_expr[oi] || earlier);
+      const int mk = ctx.memory_kernel(o);
+      const bool earlier = allow_placed && mk >= 0 && mk < kernel;
+      ok = ok && ((inside.count(o) && !remaps) || ctx.leaf_expr[oi] || earlier);
     }
     if (!ok) continue;
     region.nodes.push_back(v);

@@ -290,19 +290,53 @@ struct Plan {
 };
 
 // Shared by the passes: the graph, its users, and where each node went.
+//
+// Pointwise nodes (elementwise ops, expand, transpose, and reshapes that only
+// add or drop dims of size 1 — `mapped_reshape`) compute each element from
+// their operands at mapped coordinates (broadcast, swapped, or the same with
+// size-1 dims moved), so regions and leaf expressions can hold them. Other
+// reshapes are views: the operand's buffer read with the reshape's shape (the
+// same elements in row-major order); they have no kernel (Plan::buffer
+// aliases the operand's).
 struct PlanContext {
   const Graph& g;
   Heuristics heur;
   std::string arch = "sm_90a";  // the target (CodegenOptions::arch)
   std::vector<std::vector<ValueId>> users;
-  std::vector<bool> leaf_expr;  // inputs, constants, elementwise of those only
+  std::vector<bool> leaf_expr;  // inputs, constants, pointwise nodes of those only, views of inputs
   std::vector<int> kernel_of;   // index into Plan::kernels, -1: not placed (or leaf_expr)
+  std::vector<bool> mapped_reshape;  // reshapes computed pointwise (see above)
+  // The kernel after which a value not placed in a kernel is in memory: a
+  // leaf expression a kernel writes out, a view of a value in memory; -1.
+  std::vector<int> written_by;
 
   PlanContext(const Graph& graph, Heuristics h, std::string target_arch = "sm_90a");
   bool placed(ValueId v) const { return kernel_of[static_cast<size_t>(v)] >= 0; }
   bool is_output(ValueId v) const;
   const Node& node(ValueId v) const { return g.node(v); }
+  bool pointwise(ValueId v) const;
+  bool is_view(ValueId v) const { return g.node(v).op == OpKind::Reshape && !mapped_reshape[static_cast<size_t>(v)]; }
+  // The kernel that puts v in memory (placed: its kernel), or -1.
+  int memory_kernel(ValueId v) const;
+  // Whether `user` needs its operands in memory (not pointwise: a row,
+  // pool or norm kernel reads them, or a view of them).
+  bool reads_memory(ValueId user) const { return !pointwise(user); }
 };
+
+// A reshape that only adds or drops dims of size 1 (the other dims in the
+// same order): each element keeps its coordinates along those dims.
+bool squeeze_reshape(const Shape& from, const Shape& to);
+// The coordinate map of operand `j` of pointwise node `v`, given v's: map[d]
+// is the domain dim of v's dim d (-1 for dims of size 1, whose coordinate is
+// 0). Broadcasting aligns right; transpose swaps; a mapped reshape pairs the
+// dims of size > 1 in order.
+std::vector<int> operand_map(const PlanContext& ctx, ValueId v, size_t j, const std::vector<int>& map);
+// The map of a tensor of `shape` broadcast (right-aligned) into a domain of
+// rank `domain_rank`, -1 for its size-1 dims.
+std::vector<int> broadcast_map(const Shape& shape, int domain_rank);
+// The ops (not inputs or constants) a kernel evaluates to recompute leaf
+// expression `v`, in graph order: `v` and the pointwise leaf nodes under it.
+std::vector<ValueId> recomputed_nodes(const PlanContext& ctx, ValueId v);
 
 std::string plan_text(const Graph& g, const Plan& plan);
 

@@ -25,8 +25,24 @@ std::string buffer_str(const Graph& g, BufferRef b) {
   return "?";
 }
 
+// What a layout node in a region does (its operand read at other coordinates).
+std::string layout_line(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  const ValueId x = n.operands[0];
+  const std::string xs = "%" + std::to_string(x) + " " + shape_str(g.node(x).type.shape);
+  if (n.op == OpKind::Transpose) {
+    const auto& d = n.attr_ints("dims");
+    return "transpose %" + std::to_string(v) + " reads " + xs + " with dims " + std::to_string(d[0]) + " and " +
+           std::to_string(d[1]) + " swapped";
+  }
+  if (n.op == OpKind::Expand) return "expand %" + std::to_string(v) + " broadcasts " + xs + " to " + shape_str(n.type.shape);
+  return "reshape %" + std::to_string(v) + " reads " + xs + " as " + shape_str(n.type.shape) + " (size-1 dims moved)";
+}
+
 void region_lines(std::ostringstream& s, const Graph& g, const Plan& plan, const Region& r, const std::string& what) {
   s << "  " << what << " at " << shape_str(r.domain) << ": " << values(g, r.nodes) << "\n";
+  for (ValueId v : r.nodes)
+    if (op_category(g.node(v).op) == OpCategory::Layout) s << "    " << layout_line(g, v) << "\n";
   for (ValueId v : r.stores) {
     s << "    stores %" << v << " ->";
     for (const BufferRef& b : plan.store_to.at(v)) s << " " << buffer_str(g, b);
@@ -124,7 +140,11 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp) {
   } else if (kp.kind == KernelKind::Pointwise) {
     name += kp.region.nodes.empty() ? "_write" : "_pointwise";
     tail = ops(kp.region.nodes);
-    if (kp.region.nodes.empty() && !kp.region.stores.empty()) tail = "_" + std::to_string(kp.region.stores[0]);
+    if (kp.region.nodes.empty() && !kp.region.stores.empty()) {  // leaf expressions (or a view) written out
+      const ValueId v = kp.region.stores[0];
+      tail = ops(ctx.leaf_expr[static_cast<size_t>(v)] ? recomputed_nodes(ctx, v) : std::vector<ValueId>{v});
+      if (tail.empty()) tail = "_" + std::to_string(v);
+    }
   } else {
     const Node& r = g.node(kp.root);
     if (kp.finishes.size() > 1)

@@ -11,7 +11,11 @@ namespace fusejit {
 namespace simplify {
 
 Rewriter::Rewriter(const Graph& old, std::vector<std::string>* notes)
-    : old_(old), notes_(notes), map_(old.nodes.size(), -1), is_output_(old.nodes.size(), false) {
+    : old_(old),
+      notes_(notes),
+      map_(old.nodes.size(), -1),
+      is_output_(old.nodes.size(), false),
+      anchored_(old.anchor().has_value()) {
   out_.name = old.name;
   out_.precision = old.precision;
   out_.outputs = old.outputs;
@@ -53,7 +57,8 @@ bool Rewriter::can_replace(ValueId v, ValueId w) const {
   if (to.type != old_.node(v).type) return false;
   if (!is_output_.at(static_cast<size_t>(v))) return true;
   const auto i = static_cast<size_t>(w);
-  return !output_target_[i] && from_anchor_[i] && to.op != OpKind::Input && to.op != OpKind::Constant;
+  return !output_target_[i] && (from_anchor_[i] || !anchored_) && to.op != OpKind::Input &&
+         to.op != OpKind::Constant;
 }
 
 bool Rewriter::is_constant(ValueId w, double* value) const {

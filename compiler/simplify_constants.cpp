@@ -37,6 +37,12 @@ std::optional<double> eval(const Node& n, const std::vector<double>& a) {
     case OpKind::Minimum: return std::min(a[0], a[1]);  // operands are finite here
     case OpKind::Maximum: return std::max(a[0], a[1]);
     case OpKind::Pow: return std::pow(a[0], a[1]);
+    case OpKind::Erf: return std::erf(a[0]);
+    case OpKind::Gt: return a[0] > a[1] ? 1.0 : 0.0;  // operands are finite here
+    case OpKind::Ge: return a[0] >= a[1] ? 1.0 : 0.0;
+    case OpKind::Lt: return a[0] < a[1] ? 1.0 : 0.0;
+    case OpKind::Le: return a[0] <= a[1] ? 1.0 : 0.0;
+    case OpKind::Eq: return a[0] == a[1] ? 1.0 : 0.0;
     default: return std::nullopt;  // the rest are rarely written on scalars
   }
 }

@@ -36,8 +36,9 @@ class Rewriter {
                   AttrMap attrs = {}, std::string name = {});
 
   // Whether old value `v` may become new value `w`: the same type; where `v`
-  // is an output, `w` must be no output yet and computed from the anchor (an
-  // output cannot be an input, a constant, or another output's value).
+  // is an output, `w` must be no output yet and computed (from the anchor,
+  // where there is one): an output cannot be an input, a constant, or
+  // another output's value.
   bool can_replace(ValueId v, ValueId w) const;
   bool is_constant(ValueId w, double* value = nullptr) const;
 
@@ -71,6 +72,7 @@ class Rewriter {
   std::vector<bool> is_output_;      // old ids
   std::vector<bool> output_target_;  // new ids: some output maps here
   std::vector<bool> from_anchor_;    // new ids: depends on the anchor
+  bool anchored_ = true;             // the graph has an anchor (else outputs need only be computed)
   bool changed_ = false;
   bool kept_ = false;  // the visited node was copied as is
 };

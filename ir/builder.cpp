@@ -116,6 +116,8 @@ Value Value::clamp(std::optional<double> lo, std::optional<double> hi) const {
   return unary(OpKind::Clamp, {{"min", lo.value_or(-inf)}, {"max", hi.value_or(inf)}});
 }
 
+Value Value::erf() const { return unary(OpKind::Erf); }
+
 Value Value::add(Value o) const { return binary(OpKind::Add, o); }
 Value Value::add(double c) const { return binary(OpKind::Add, c); }
 Value Value::sub(Value o) const { return binary(OpKind::Sub, o); }
@@ -130,6 +132,22 @@ Value Value::maximum(Value o) const { return binary(OpKind::Maximum, o); }
 Value Value::maximum(double c) const { return binary(OpKind::Maximum, c); }
 Value Value::pow(Value o) const { return binary(OpKind::Pow, o); }
 Value Value::pow(double c) const { return binary(OpKind::Pow, c); }
+Value Value::gt(Value o) const { return binary(OpKind::Gt, o); }
+Value Value::gt(double c) const { return binary(OpKind::Gt, c); }
+Value Value::ge(Value o) const { return binary(OpKind::Ge, o); }
+Value Value::ge(double c) const { return binary(OpKind::Ge, c); }
+Value Value::lt(Value o) const { return binary(OpKind::Lt, o); }
+Value Value::lt(double c) const { return binary(OpKind::Lt, c); }
+Value Value::le(Value o) const { return binary(OpKind::Le, o); }
+Value Value::le(double c) const { return binary(OpKind::Le, c); }
+Value Value::eq(Value o) const { return binary(OpKind::Eq, o); }
+Value Value::eq(double c) const { return binary(OpKind::Eq, c); }
+
+Value Value::expand(Shape shape) const { return unary(OpKind::Expand, {{"shape", std::move(shape)}}); }
+Value Value::reshape(Shape shape) const { return unary(OpKind::Reshape, {{"shape", std::move(shape)}}); }
+Value Value::transpose(int64_t d0, int64_t d1) const {
+  return unary(OpKind::Transpose, {{"dims", std::vector<int64_t>{d0, d1}}});
+}
 
 Value Value::sum(std::vector<int64_t> d, bool k) const { return reduce(OpKind::Sum, std::move(d), k); }
 Value Value::mean(std::vector<int64_t> d, bool k) const { return reduce(OpKind::Mean, std::move(d), k); }

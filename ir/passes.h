@@ -17,8 +17,8 @@ Status normalize_attrs(Graph& g);
 // normalizes dims that depend on rank (negative reduction/softmax dims).
 Status infer_types(Graph& g);
 
-// structure.cpp: SSA order, operand counts, one anchor fed by inputs, names,
-// outputs, every value used.
+// structure.cpp: SSA order, operand counts, at most one anchor (fed by inputs),
+// names, outputs (computed; with an anchor, dependent on it), every value used.
 Status check_structure(const Graph& g);
 
 // init_resolution.cpp: resolves InitKind::Auto and the torch fan_in.

@@ -59,20 +59,21 @@ Status check_structure(const Graph& g) {
       return node_error(g, id, "the name '" + n.name + "' is used twice");
     if (is_anchor(n.op)) anchors.push_back(id);
   }
-  if (anchors.empty())
-    return Error("no anchor op: a graph needs exactly one linear, matmul or conv2d",
-                 g.nodes.empty() ? SourceLoc{} : g.nodes.back().loc);
   if (anchors.size() > 1)
     return node_error(g, anchors[1], "a second anchor op (the first is " + g.describe(anchors[0]) +
                                          "); fusejit fuses one linear/matmul/conv2d per graph");
-  ValueId anchor = anchors[0];
-  const auto& anchor_operands = g.node(anchor).operands;
-  for (size_t k = 0; k < anchor_operands.size(); ++k) {
-    ValueId o = anchor_operands[k];
-    if (g.node(o).op != OpKind::Input)
-      return node_error(g, anchor, "operand '" + op_info(g.node(anchor).op).operand_names[k] +
-                                       "' must be a graph input, not " + g.describe(o) +
-                                       " (ops before the anchor are not supported)");
+  // At most one anchor. Without one the graph is a pointwise program: its
+  // outputs are elementwise, layout, reduction, ... ops of the inputs.
+  const ValueId anchor = anchors.empty() ? -1 : anchors[0];
+  if (anchor >= 0) {
+    const auto& anchor_operands = g.node(anchor).operands;
+    for (size_t k = 0; k < anchor_operands.size(); ++k) {
+      ValueId o = anchor_operands[k];
+      if (g.node(o).op != OpKind::Input)
+        return node_error(g, anchor, "operand '" + op_info(g.node(anchor).op).operand_names[k] +
+                                          "' must be a graph input, not " + g.describe(o) +
+                                          " (ops before the anchor are not supported)");
+    }
   }
 
   if (g.outputs.empty()) return Error("the graph has no outputs", g.nodes.empty() ? SourceLoc{} : g.nodes.back().loc);
@@ -87,8 +88,14 @@ Status check_structure(const Graph& g) {
       return Error("output names must not contain control characters or '\"'", out.loc);
     if (!out_values.insert(out.value).second)
       return Error("output '" + out.name + "': " + g.describe(out.value) + " is already an output", out.loc);
-    if (!reachable_from(g, {out.value})[static_cast<size_t>(anchor)])
+    if (anchor >= 0 && !reachable_from(g, {out.value})[static_cast<size_t>(anchor)])
       return Error("output '" + out.name + "' does not depend on the anchor " + g.describe(anchor), out.loc);
+    const OpKind op = g.node(out.value).op;
+    if (anchor < 0 && (op == OpKind::Input || op == OpKind::Constant))
+      return Error("output '" + out.name + "' is " + g.describe(out.value) +
+                       ": a graph without an anchor op must compute each output (an op, not " +
+                       (op == OpKind::Input ? "an input" : "a constant") + ")",
+                   out.loc);
     roots.push_back(out.value);
   }
   std::vector<bool> used = reachable_from(g, roots);

@@ -48,6 +48,13 @@ __device__ __forceinline__ float div(float a, float b) { return a / b; }
 __device__ __forceinline__ float minimum(float a, float b) { return min_nan(a, b); }
 __device__ __forceinline__ float maximum(float a, float b) { return max_nan(a, b); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ float erf_(float x) { return erff(x); }
+// Comparisons: 1 or 0, false where an operand is NaN (PyTorch's bool result).
+__device__ __forceinline__ float gt(float a, float b) { return a > b ? 1.f : 0.f; }
+__device__ __forceinline__ float ge(float a, float b) { return a >= b ? 1.f : 0.f; }
+__device__ __forceinline__ float lt(float a, float b) { return a < b ? 1.f : 0.f; }
+__device__ __forceinline__ float le(float a, float b) { return a <= b ? 1.f : 0.f; }
+__device__ __forceinline__ float eq(float a, float b) { return a == b ? 1.f : 0.f; }
 
 }  // namespace op
 }  // namespace fj

@@ -286,9 +286,10 @@ const BadSpec kCases[] = {
      "  - {name: h, op: linear, args: [x, w]}\n  - {name: h2, op: linear, args: [x, w]}\n"
      "  - {name: y, op: add, args: [h, h2]}\noutputs: [y]\n",
      "linear 'h2': a second anchor op (the first is linear 'h')", 6, "{"},
-    {"no anchor",
-     "inputs:\n  - {name: x, shape: [4, 8]}\nops:\n  - {name: y, op: relu, args: [x]}\noutputs: [y]\n",
-     "no anchor op: a graph needs exactly one linear, matmul or conv2d", 4, "{"},
+    {"no anchor: an input as output",
+     "inputs:\n  - {name: x, shape: [4, 8]}\nops:\n  - {name: y, op: relu, args: [x]}\noutputs: [y, x]\n",
+     "output 'x' is input 'x': a graph without an anchor op must compute each output (an op, not an input)", 5,
+     "x]"},
     {"op before the anchor",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
      "  - {name: r, op: relu, args: [x]}\n  - {name: h, op: linear, args: [r, w]}\noutputs: [h]\n",

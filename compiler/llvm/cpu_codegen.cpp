@@ -155,23 +155,28 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   Plan plan;
   plan.notes = simplified->notes;
   mark_leaf_exprs(ctx);
-  if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
-  if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
-  plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply
-  plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
-  if (g.node(plan.kernels[0].root).op != OpKind::Conv2d) {
-    fuse_row_reductions(ctx, plan);
-    fuse_pool1d(ctx, plan, [](int64_t k) {  // NC is cut to whole windows
-      return k > kMaxPool1dWindow ? "a window of " + std::to_string(k) + " is more than the epilogue unrolls (" +
-                                        std::to_string(kMaxPool1dWindow) + ")"
-                                  : std::string();
-    }, "cpu: ");
-  } else if (pool_band_fits(ctx, plan)) {
-    fuse_pool(ctx, plan);
+  if (g.anchor()) {
+    if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
+    if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
+    plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply
+    plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
+    if (g.node(plan.kernels[0].root).op != OpKind::Conv2d) {
+      fuse_row_reductions(ctx, plan);
+      fuse_pool1d(ctx, plan, [](int64_t k) {  // NC is cut to whole windows
+        return k > kMaxPool1dWindow ? "a window of " + std::to_string(k) + " is more than the epilogue unrolls (" +
+                                          std::to_string(kMaxPool1dWindow) + ")"
+                                    : std::string();
+      }, "cpu: ");
+    } else if (pool_band_fits(ctx, plan)) {
+      fuse_pool(ctx, plan);
+    }
+    cpu_unfused_notes(ctx, plan);
+    if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+  } else {
+    plan.notes.push_back("no anchor op: a pointwise program (elementwise, layout, reduction and row kernels only)");
   }
-  cpu_unfused_notes(ctx, plan);
-  if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
+  if (plan.kernels.empty()) return Error("cpu codegen: internal error: the plan has no kernel");
   assign_buffers(ctx, plan);
   if (g.precision != Precision::FP32)
     plan.notes.push_back("cpu: precision " + std::string(precision_name(g.precision)) +

@@ -291,6 +291,13 @@ Value* emit_op(KernelFunction& kf, const Node& n, const std::vector<Value*>& a) 
     case OpKind::Minimum: return o.min_nan(a[0], a[1]);
     case OpKind::Maximum: return o.max_nan(a[0], a[1]);
     case OpKind::Pow: return kf.call_math("powf", {a[0], a[1]});
+    case OpKind::Erf: return kf.call_math("erff", {x});
+    // Comparisons: ordered (false with a NaN), then 1 or 0.
+    case OpKind::Gt: return b.CreateSelect(b.CreateFCmpOGT(a[0], a[1]), o.c(1), o.c(0));
+    case OpKind::Ge: return b.CreateSelect(b.CreateFCmpOGE(a[0], a[1]), o.c(1), o.c(0));
+    case OpKind::Lt: return b.CreateSelect(b.CreateFCmpOLT(a[0], a[1]), o.c(1), o.c(0));
+    case OpKind::Le: return b.CreateSelect(b.CreateFCmpOLE(a[0], a[1]), o.c(1), o.c(0));
+    case OpKind::Eq: return b.CreateSelect(b.CreateFCmpOEQ(a[0], a[1]), o.c(1), o.c(0));
     default: return nullptr;
   }
 }

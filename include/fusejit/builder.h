@@ -79,6 +79,7 @@ class Value {
   Value rsqrt() const;
   Value square() const;
   Value clamp(std::optional<double> min, std::optional<double> max) const;
+  Value erf() const;
 
   // Binary ops; the other operand a value (broadcast by PyTorch rules) or a scalar.
   Value add(Value o) const;
@@ -95,6 +96,23 @@ class Value {
   Value maximum(double c) const;
   Value pow(Value o) const;
   Value pow(double c) const;
+  // Comparisons: 1 where it holds, else 0 (0 with a NaN operand).
+  Value gt(Value o) const;
+  Value gt(double c) const;
+  Value ge(Value o) const;
+  Value ge(double c) const;
+  Value lt(Value o) const;
+  Value lt(double c) const;
+  Value le(Value o) const;
+  Value le(double c) const;
+  Value eq(Value o) const;
+  Value eq(double c) const;
+
+  // Layout: PyTorch's expand (broadcast to `shape`), reshape (same elements,
+  // row-major) and transpose (two dims swapped; a contiguous result).
+  Value expand(Shape shape) const;
+  Value reshape(Shape shape) const;
+  Value transpose(int64_t dim0, int64_t dim1) const;
 
   // Reductions (dims may be negative), softmax-like ops, pooling.
   Value sum(std::vector<int64_t> dims, bool keepdim = false) const;

@@ -1,5 +1,6 @@
-// fusejit/ir.h — the central IR: one anchor op (linear, matmul, conv2d) and
-// the DAG of elementwise ops, reductions and pooling that follows it.
+// fusejit/ir.h — the central IR: at most one anchor op (linear, matmul,
+// conv2d) and the DAG of elementwise, layout, reduction and pooling ops that
+// follows it (a graph without an anchor is a pointwise program of its inputs).
 //
 // A Graph is a list of SSA nodes in topological order (operands always refer
 // to earlier nodes). Inputs are nodes too (op `input`); scalar operands are
@@ -231,8 +232,8 @@ struct Graph {
 // ---- passes over the IR (ir/) --------------------------------------------------
 
 // Fills attribute defaults, resolves input init kinds, infers every type, checks
-// the structure (exactly one anchor whose operands are inputs, SSA order, every
-// value used, outputs present) and puts the nodes into canonical order. Errors
+// the structure (at most one anchor, whose operands are inputs; SSA order; every
+// value used; outputs present and computed) and puts the nodes into canonical order. Errors
 // name the op and, when known, the spec location.
 Status prepare_graph(Graph& g);
 

@@ -1,7 +1,8 @@
 // fusejit/spec.h — the YAML fusion spec front end.
 //
-// A spec names the inputs (in kernel argument order), the ops (one anchor:
-// linear, matmul or conv2d, then elementwise ops, reductions and pooling) and
+// A spec names the inputs (in kernel argument order), the ops (at most one
+// anchor: linear, matmul or conv2d; elementwise, layout and reduction ops,
+// pooling) and
 // the outputs. docs/spec.md describes the format. Both calls return a prepared
 // Graph (prepare_graph has run) or an Error with file:line:col; they never
 // throw.

@@ -1,0 +1,184 @@
+// Graphs without an anchor (pointwise programs) and the layout ops, erf and
+// comparisons in the CUDA codegen (no GPU needed): the plans (what each
+// kernel does, what goes to memory), and the generated sources compile to
+// CUBINs with NVRTC for sm_80 and sm_90a — the fixed cases of
+// tests/layout_cases.h and 60 random pointwise programs.
+#include <gtest/gtest.h>
+
+#include "compiler/codegen.h"
+#include "compiler/tuning_space.h"
+#include "fusejit/builder.h"
+#include "fusejit/spec.h"
+#include "tests/compile_jobs.h"
+#include "tests/layout_cases.h"
+
+namespace fusejit {
+namespace {
+
+Graph case_graph(const std::string& name) {
+  for (const testing::LayoutCase& c : testing::layout_cases())
+    if (c.name == name) {
+      auto g = parse_spec(c.spec, c.name + ".yaml");
+      EXPECT_TRUE(g) << c.name << ": " << g.error().str();
+      return g ? g.take() : Graph{};
+    }
+  ADD_FAILURE() << "no layout case " << name;
+  return {};
+}
+
+Program plan(const Graph& g, const std::string& arch = "sm_90a") {
+  auto p = generate_program(g, {arch, ""});
+  EXPECT_TRUE(p) << p.error().str();
+  return p ? p.take() : Program{};
+}
+
+void add_jobs(std::vector<test_util::CompileJob>& jobs, const std::string& label, const Graph& g) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto p = generate_program(g, {arch, ""});
+    if (!p) {
+      ADD_FAILURE() << label << " (" << arch << "): " << p.error().str() << "\n" << print_graph(g);
+      continue;
+    }
+    jobs.push_back({label, arch, p->name, p->source});
+  }
+}
+
+TEST(CodegenLayout, FixedCasesCompileForSm80AndSm90a) {
+  std::vector<test_util::CompileJob> jobs;
+  for (const testing::LayoutCase& c : testing::layout_cases()) {
+    auto g = parse_spec(c.spec, c.name + ".yaml");
+    ASSERT_TRUE(g) << c.name << ": " << g.error().str();
+    add_jobs(jobs, c.name, *g);
+  }
+  for (const std::string& f : test_util::compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(CodegenLayout, RandomProgramsCompileForSm80AndSm90a) {
+  std::vector<test_util::CompileJob> jobs;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    auto g = testing::random_program(seed);
+    ASSERT_TRUE(g) << "program " << seed << ": " << g.error().str();
+    add_jobs(jobs, "program " + std::to_string(seed), *g);
+  }
+  for (const std::string& f : test_util::compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// y = relu(x) * w: one kernel recomputing both ops from the inputs.
+TEST(CodegenLayout, PointwiseProgramIsOneKernel) {
+  const Program p = plan(case_graph("relu_mul_broadcast"));
+  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+  EXPECT_EQ(p.launches[0].kernel, "fj_write_relu_mul");
+  EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  EXPECT_NE(p.plan_text.find("no anchor op: a pointwise program"), std::string::npos) << p.plan_text;
+  EXPECT_NE(p.plan_text.find("(relu %2, mul %3)"), std::string::npos) << p.plan_text;
+  EXPECT_EQ(p.source.find("gemm_simt.cuh"), std::string::npos) << "no anchor: no GEMM template";
+}
+
+// dz = dy * gt(z, 0) is an output and db = sum(dz) reads it from there.
+TEST(CodegenLayout, ReductionReadsTheStoredOutput) {
+  const Program p = plan(case_graph("relu_backward"));
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_EQ(p.launches[0].kernel, "fj_write_gt_mul");
+  EXPECT_EQ(p.launches[1].kernel, "fj_sum");
+  EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  EXPECT_NE(p.plan_text.find("reads %4 from output 0 'dz'"), std::string::npos) << p.plan_text;
+}
+
+TEST(CodegenLayout, TransposeOfTheEpilogueIsAPointwiseKernel) {
+  const Program p = plan(case_graph("linear_relu_transpose"), "sm_80");
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_EQ(p.launches[1].kernel, "fj_pointwise_transpose");
+  EXPECT_NE(p.plan_text.find("transpose %4 reads %3 [32,24] with dims 0 and 1 swapped"), std::string::npos)
+      << p.plan_text;
+  EXPECT_NE(p.source.find("_at_1_0("), std::string::npos) << "a load at swapped coordinates";
+}
+
+// A transposed input is a leaf expression: loaded at swapped coordinates in the epilogue.
+TEST(CodegenLayout, TransposedInputFusesIntoTheEpilogue) {
+  const Program p = plan(case_graph("linear_plus_transposed_input"), "sm_80");
+  EXPECT_EQ(p.launches.size(), 1u) << p.plan_text;
+}
+
+TEST(CodegenLayout, ViewsAndExpands) {
+  {
+    const Program p = plan(case_graph("reshape_sum_mul"));
+    ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("reshape %2 [40,1] is a view of %1 [40] (scratch 0"), std::string::npos)
+        << p.plan_text;
+  }
+  {
+    const Program p = plan(case_graph("expand_sum_mul"));
+    ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("expand %2 broadcasts %1 [40,1] to [40,24]"), std::string::npos) << p.plan_text;
+  }
+  {  // an output that is a view of another output: copied
+    const Program p = plan(case_graph("reshape_as_output"));
+    ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("copied out because it is a graph output"), std::string::npos) << p.plan_text;
+  }
+  {  // a reduction reads a view of its input directly
+    const Program p = plan(case_graph("reshape_input_then_reduce"));
+    ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("reads %1 from input 0"), std::string::npos) << p.plan_text;
+  }
+  {  // a reshape of a computed value that only moves size-1 dims is recomputed, never stored
+    const Program p = plan(case_graph("squeeze_reshape_of_leaf"));
+    ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+    EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  }
+}
+
+TEST(CodegenLayout, SoftmaxOfATransposedInputMaterializesIt) {
+  const Program p = plan(case_graph("log_softmax_of_transpose"));
+  ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
+  EXPECT_EQ(p.launches[0].kernel, "fj_write_transpose");
+  EXPECT_EQ(p.launches[1].kernel, "fj_log_softmax");
+}
+
+TEST(CodegenLayout, NothingToTuneWithoutAnAnchor) {
+  const Graph g = case_graph("relu_backward");
+  EXPECT_EQ(tuning_candidates(g, "sm_90a"), std::vector<std::string>{""});
+  EXPECT_EQ(tuning_candidates(g, "sm_80"), std::vector<std::string>{""});
+}
+
+TEST(CodegenLayout, ErfAndComparisonsUseTheOpLibrary) {
+  const Program p = plan(case_graph("comparisons"));
+  for (const char* f : {"fj::op::ge(", "fj::op::lt(", "fj::op::le(", "fj::op::eq("})
+    EXPECT_NE(p.source.find(f), std::string::npos) << f;
+  EXPECT_NE(plan(case_graph("gelu_backward_erf")).source.find("fj::op::erf_("), std::string::npos);
+}
+
+TEST(CodegenLayout, StructureRules) {
+  {  // anchor-less graphs are valid
+    GraphBuilder b;
+    auto x = b.input("x", {4, 8});
+    b.output("y", x.transpose(0, 1).relu());
+    auto g = b.build();
+    ASSERT_TRUE(g) << g.error().str();
+    EXPECT_EQ(g->inputs().size(), 1u);
+    EXPECT_EQ(g->node(g->inputs()[0]).init, InitKind::Normal) << "inputs of an anchor-less graph: normal";
+  }
+  {  // ... but must compute their outputs
+    GraphBuilder b;
+    auto x = b.input("x", {4, 8});
+    b.output("y", x.relu());
+    b.output("c", b.constant(2.0));
+    auto g = b.build();
+    ASSERT_FALSE(g);
+    EXPECT_NE(g.error().message.find("output 'c' is constant"), std::string::npos) << g.error().str();
+    EXPECT_NE(g.error().message.find("(an op, not a constant)"), std::string::npos) << g.error().str();
+  }
+  {  // with an anchor, every output still depends on it
+    GraphBuilder b;
+    auto x = b.input("x", {4, 8});
+    auto w = b.input("w", {8, 8});
+    b.output("h", b.linear(x, w));
+    b.output("r", x.relu());
+    auto g = b.build();
+    ASSERT_FALSE(g);
+    EXPECT_NE(g.error().message.find("does not depend on the anchor"), std::string::npos) << g.error().str();
+  }
+}
+
+}  // namespace
+}  // namespace fusejit

@@ -1,0 +1,382 @@
+// tests/layout_cases.h — graphs without an anchor op (pointwise programs) and
+// graphs with the layout ops (expand, reshape, transpose), comparisons and
+// erf, for the codegen, CPU and GPU tests: fixed specs, and a seeded
+// generator of random pointwise programs. Every graph is prepared.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusejit/ir.h"
+#include "tests/random_chains.h"
+
+namespace fusejit::testing {
+
+struct LayoutCase {
+  std::string name;
+  std::string spec;  // YAML
+};
+
+inline const std::vector<LayoutCase>& layout_cases() {
+  static const std::vector<LayoutCase> cases = {
+      {"relu_mul_broadcast", R"(
+inputs: [{name: x, shape: [33, 40]}, {name: w, shape: [40]}]
+ops:
+  - {name: r, op: relu, args: [x]}
+  - {name: y, op: mul, args: [r, w]}
+outputs: [y])"},
+      {"relu_backward", R"(
+inputs: [{name: dy, shape: [64, 48]}, {name: z, shape: [64, 48]}]
+ops:
+  - {name: mask, op: gt, args: [z, 0]}
+  - {name: dz, op: mul, args: [dy, mask]}
+  - {name: db, op: sum, args: [dz], dims: [0]}
+outputs: [dz, db])"},
+      {"transpose_mul", R"(
+inputs: [{name: a, shape: [37, 24]}, {name: b, shape: [37, 24]}]
+ops:
+  - {name: m, op: mul, args: [a, b]}
+  - {name: t, op: transpose, args: [m], dims: [0, 1]}
+outputs: [t])"},
+      {"expand_sum_mul", R"(
+inputs: [{name: x, shape: [40, 24]}]
+ops:
+  - {name: s, op: sum, args: [x], dims: [1], keepdim: true}
+  - {name: e, op: expand, args: [s], shape: [40, 24]}
+  - {name: y, op: mul, args: [e, x]}
+outputs: [y])"},
+      {"reshape_sum_mul", R"(
+inputs: [{name: x, shape: [40, 24]}]
+ops:
+  - {name: s, op: sum, args: [x], dims: [1]}
+  - {name: r, op: reshape, args: [s], shape: [40, 1]}
+  - {name: y, op: mul, args: [r, x]}
+outputs: [y])"},
+      {"softmax_of_input", R"(
+inputs: [{name: x, shape: [17, 70]}]
+ops:
+  - {name: y, op: softmax, args: [x], dim: 1}
+outputs: [y])"},
+      {"comparisons", R"(
+inputs: [{name: a, shape: [5, 31]}, {name: b, shape: [31]}]
+ops:
+  - {name: ge, op: ge, args: [a, b]}
+  - {name: lt, op: lt, args: [a, 0.5]}
+  - {name: le, op: le, args: [b, a]}
+  - {name: ra, op: relu, args: [a]}
+  - {name: eq, op: eq, args: [ra, 0]}
+  - {name: s1, op: mul, args: [lt, 2]}
+  - {name: s2, op: mul, args: [le, 4]}
+  - {name: s3, op: mul, args: [eq, 8]}
+  - {name: t1, op: add, args: [ge, s1]}
+  - {name: t2, op: add, args: [t1, s2]}
+  - {name: y, op: add, args: [t2, s3]}
+outputs: [y])"},
+      {"gelu_backward_erf", R"(
+inputs: [{name: x, shape: [24, 50]}, {name: dy, shape: [24, 50]}]
+ops:
+  - {name: xs, op: mul, args: [x, 0.7071067811865476]}
+  - {name: e, op: erf, args: [xs]}
+  - {name: cdf, op: add, args: [e, 1]}
+  - {name: half, op: mul, args: [cdf, 0.5]}
+  - {name: x2, op: square, args: [x]}
+  - {name: nx2, op: mul, args: [x2, -0.5]}
+  - {name: ex, op: exp, args: [nx2]}
+  - {name: pdf, op: mul, args: [ex, 0.3989422804014327]}
+  - {name: xpdf, op: mul, args: [x, pdf]}
+  - {name: d, op: add, args: [half, xpdf]}
+  - {name: dx, op: mul, args: [dy, d]}
+outputs: [dx])"},
+      {"linear_relu_transpose", R"(
+inputs: [{name: x, shape: [32, 16]}, {name: w, shape: [24, 16]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: r, op: relu, args: [h]}
+  - {name: t, op: transpose, args: [r], dims: [0, 1]}
+outputs: [t])"},
+      {"linear_plus_transposed_input", R"(
+inputs: [{name: x, shape: [40, 16]}, {name: w, shape: [40, 16]}, {name: c, shape: [40, 40]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: ct, op: transpose, args: [c], dims: [1, 0]}
+  - {name: y, op: add, args: [h, ct]}
+outputs: [y])"},
+      {"transpose_3d_then_sum", R"(
+inputs: [{name: x, shape: [3, 7, 20]}]
+ops:
+  - {name: c, op: clamp, args: [x], min: -5, max: 5}
+  - {name: e, op: exp, args: [c]}
+  - {name: t, op: transpose, args: [e], dims: [0, 2]}
+  - {name: s, op: sum, args: [t], dims: [1]}
+outputs: [s, t])"},
+      {"reshape_general", R"(
+inputs: [{name: x, shape: [6, 8]}, {name: w, shape: [12]}]
+ops:
+  - {name: r, op: relu, args: [x]}
+  - {name: v, op: reshape, args: [r], shape: [4, 12]}
+  - {name: y, op: mul, args: [v, w]}
+outputs: [y])"},
+      {"reshape_as_output", R"(
+inputs: [{name: x, shape: [9, 30]}]
+ops:
+  - {name: s, op: sum, args: [x], dims: [0]}
+  - {name: r, op: reshape, args: [s], shape: [1, 5, 6]}
+outputs: [r, s])"},
+      {"reshape_input_then_reduce", R"(
+inputs: [{name: x, shape: [12, 10]}]
+ops:
+  - {name: r, op: reshape, args: [x], shape: [60, 2]}
+  - {name: m, op: max, args: [r], dims: [1]}
+  - {name: t, op: reshape, args: [x], shape: [3, 40]}
+  - {name: n, op: neg, args: [t]}
+outputs: [m, n])"},
+      {"expand_input_to_rank3", R"(
+inputs: [{name: w, shape: [20]}, {name: x, shape: [2, 3, 20]}]
+ops:
+  - {name: e, op: expand, args: [w], shape: [2, 3, 20]}
+  - {name: y, op: add, args: [e, x]}
+  - {name: e2, op: expand, args: [x], shape: [4, 2, 3, 20]}
+  - {name: z, op: tanh, args: [e2]}
+outputs: [y, e, z])"},
+      {"squeeze_reshape_of_leaf", R"(
+inputs: [{name: a, shape: [30]}, {name: b, shape: [30, 9]}]
+ops:
+  - {name: r, op: relu, args: [a]}
+  - {name: c, op: reshape, args: [r], shape: [30, 1]}
+  - {name: y, op: mul, args: [c, b]}
+outputs: [y])"},
+      {"transpose_after_keepdim_sum", R"(
+inputs: [{name: x, shape: [2, 5, 11]}, {name: z, shape: [2, 7, 5]}]
+ops:
+  - {name: s, op: sum, args: [x], dims: [2], keepdim: true}
+  - {name: t, op: transpose, args: [s], dims: [1, 2]}
+  - {name: y, op: mul, args: [t, z]}
+outputs: [y])"},
+      {"log_softmax_of_transpose", R"(
+inputs: [{name: x, shape: [9, 21]}]
+ops:
+  - {name: t, op: transpose, args: [x], dims: [0, 1]}
+  - {name: y, op: log_softmax, args: [t], dim: 1}
+outputs: [y])"},
+      {"relu_backward_bf16", R"(
+precision: bf16
+inputs: [{name: dy, shape: [16, 40]}, {name: z, shape: [16, 40]}]
+ops:
+  - {name: mask, op: ge, args: [z, 0]}
+  - {name: dz, op: mul, args: [dy, mask]}
+  - {name: db, op: sum, args: [dz], dims: [0]}
+  - {name: dzt, op: transpose, args: [dz], dims: [0, 1]}
+outputs: [dz, db, dzt])"},
+      {"linear_minus_expanded_row_sum", R"(
+inputs: [{name: x, shape: [20, 16]}, {name: w, shape: [300, 16]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}
+  - {name: e, op: expand, args: [s], shape: [20, 300]}
+  - {name: y, op: sub, args: [h, e]}
+outputs: [y])"},
+      {"transpose_twice_and_scalar_expand", R"(
+inputs: [{name: x, shape: [6, 10]}]
+ops:
+  - {name: t, op: transpose, args: [x], dims: [0, 1]}
+  - {name: s, op: sigmoid, args: [t]}
+  - {name: u, op: transpose, args: [s], dims: [0, 1]}
+  - {name: c, op: expand, args: [2.5], shape: [6, 10]}
+  - {name: y, op: mul, args: [u, c]}
+outputs: [y])"},
+  };
+  return cases;
+}
+
+// A random pointwise program: inputs, elementwise ops (comparisons and erf
+// among them), expand / reshape / transpose, reductions and softmax, several
+// outputs; no anchor. Shapes are small and ragged.
+class RandomProgramBuilder {
+ public:
+  explicit RandomProgramBuilder(uint64_t seed) : rng_(seed), seed_(seed) {}
+
+  Expected<Graph> build() {
+    g_.name = "program_" + std::to_string(seed_);
+    const int p = static_cast<int>(rng_.range(0, 9));
+    g_.precision = p < 7 ? Precision::FP32 : p == 7 ? Precision::BF16 : p == 8 ? Precision::F16 : Precision::TF32;
+    Shape s;
+    const int rank = static_cast<int>(rng_.range(1, 3));
+    for (int d = 0; d < rank; ++d) s.push_back(rng_.pick<int64_t>({1, 2, 3, 7, 16, 33, 64}));
+    std::vector<ValueId> avail = {input(s)};
+    const int steps = static_cast<int>(rng_.range(2, 9));
+    for (int i = 0; i < steps; ++i) avail.push_back(step(avail));
+    output(avail.back());
+    for (size_t k = 1; k + 1 < avail.size(); ++k)
+      if (rng_.chance(0.2)) output(avail[k]);
+    std::vector<int> uses(g_.nodes.size(), 0);
+    for (const Node& n : g_.nodes)
+      for (ValueId o : n.operands) ++uses[static_cast<size_t>(o)];
+    for (const Output& o : g_.outputs) ++uses[static_cast<size_t>(o.value)];
+    for (size_t v = 0; v < g_.nodes.size(); ++v)
+      if (!uses[v] && g_.nodes[v].op != OpKind::Input && g_.nodes[v].op != OpKind::Constant)
+        output(static_cast<ValueId>(v));
+    if (Status st = prepare_graph(g_); !st) return st.error();
+    return g_;
+  }
+
+ private:
+  ChainRng rng_;
+  uint64_t seed_;
+  Graph g_;
+  int inputs_ = 0;
+
+  Shape shape(ValueId v) const { return shapes_.at(static_cast<size_t>(v)); }
+  std::vector<Shape> shapes_;  // by node, tracked here (prepare_graph infers the real ones at the end)
+
+  ValueId add(Node n, Shape s) {
+    shapes_.resize(g_.nodes.size());
+    shapes_.push_back(std::move(s));
+    return g_.add(std::move(n));
+  }
+  ValueId input(const Shape& s) {
+    Node n;
+    n.op = OpKind::Input;
+    n.type = {rng_.chance(0.8) ? anchor_dtype(g_.precision) : DType::F32, s};
+    n.name = "in" + std::to_string(inputs_++);
+    return add(std::move(n), s);
+  }
+  ValueId constant(double v) {
+    Node n;
+    n.op = OpKind::Constant;
+    n.attrs["value"] = v;
+    return add(std::move(n), {});
+  }
+  ValueId op(OpKind k, std::vector<ValueId> operands, Shape out, AttrMap attrs = {}) {
+    Node n;
+    n.op = k;
+    n.operands = std::move(operands);
+    n.attrs = std::move(attrs);
+    return add(std::move(n), std::move(out));
+  }
+  void output(ValueId v) {
+    for (const Output& o : g_.outputs)
+      if (o.value == v) return;
+    g_.outputs.push_back({"y" + std::to_string(g_.outputs.size()), v, {}});
+  }
+
+  // A shape that broadcasts into `s`.
+  Shape narrower(const Shape& s) {
+    Shape out = s;
+    for (int64_t& d : out)
+      if (rng_.chance(0.3)) d = 1;
+    while (!out.empty() && rng_.chance(0.25)) out.erase(out.begin());
+    return out;
+  }
+
+  ValueId step(const std::vector<ValueId>& avail) {
+    const ValueId x = rng_.chance(0.6) ? avail.back() : rng_.pick(avail);
+    const Shape s = shape(x);  // a copy: adding nodes grows shapes_
+    const int r = static_cast<int>(s.size());
+    const int kind = static_cast<int>(rng_.range(0, 99));
+    if (kind < 20) {  // unary
+      const OpKind k = rng_.pick<OpKind>({OpKind::Relu, OpKind::Erf, OpKind::Tanh, OpKind::Sigmoid, OpKind::Neg,
+                                          OpKind::Silu, OpKind::Abs, OpKind::Gelu});
+      return op(k, {x}, s);
+    }
+    if (kind < 42) {  // binary, comparisons included
+      const OpKind k = rng_.pick<OpKind>({OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Maximum, OpKind::Gt,
+                                          OpKind::Ge, OpKind::Lt, OpKind::Le, OpKind::Eq});
+      ValueId y;
+      const int which = static_cast<int>(rng_.range(0, 2));
+      if (which == 0) {
+        y = constant(k == OpKind::Eq ? 0.0 : rng_.real(-1, 1));
+      } else if (which == 1) {
+        y = input(narrower(s));
+      } else {
+        y = -1;
+        for (ValueId v : avail)
+          if (shape(v) == s && v != x) y = v;
+        if (y < 0) y = input(s);
+      }
+      if (k == OpKind::Eq && which != 0) y = constant(0.0);  // equality of random floats: compare relu(x) with 0
+      const ValueId a = k == OpKind::Eq ? op(OpKind::Relu, {x}, s) : x;
+      return rng_.chance(0.5) ? op(k, {a, y}, s) : op(k, {y, a}, s);
+    }
+    if (kind < 54 && r >= 2) {  // transpose
+      const int64_t d0 = rng_.range(0, r - 1), d1 = rng_.range(0, r - 1);
+      Shape out = s;
+      std::swap(out[static_cast<size_t>(d0)], out[static_cast<size_t>(d1)]);
+      AttrMap at;
+      at["dims"] = std::vector<int64_t>{d0, d1};
+      return op(OpKind::Transpose, {x}, out, at);
+    }
+    if (kind < 62) {  // expand: stretch size-1 dims, maybe a new leading dim
+      Shape out = s;
+      for (int64_t& d : out)
+        if (d == 1) d = rng_.pick<int64_t>({1, 4, 9});
+      if (out.size() < 4 && rng_.chance(0.4)) out.insert(out.begin(), rng_.range(2, 3));
+      AttrMap at;
+      at["shape"] = out;
+      return op(OpKind::Expand, {x}, out, at);
+    }
+    if (kind < 72) {  // reshape: size-1 dims moved, or the last two dims merged / the last split
+      Shape out = s;
+      const int how = static_cast<int>(rng_.range(0, 2));
+      if (how == 0) {
+        out.insert(out.begin() + rng_.range(0, r), 1);
+      } else if (how == 1 && r >= 2) {
+        const int64_t last = out.back();
+        out.pop_back();
+        out.back() *= last;
+      } else {
+        const int64_t last = out.empty() ? 1 : out.back();
+        const int64_t f = last % 2 == 0 ? 2 : last % 3 == 0 ? 3 : 1;
+        if (out.empty()) out.push_back(1);
+        out.back() = last / f;
+        out.push_back(f);
+      }
+      AttrMap at;
+      at["shape"] = out;
+      return op(OpKind::Reshape, {x}, out, at);
+    }
+    if (kind < 90 && r >= 1) {  // reduction
+      const OpKind k = rng_.pick<OpKind>({OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min, OpKind::LogSumExp});
+      std::vector<int64_t> dims;
+      for (int d = 0; d < r; ++d)
+        if (rng_.chance(0.5)) dims.push_back(d);
+      if (dims.empty()) dims.push_back(rng_.range(0, r - 1));
+      const bool keep = rng_.chance(0.5);
+      Shape out;
+      for (int d = 0; d < r; ++d) {
+        const bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+        if (!red) out.push_back(s[static_cast<size_t>(d)]);
+        else if (keep) out.push_back(1);
+      }
+      AttrMap at;
+      at["dims"] = dims;
+      at["keepdim"] = keep;
+      const ValueId red = op(k, {x}, out, at);
+      if (keep && rng_.chance(0.6)) {  // x - expand(reduction): the backward's broadcast back
+        AttrMap e;
+        e["shape"] = s;
+        // x - mean(x) would make later sums cancel to ~0 (no fp32 result matches fp64 there): mul
+        const bool centered = k == OpKind::Sum || k == OpKind::Mean;
+        return op(centered ? OpKind::Mul : OpKind::Sub, {x, op(OpKind::Expand, {red}, s, e)}, s);
+      }
+      return red;
+    }
+    if (r >= 1) {
+      AttrMap at;
+      at["dim"] = rng_.range(0, r - 1);
+      return op(rng_.chance(0.5) ? OpKind::Softmax : OpKind::LogSoftmax, {x}, s, at);
+    }
+    return op(OpKind::Sigmoid, {x}, s);
+  }
+};
+
+inline Expected<Graph> random_program(uint64_t seed) {
+  Error last;
+  for (uint64_t attempt = 0; attempt < 100; ++attempt) {
+    Expected<Graph> g = RandomProgramBuilder(seed * 1000 + attempt).build();
+    if (g) return g;
+    last = g.error();
+  }
+  return last;
+}
+
+}  // namespace fusejit::testing
