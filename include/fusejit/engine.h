@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fusejit/backward.h"
 #include "fusejit/error.h"
 #include "fusejit/ir.h"
 
@@ -137,6 +138,11 @@ class Engine {
   // loads it, or returns the cached kernel.
   Expected<std::shared_ptr<CompiledKernel>> compile(const Graph& graph,
                                                     const CompileOptions& opts = {});
+  // The gradient program of `graph` (fusejit/backward.h: build_backward),
+  // its forward and every stage compiled with `opts` (one backend, device,
+  // arch; autotuning applies per stage).
+  Expected<std::shared_ptr<BackwardKernel>> compile_backward(const Graph& graph, const BackwardOptions& backward = {},
+                                                             const CompileOptions& opts = {});
   // Generated source -> CUBIN for `arch` (overrides opts.arch); no GPU needed
   // unless arch is "auto". Not cached in memory; uses the disk cache.
   Expected<CubinResult> compile_cubin(const Graph& graph, const std::string& arch,

@@ -257,6 +257,42 @@ FJ_API fj_status fj_kernel_backend(const fj_kernel* kernel, fj_backend* backend)
 FJ_API fj_status fj_kernel_launch(fj_kernel* kernel, const uint64_t* args, size_t num_args,
                                   void* stream);
 
+/* ---- the gradient program (docs/backward.md; no GPU needed) ------------------------ */
+
+/* The backward of a spec: the forward with saved values, and stages run in
+ * order, each a spec whose arguments are named after buffers the caller
+ * allocates (a stage may view a buffer with another shape of the same element
+ * count). Immutable. */
+typedef struct fj_backward fj_backward;
+
+typedef enum fj_buffer_role {
+  FJ_BUFFER_INPUT = 0,        /* a forward input */
+  FJ_BUFFER_SAVED = 1,        /* a value the forward saves (an output of fj_backward_forward) */
+  FJ_BUFFER_OUTPUT_GRAD = 2,  /* the gradient of a forward output, given by the caller */
+  FJ_BUFFER_TEMPORARY = 3,    /* written and read by the stages */
+  FJ_BUFFER_INPUT_GRAD = 4    /* the gradient of a forward input */
+} fj_buffer_role;
+
+/* `no_grad`: NULL, or a NULL-terminated list of forward input names whose
+ * gradients are not wanted. FJ_ERR_SPEC when an op has no derivative yet
+ * (the message names it) or a name is not an input. */
+FJ_API fj_status fj_backward_build(const fj_spec* forward, const char* const* no_grad, fj_backward** backward);
+FJ_API void fj_backward_destroy(fj_backward* backward);
+/* The forward with saved outputs, and stage `index`, as new specs (released
+ * with fj_spec_destroy). */
+FJ_API fj_status fj_backward_forward(const fj_backward* backward, fj_spec** spec);
+FJ_API fj_status fj_backward_num_stages(const fj_backward* backward, size_t* count);
+FJ_API fj_status fj_backward_stage(const fj_backward* backward, size_t index, fj_spec** spec);
+/* Every buffer: `info` (is_output = 0) and its role. Valid while `backward` lives. */
+FJ_API fj_status fj_backward_num_buffers(const fj_backward* backward, size_t* count);
+FJ_API fj_status fj_backward_buffer(const fj_backward* backward, size_t index, fj_arg_info* info,
+                                    fj_buffer_role* role);
+/* The buffer holding forward input `input`'s gradient; *buffer = NULL when the
+ * gradient is zero or was not asked for. Valid while `backward` lives. */
+FJ_API fj_status fj_backward_input_grad(const fj_backward* backward, const char* input, const char** buffer);
+/* print_backward's text (buffers, stages, notes); released with fj_free(). */
+FJ_API fj_status fj_backward_print(const fj_backward* backward, char** text);
+
 #ifdef __cplusplus
 }
 #endif

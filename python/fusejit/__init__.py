@@ -8,16 +8,18 @@ on torch tensors (ctypes over libfusejit_c.so; docs/python.md).
     y = k(x, w, b, bias)                    # torch CPU tensors or numpy arrays
 
 fusejit.models holds drop-in nn.Modules for the seed chains, fusejit.nn.Fused any spec as an
-nn.Module, fusejit.torch any spec as a torch.library operator (all need torch).
+nn.Module, fusejit.torch any spec as a torch.library operator, fusejit.autograd any spec as a
+differentiable function (all need torch); fusejit.Backward is a spec's gradient program.
 """
 from . import specs
+from .backward import Backward, Buffer
 from ._kernel import (Arg, Kernel, Spec, backend_available, compile, compile_cubin, device_count,
                       emit, version)
 from ._lib import (CompileError, CudaError, FusejitError, InvalidArgumentError, NoDeviceError,
                    SpecError, SpecFileError, library_candidates)
 
 __all__ = [
-    "Arg", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
+    "Arg", "Backward", "Buffer", "Kernel", "Spec", "backend_available", "compile", "compile_cubin", "device_count",
     "emit", "version",
     "specs", "models", "FusejitError", "InvalidArgumentError", "SpecError", "SpecFileError",
     "CompileError", "NoDeviceError", "CudaError", "library_candidates",
@@ -27,7 +29,7 @@ __all__ = [
 # fusejit.nn and fusejit.torch stay out of __all__: `from fusejit import *` would
 # shadow torch's own `nn` and `torch` in the caller's namespace.
 def __getattr__(name):
-    if name in ("models", "nn", "torch"):  # import torch, so only on demand
+    if name in ("autograd", "models", "nn", "torch"):  # import torch, so only on demand
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'fusejit' has no attribute {name!r}")

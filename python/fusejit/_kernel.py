@@ -55,10 +55,12 @@ class Spec:
     path, else text.
     """
 
-    def __init__(self, source, filename=None):
+    def __init__(self, source, filename=None, *, _handle=None):
         L = lib()
         handle = c_void_p()
-        if _is_path(source):
+        if _handle is not None:  # a spec the library made (fusejit.Backward's stages)
+            handle = _handle
+        elif _is_path(source):
             check(L.fj_spec_load(encode_path(source), byref(handle)))
         else:
             name = filename if filename is not None else "<spec>"

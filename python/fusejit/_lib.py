@@ -133,6 +133,15 @@ _SIGNATURES = {
     "fj_kernel_autotune": (c_int, [c_void_p, POINTER(c_int)]),
     "fj_kernel_backend": (c_int, [c_void_p, POINTER(c_int)]),
     "fj_kernel_launch": (c_int, [c_void_p, POINTER(c_uint64), c_size_t, c_void_p]),
+    "fj_backward_build": (c_int, [c_void_p, POINTER(c_char_p), POINTER(c_void_p)]),
+    "fj_backward_destroy": (None, [c_void_p]),
+    "fj_backward_forward": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "fj_backward_num_stages": (c_int, [c_void_p, POINTER(c_size_t)]),
+    "fj_backward_stage": (c_int, [c_void_p, c_size_t, POINTER(c_void_p)]),
+    "fj_backward_num_buffers": (c_int, [c_void_p, POINTER(c_size_t)]),
+    "fj_backward_buffer": (c_int, [c_void_p, c_size_t, POINTER(ArgInfoC), POINTER(c_int)]),
+    "fj_backward_input_grad": (c_int, [c_void_p, c_char_p, POINTER(c_char_p)]),
+    "fj_backward_print": (c_int, [c_void_p, POINTER(c_void_p)]),
 }
 
 _lock = threading.Lock()

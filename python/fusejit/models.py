@@ -5,8 +5,10 @@ the same parameters under the same names (so load_state_dict works both ways),
 initialized as PyTorch does, and compiles one kernel per input shape, dtype
 and device at first use (cached on the module).
 
-Inference only: there is no backward yet, so outputs are not connected to
-autograd (a warning says so once when gradients would be expected).
+Gradients: GemmBiasRelu trains (its generated backward runs when gradients are
+wanted: fusejit.autograd); the conv chains have no backward yet, so their outputs
+are not connected to autograd (a warning says so once when gradients would be
+expected).
 Precision: precision=None picks it from the input's dtype (float32 -> "fp32",
 float16 -> "f16", bfloat16 -> "bf16"); pass "tf32" to opt into TF32.
 """
@@ -47,6 +49,7 @@ class _FusedModule(nn.Module):
         self.arch = arch
         self.config = config
         self._kernels = {}
+        self._differentiable = {}  # key -> fusejit.autograd.DifferentiableSpec, or None: no backward
         self._warned_autograd = False
 
     def _run(self, tensors, names, make_spec):
@@ -64,11 +67,24 @@ class _FusedModule(nn.Module):
                               device="cpu" if x.device.type == "cpu" else x.device)
             self._kernels[key] = kernel
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            differentiable = self._autograd(key, make_spec(descs, precision))
+            if differentiable is not None:
+                return differentiable(*[t.contiguous() for t in tensors])
             if not self._warned_autograd:
-                warnings.warn(f"{type(self).__name__}: fusejit has no backward yet; the output "
+                warnings.warn(f"{type(self).__name__}: fusejit has no backward for this chain yet; the output "
                               "is not connected to autograd", stacklevel=3)
                 self._warned_autograd = True
         return kernel(*[t.detach().contiguous() for t in tensors])
+
+    def _autograd(self, key, spec):
+        if key not in self._differentiable:
+            from . import autograd
+            from ._lib import SpecError
+            try:
+                self._differentiable[key] = autograd.function(spec, arch=self.arch, config=self.config)
+            except SpecError:
+                self._differentiable[key] = None
+        return self._differentiable[key]
 
     def spec_for(self, x):
         """The YAML spec this module would compile for input `x` (for inspection)."""

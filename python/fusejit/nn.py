@@ -11,8 +11,11 @@ torch.library operator (fusejit.torch.op_for), so torch.compile traces it
 without a graph break and CUDA graphs capture it; on older torch it calls the
 kernels directly.
 
-Forward only: there is no backward yet, so outputs are not connected to
-autograd (a warning says so once when gradients would be expected).
+When gradients are wanted (grad mode on and an input or parameter requiring
+grad), the module runs fusejit.autograd: the forward saves what the generated
+backward needs, and loss.backward() runs the backward stages. A chain whose ops
+have no derivative yet (conv2d, norms, pooling) runs forward only, with a
+warning, once, that its outputs are not connected to autograd.
 """
 import warnings
 
@@ -59,6 +62,8 @@ class Fused(torch.nn.Module):
         self._op = _fj_torch.op_for(self._spec, config=config, arch=arch) if _fj_torch.available() else None
         self._kernels = None if self._op is not None else DeviceKernels(self._spec, arch, config, self._label)
         self._warned_autograd = False
+        self._differentiable = None  # fusejit.autograd.DifferentiableSpec, built when first needed
+        self._compile_args = dict(config=config, arch=arch)
 
     @property
     def spec(self):
@@ -95,17 +100,25 @@ class Fused(torch.nn.Module):
             if t.device != device:
                 raise ValueError(f"{self._label}: '{name}' is on {t.device}, '{names[lead]}' on {device} "
                                  f"(move the module with .to(device))")
-        self._warn_autograd(tensors)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            differentiable = self._autograd()
+            if differentiable is not None:
+                return differentiable(*tensors)
         run = self._op if self._op is not None else self._kernels.for_device(device)
         return run(*[t.detach() for t in tensors])
 
-    def _warn_autograd(self, tensors):
-        if self._warned_autograd or not torch.is_grad_enabled():
-            return
-        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
-            self._warned_autograd = True
-            warnings.warn(f"{self._label}: fusejit has no backward yet; the output is not connected to "
-                          f"autograd (run under torch.no_grad() to silence this)", stacklevel=3)
+    def _autograd(self):
+        """The spec with its generated backward, or None (with a warning, once) when it has none."""
+        if self._differentiable is None and not self._warned_autograd:
+            from . import autograd
+            from ._lib import SpecError
+            try:
+                self._differentiable = autograd.function(self._spec, **self._compile_args)
+            except SpecError as e:
+                self._warned_autograd = True
+                warnings.warn(f"{self._label}: no backward ({e}); the output is not connected to autograd "
+                              f"(run under torch.no_grad() to silence this)", stacklevel=4)
+        return self._differentiable
 
     def extra_repr(self):
         return f"spec={self._spec.name!r}, inputs={self._inputs}, parameters={list(self._parameters)}"

@@ -121,12 +121,39 @@ def test_forward_errors_name_the_input():
             only_params.to("meta")()
 
 
-def test_warns_once_that_there_is_no_backward():
-    p, x = make()
+def test_gradients_flow_to_parameters_and_inputs():
+    p, x = make(5)
     m = fusejit.nn.Fused(LINEAR_GELU, w=p["w"], b=p["b"], scale=p["scale"])
+    x = x.clone().requires_grad_()
+    y, s = m(x)
+    (y.sum() + 2 * s.sum()).backward()
+    ref = {k: v.double().requires_grad_() for k, v in p.items()}
+    x64 = x.detach().double().requires_grad_()
+    ry, rs = reference(ref, x64)
+    (ry.sum() + 2 * rs.sum()).backward()
+    assert rel_l2(x.grad, x64.grad) <= 1e-5
+    for name, param in m.named_parameters():
+        assert rel_l2(param.grad, ref[name].grad) <= 1e-5, name
+
+
+POOLED = """\
+name: nn_linear_pool
+inputs:
+  - {name: x, shape: [6, 20]}
+  - {name: w, shape: [12, 20]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: y, op: max_pool1d, args: [h], kernel_size: 2}
+outputs: [y]
+"""
+
+
+def test_warns_once_when_a_chain_has_no_backward():
+    p, x = make()
+    m = fusejit.nn.Fused(POOLED, w=p["w"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        y, _ = m(x)
+        y = m(x)
         m(x)
     assert sum("no backward" in str(w.message) for w in caught) == 1
     assert not y.requires_grad

@@ -4,6 +4,7 @@
 
 #include "compiler/cpu_program.h"
 #include "compiler/program.h"
+#include "fusejit/backward.h"
 #include "fusejit/engine.h"
 #include "fusejit/spec.h"
 #include "runtime/cuda_driver.h"
@@ -41,8 +42,38 @@ int emit_cpu(const Graph& g, const ParsedArgs& a) {
   return 0;
 }
 
+// The gradient program (fusejit/backward.h); with --plan, each stage's plan too.
+int emit_backward(const Graph& g, const ParsedArgs& a, Backend backend) {
+  auto program = build_backward(g);
+  if (!program) {
+    std::fprintf(stderr, "fusejit emit: %s\n", program.error().str().c_str());
+    return 1;
+  }
+  std::printf("%s", print_backward(*program).c_str());
+  if (!a.flags.count("plan")) return 0;
+  if (backend == Backend::Cpu) {
+    std::printf("\n(the per-stage plans are printed for the CUDA backend only)\n");
+    return 0;
+  }
+  Engine engine;
+  CompileOptions opts;
+  opts.arch = a.get("arch", "sm_90a");
+  opts.config = a.get("config");
+  std::vector<std::pair<std::string, const Graph*>> graphs = {{"forward", &program->forward}};
+  for (const auto& st : program->stages) graphs.push_back({st.what, &st.graph});
+  for (const auto& [what, graph] : graphs) {
+    auto p = engine.emit(*graph, opts);
+    if (!p) {
+      std::fprintf(stderr, "fusejit emit: %s: %s\n", what.c_str(), p.error().str().c_str());
+      return 1;
+    }
+    std::printf("\nplan of %s:\n%s", what.c_str(), p->plan_text.c_str());
+  }
+  return 0;
+}
+
 int run_emit(const std::vector<std::string>& argv) {
-  ParsedArgs a = parse_args(argv, {"arch", "config", "backend", "batch"}, {"plan"});
+  ParsedArgs a = parse_args(argv, {"arch", "config", "backend", "batch"}, {"plan", "backward"});
   std::string backend_error;
   Backend backend = parse_backend_arg(a.get("backend", "cuda"), backend_error);
   long long batch = a.get_int("batch", 0);
@@ -61,6 +92,7 @@ int run_emit(const std::vector<std::string>& argv) {
       std::fprintf(stderr, "fusejit emit: %s\n", s.error().str().c_str());
       return 1;
     }
+  if (a.flags.count("backward")) return emit_backward(*g, a, backend);
   if (backend == Backend::Cpu) return emit_cpu(*g, a);
   Engine engine;
   CompileOptions opts;
@@ -90,7 +122,7 @@ int run_emit(const std::vector<std::string>& argv) {
 const Command kEmit{
     "emit", "print the CUDA C++ (or, --backend cpu, LLVM IR) generated for a spec, or its plan",
     "usage: fusejit emit SPEC.yaml [--backend cuda|cpu|auto] [--arch sm_90a] [--config STR]\n"
-    "                              [--batch N] [--plan]\n\n"
+    "                              [--batch N] [--plan] [--backward]\n\n"
     "Prints the generated CUDA source: every shape a compile-time constant, one device\n"
     "function per epilogue node, kernels named after what they do. No GPU needed.\n"
     "  --backend B    cuda (default), cpu: the LLVM IR module for this host (docs/cpu.md),\n"
@@ -99,6 +131,8 @@ const Command kEmit{
     "  --arch ARCH    target the code is generated for (default sm_90a)\n"
     "  --config STR   scheduler config override (see docs/codegen.md)\n"
     "  --plan         print the fusion plan and the launches instead of the source\n"
+    "  --backward     print the gradient program (docs/backward.md): buffers, stages, and with\n"
+    "                 --plan each stage's plan\n"
     "Exit status: 0 ok, 1 error, 2 usage, 3 the CPU backend is not in this build.\n",
     run_emit};
 

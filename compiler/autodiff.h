@@ -1,0 +1,73 @@
+// compiler/autodiff.h — building blocks of build_backward (fusejit/backward.h):
+// a writer that appends typed nodes to a stage graph, and the derivative of
+// each op (autodiff_rules.cpp), applied in a reverse sweep.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusejit/backward.h"
+#include "fusejit/ir.h"
+
+namespace fusejit::ad {
+
+// Appends nodes to a graph, tracking each value's shape as it goes (the stage
+// graphs are prepared afterwards, which infers and checks every type again).
+class StageWriter {
+ public:
+  explicit StageWriter(Graph& g) : g_(g) {}
+  Graph& graph() { return g_; }
+  const Shape& shape(ValueId v) const { return shapes_.at(static_cast<size_t>(v)); }
+
+  ValueId input(const std::string& name, const TensorType& type);
+  ValueId constant(double value);
+  ValueId unary(OpKind op, ValueId x, AttrMap attrs = {});
+  ValueId binary(OpKind op, ValueId a, ValueId b);
+  ValueId add(ValueId a, ValueId b) { return binary(OpKind::Add, a, b); }
+  ValueId sub(ValueId a, ValueId b) { return binary(OpKind::Sub, a, b); }
+  ValueId mul(ValueId a, ValueId b) { return binary(OpKind::Mul, a, b); }
+  ValueId div(ValueId a, ValueId b) { return binary(OpKind::Div, a, b); }
+  ValueId scale(ValueId a, double c) { return mul(a, constant(c)); }
+  ValueId reduce(OpKind op, ValueId x, std::vector<int64_t> dims, bool keepdim);
+  ValueId expand(ValueId x, const Shape& shape);
+  ValueId reshape(ValueId x, const Shape& shape);  // no node when the shape is already `shape`
+  ValueId transpose(ValueId x, int64_t d0, int64_t d1);
+  ValueId matmul(ValueId a, ValueId b);
+  ValueId linear(ValueId x, ValueId w);
+  // Copies forward node `n` with new operands (its attributes and name kept).
+  ValueId copy(const Node& n, std::vector<ValueId> operands, const Shape& shape);
+  void output(const std::string& name, ValueId v);
+
+  // Sums `v` (of a broadcast result's shape) down to `target`, the shape of
+  // the operand that was broadcast: over the leading dims it lacks and the
+  // dims where it has 1 (PyTorch's sum_to_size).
+  ValueId sum_to(ValueId v, const Shape& target);
+  // `v`, the result of a reduction over `dims` of an `in`-shaped tensor, with
+  // the reduced dims as 1 (a reshape when the reduction dropped them).
+  ValueId keep_dims(ValueId v, const Shape& in, const std::vector<int64_t>& dims, bool keepdim);
+
+ private:
+  ValueId push(Node n, Shape shape);
+  Graph& g_;
+  std::vector<Shape> shapes_;
+};
+
+// The values of the forward graph as the stage sees them (recomputed or
+// loaded on first use), and the gradient contributions found so far.
+struct SweepContext {
+  const Graph& fwd;
+  StageWriter& w;
+  std::function<ValueId(ValueId)> primal;            // forward value -> stage value
+  std::function<void(ValueId, ValueId)> accumulate;  // forward value, gradient contribution
+};
+
+// Adds the contributions of d(loss)/d(value v) = `grad` to v's operands.
+// Errors for ops without a derivative yet.
+Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad);
+
+// Whether forward value `v` can carry a gradient (not a constant; not only
+// comparisons of it).
+bool differentiable(OpKind op);
+
+}  // namespace fusejit::ad

@@ -1,0 +1,138 @@
+"""A spec as a differentiable PyTorch function (docs/python.md, "Training").
+
+    f = fusejit.autograd.function("chain.yaml")
+    y = f(x, w, b)            # forward kernel; y.backward() runs the generated backward stages
+
+The forward runs the spec with its saved values (the anchor's output) as extra
+outputs; backward allocates the program's buffers with torch.empty and runs
+each stage (fusejit.Backward) on the gradients' device: CUDA tensors on the
+GPU, CPU tensors on the LLVM CPU backend. Inputs whose requires_grad is False
+get no gradient work (a program is built per set of such inputs, then cached).
+
+On torch >= 2.4 the forward and every stage are torch.library operators
+(fusejit.torch.op_for) and the backward is the forward operator's registered
+autograd formula, so torch.compile traces forward and backward without a graph
+break; older torch runs a torch.autograd.Function over the kernels.
+"""
+import threading
+
+import torch
+
+from . import torch as _fj_torch
+from ._kernel import DeviceKernels, _as_spec
+from .backward import Backward
+
+_registered = set()  # forward operators with an autograd formula
+_registered_lock = threading.Lock()
+
+_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+class DifferentiableSpec:
+    """The forward and backward kernels of one spec, per device and no_grad set."""
+
+    def __init__(self, spec, *, arch="auto", config=None):
+        self.spec = _as_spec(spec)
+        self._arch, self._config = arch, config
+        self._programs = {}  # frozenset(no_grad) -> (Backward, [stage runners])
+        self._lock = threading.Lock()
+        self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
+        self._forward_kernels = DeviceKernels(self.forward_spec, arch, config, f"fusejit '{self.spec.name}'")
+        self._op = None
+        if _fj_torch.available():
+            self._op = _fj_torch.op_for(self.forward_spec, config=config, arch=arch)
+            name = _fj_torch.op_name(self.forward_spec, config, arch)
+            with _registered_lock:
+                if name not in _registered:
+                    torch.library.register_autograd(f"fusejit::{name}", self._op_backward,
+                                                    setup_context=_op_setup_context)
+                    _registered.add(name)
+
+    @property
+    def input_names(self):
+        return [a.name for a in self.spec.inputs]
+
+    def program(self, no_grad):
+        """(Backward, [callable per stage taking (device, tensors)]) for inputs `no_grad` without gradients."""
+        key = frozenset(no_grad)
+        with self._lock:
+            entry = self._programs.get(key)
+            if entry is None:
+                bw = Backward(self.spec, no_grad=sorted(key))
+                if self._op is not None:  # operators: traceable by torch.compile
+                    ops = [_fj_torch.op_for(s, config=self._config, arch=self._arch) for s in bw.stages]
+                    runners = [lambda device, args, op=op: op(*args) for op in ops]
+                else:
+                    label = f"fusejit backward of '{self.spec.name}'"
+                    kernels = [DeviceKernels(s, self._arch, self._config, label) for s in bw.stages]
+                    runners = [lambda device, args, k=k: k.for_device(device)(*args) for k in kernels]
+                entry = (bw, runners)
+                self._programs[key] = entry
+        return entry
+
+    def _op_backward(self, ctx, *grads):
+        inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        needs = ctx.needs_input_grad
+        grads = self._backward(inputs, outs, grads, needs)
+        return tuple(g if need else None for g, need in zip(grads, needs))
+
+    def _backward(self, inputs, outs, grads, needs):
+        """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it)."""
+        names = self.input_names
+        bw, runners = self.program([n for n, need in zip(names, needs) if not need])
+        env = dict(zip(names, inputs))
+        env.update(zip([a.name for a in bw.forward.outputs], outs))
+        for buf, g, out in zip(bw.output_grads, grads, outs):
+            env[buf.name] = torch.zeros_like(out) if g is None else g.to(out.dtype).contiguous()
+        device = inputs[0].device
+        for spec, run in zip(bw.stages, runners):
+            result = run(device, [env[a.name].reshape(a.shape) for a in spec.inputs])  # views of the buffers
+            result = result if isinstance(result, tuple) else (result,)
+            env.update(zip([a.name for a in spec.outputs], result))
+        return [env[bw.input_grads[n]].reshape(t.shape).to(t.dtype) if n in bw.input_grads else torch.zeros_like(t)
+                for n, t in zip(names, inputs)]
+
+    def __call__(self, *inputs):
+        names = self.input_names
+        if len(inputs) != len(names):
+            raise TypeError(f"fusejit '{self.spec.name}' takes {len(names)} inputs ({', '.join(names)}), "
+                            f"got {len(inputs)}")
+        for name, t in zip(names, inputs):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"fusejit '{self.spec.name}': input '{name}': expected a torch.Tensor, "
+                                f"got {type(t).__name__}")
+        n_out = len(self.spec.outputs)
+        if self._op is not None:
+            out = self._op(*inputs)
+            out = (out if isinstance(out, tuple) else (out,))[:n_out]
+        else:
+            out = _FusedFunction.apply(self, *inputs)
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+def _op_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs, *output)
+    ctx.n_inputs = len(inputs)
+
+
+def function(spec, *, arch="auto", config=None):
+    """A callable running `spec` (path, YAML text or fusejit.Spec) forward
+    with autograd support; inputs in spec order."""
+    return DifferentiableSpec(spec, arch=arch, config=config)
+
+
+class _FusedFunction(torch.autograd.Function):  # torch < 2.4
+    @staticmethod
+    def forward(ctx, fn, *inputs):
+        outs = fn._forward_kernels.for_device(inputs[0].device)(*[t.detach() for t in inputs])
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        ctx.fn, ctx.n_inputs = fn, len(inputs)
+        ctx.save_for_backward(*inputs, *outs)
+        return tuple(outs[:len(fn.spec.outputs)])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        needs = ctx.needs_input_grad[1:]
+        grads = ctx.fn._backward(inputs, outs, grads, needs)
+        return (None,) + tuple(g if need else None for g, need in zip(grads, needs))

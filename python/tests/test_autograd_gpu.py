@@ -1,0 +1,156 @@
+"""fusejit.autograd on a GPU: gradients against PyTorch's float64 autograd,
+100 SGD steps of the seed-2 model tracking PyTorch's fp32 loss curve,
+torch.compile(fullgraph=True) of a model with two fusejit modules (forward and
+backward) against eager. Skips cleanly without torch or a CUDA device."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device for torch", allow_module_level=True)
+
+import fusejit  # noqa: E402
+
+if fusejit.device_count() == 0:
+    pytest.skip("fusejit sees no CUDA device", allow_module_level=True)
+
+F = torch.nn.functional
+DEV = torch.device("cuda", torch.cuda.current_device())
+needs_ops = pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.4: no torch.library")
+
+
+@pytest.fixture(autouse=True)
+def exact_fp32():
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def seed2_spec(m, k, n, precision="fp32"):
+    return f"""\
+name: seed2_small
+precision: {precision}
+inputs:
+  - {{name: x, shape: [{m}, {k}]}}
+  - {{name: gemm_w, shape: [{n}, {k}]}}
+  - {{name: bias, shape: [{n}], init: normal}}
+ops:
+  - {{name: gemm, op: linear, args: [x, gemm_w]}}
+  - {{name: biased, op: add, args: [gemm, bias]}}
+  - {{name: y, op: relu, args: [biased]}}
+outputs: [y]
+"""
+
+
+def rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+CHAIN = """\
+name: ad_gpu_chain
+inputs:
+  - {name: x, shape: [96, 160]}
+  - {name: w, shape: [200, 160]}
+  - {name: b, shape: [200]}
+  - {name: scale, shape: [200]}
+ops:
+  - {name: h, op: linear, args: [x, w, b]}
+  - {name: g, op: gelu, args: [h]}
+  - {name: y, op: mul, args: [g, scale]}
+  - {name: s, op: logsumexp, args: [y], dims: [1]}
+outputs: [y, s]
+"""
+
+
+def test_gradients_match_torch_float64():
+    g = torch.Generator(device="cpu").manual_seed(0)
+    vals = [torch.randn(96, 160, generator=g), torch.randn(200, 160, generator=g) * 0.1,
+            torch.randn(200, generator=g), torch.rand(200, generator=g) + 0.5]
+    ours = [v.to(DEV).requires_grad_() for v in vals]
+    ref = [v.to(DEV).double().requires_grad_() for v in vals]
+    y, s = fusejit.autograd.function(CHAIN)(*ours)
+    gy = torch.randn(96, 200, device=DEV)
+    ((y * gy).sum() + s.sum()).backward()
+    ry = F.gelu(F.linear(ref[0], ref[1], ref[2])) * ref[3]
+    ((ry * gy.double()).sum() + torch.logsumexp(ry, dim=1).sum()).backward()
+    for name, o, r in zip("x w b scale".split(), ours, ref):
+        assert rel_l2(o.grad, r.grad) <= 1e-5, (name, rel_l2(o.grad, r.grad))
+
+
+def test_seed2_training_tracks_pytorch_fp32():
+    m, k, n = 128, 256, 192
+    g = torch.Generator(device="cpu").manual_seed(1)
+    w0, b0 = torch.randn(n, k, generator=g) / k ** 0.5, torch.randn(n, generator=g)
+    x = torch.rand(m, k, generator=g).to(DEV)
+    target = torch.randn(m, n, generator=g).to(DEV)
+    block = fusejit.nn.Fused(seed2_spec(m, k, n), gemm_w=w0.clone().to(DEV), bias=b0.clone().to(DEV))
+    ref_w = torch.nn.Parameter(w0.clone().to(DEV))
+    ref_b = torch.nn.Parameter(b0.clone().to(DEV))
+    opt = torch.optim.SGD(block.parameters(), lr=0.5)
+    ref_opt = torch.optim.SGD([ref_w, ref_b], lr=0.5)
+    worst = 0.0
+    for step in range(100):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss = F.mse_loss(block(x), target)
+        ref_loss = F.mse_loss(torch.relu(F.linear(x, ref_w) + ref_b), target)
+        loss.backward()
+        ref_loss.backward()
+        opt.step()
+        ref_opt.step()
+        worst = max(worst, abs(loss.item() - ref_loss.item()) / abs(ref_loss.item()))
+    assert worst <= 1e-4, worst
+    assert loss.item() < 0.9 * F.mse_loss(torch.relu(F.linear(x, w0.to(DEV)) + b0.to(DEV)), target).item()
+
+
+@pytest.mark.parametrize("precision,tol", [("tf32", 5e-3), ("bf16", 3e-2)])
+def test_16_and_19_bit_gradients(precision, tol):
+    m, k, n = 128, 256, 192
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    g = torch.Generator(device="cpu").manual_seed(2)
+    vals = [torch.rand(m, k, generator=g), torch.randn(n, k, generator=g) / k ** 0.5, torch.randn(n, generator=g)]
+    ours = [v.to(DEV, dtype).requires_grad_() for v in vals]
+    ref = [v.to(DEV, dtype).double().requires_grad_() for v in vals]
+    gy = torch.randn(m, n, device=DEV)
+    (fusejit.autograd.function(seed2_spec(m, k, n, precision))(*ours).float() * gy).sum().backward()
+    (torch.relu(F.linear(ref[0], ref[1]) + ref[2]) * gy.double()).sum().backward()
+    for name, o, r in zip(("x", "gemm_w", "bias"), ours, ref):
+        assert o.grad.dtype == dtype, name
+        assert rel_l2(o.grad, r.grad) <= tol, (name, rel_l2(o.grad, r.grad))
+
+
+@needs_ops
+def test_compile_fullgraph_two_modules_forward_and_backward():
+    torch._dynamo.reset()
+    g = torch.Generator(device="cpu").manual_seed(3)
+
+    def block(k, n):
+        spec = seed2_spec(64, k, n).replace("seed2_small", f"seed2_{k}_{n}")
+        return fusejit.nn.Fused(spec, gemm_w=(torch.randn(n, k, generator=g) / k ** 0.5).to(DEV),
+                                bias=torch.randn(n, generator=g).to(DEV))
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = block(96, 128), block(128, 80)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    model = Two()
+    x = torch.rand(64, 96, device=DEV, requires_grad=True)
+    eager = model(x)
+    eager.sum().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    for p in model.parameters():
+        p.grad = None
+    x.grad = None
+    explain = torch._dynamo.explain(model)(x)
+    assert explain.graph_break_count == 0, explain.break_reasons
+    compiled = torch.compile(model, fullgraph=True)
+    out = compiled(x)
+    out.sum().backward()
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    for got, want in zip([p.grad for p in model.parameters()] + [x.grad], eager_grads):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,223 @@
+// build_backward (fusejit/backward.h): every gradient of a chain, computed by
+// the program's stages on the fp64 reference, against central finite
+// differences of L = sum_o <grad_o, y_o> (also fp64, written independently of
+// the derivative rules). Plus the program's structure and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "fusejit/spec.h"
+#include "tests/autodiff_reference.h"
+
+namespace fusejit {
+namespace {
+
+struct Case {
+  std::string name;
+  std::string inputs;  // YAML list items
+  std::string ops;
+  std::string outputs;
+  std::string precision = "fp32";
+};
+
+Graph parse(const Case& c) {
+  std::string text = "name: " + c.name + "\nprecision: " + c.precision + "\ninputs:\n" + c.inputs + "ops:\n" + c.ops +
+                     "outputs: " + c.outputs + "\n";
+  auto g = parse_spec(text, c.name + ".yaml");
+  EXPECT_TRUE(static_cast<bool>(g)) << (g ? "" : g.error().message) << "\n" << text;
+  return g ? *g : Graph{};
+}
+
+std::vector<HostTensor> random_out_grads(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<HostTensor> out;
+  for (const Output& o : g.outputs) {
+    HostTensor t{g.node(o.value).type, {}};
+    for (int64_t i = 0; i < t.type.numel(); ++i) t.data.push_back(normal(rng));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Every input's gradient against finite differences: relative L2 <= 1e-5 and
+// each element within 1e-4 of the gradient's RMS.
+void check_gradients(const Case& c, const BackwardOptions& opt = {}) {
+  SCOPED_TRACE(c.name);
+  Graph g = parse(c);
+  if (g.nodes.empty()) return;
+  auto p = build_backward(g, opt);
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  auto inputs = make_random_inputs(g, 7);
+  auto out_grads = random_out_grads(g, 11);
+  auto grads = testing::backward_on_reference(*p, inputs, out_grads);
+  ASSERT_TRUE(static_cast<bool>(grads)) << grads.error().message << "\n" << print_backward(*p);
+  const auto ids = g.inputs();
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const std::string& name = g.node(ids[j]).name;
+    const bool skipped = std::find(opt.no_grad.begin(), opt.no_grad.end(), name) != opt.no_grad.end();
+    auto it = grads->find(name);
+    if (skipped) {
+      EXPECT_EQ(it, grads->end()) << name << " was asked not to get a gradient";
+      continue;
+    }
+    const std::vector<double> fd = testing::finite_difference(g, inputs, j, out_grads);
+    double ref2 = 0, err2 = 0, worst = 0;
+    for (double v : fd) ref2 += v * v;
+    const double rms = std::sqrt(ref2 / static_cast<double>(fd.size()));
+    if (it == grads->end()) {  // a zero gradient is left out of the program
+      EXPECT_EQ(rms, 0.0) << name << " has no gradient buffer but a non-zero numeric gradient";
+      continue;
+    }
+    ASSERT_EQ(it->second.data.size(), fd.size()) << name;
+    for (size_t i = 0; i < fd.size(); ++i) {
+      const double e = it->second.data[i] - fd[i];
+      err2 += e * e;
+      worst = std::max(worst, std::fabs(e) / (rms + 1e-30));
+    }
+    const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+    EXPECT_LT(rel, 1e-5) << name << ": relative L2 error " << rel << "\n" << print_backward(*p);
+    EXPECT_LT(worst, 1e-4) << name << ": worst element error / rms " << worst;
+  }
+}
+
+const std::string kLinearInputs =
+    "  - {name: x, shape: [3, 4], init: normal}\n  - {name: w, shape: [5, 4], init: normal}\n";
+
+TEST(Autodiff, LinearBiasReluMatchesFiniteDifferences) {
+  check_gradients({"linear_bias_relu", kLinearInputs + "  - {name: b, shape: [5]}\n  - {name: p, shape: [5]}\n",
+                   "  - {name: z, op: linear, args: [x, w, b]}\n  - {name: s, op: add, args: [z, p]}\n"
+                   "  - {name: y, op: relu, args: [s]}\n",
+                   "[y]"});
+}
+
+TEST(Autodiff, EveryUnaryOp) {
+  const std::vector<std::string> ops = {
+      "relu", "leaky_relu, negative_slope: 0.2", "gelu", "gelu, approximate: tanh", "sigmoid", "tanh", "silu",
+      "mish", "softplus, beta: 2.0, threshold: 1.5", "hardswish", "hardsigmoid", "hardtanh, min_val: -0.5, max_val: 0.7",
+      "elu, alpha: 0.7", "exp", "abs", "neg", "square", "clamp, min: -0.3, max: 0.4", "erf"};
+  for (const std::string& op : ops)
+    check_gradients({"unary_" + op.substr(0, op.find(',')), kLinearInputs,
+                     "  - {name: z, op: linear, args: [x, w]}\n  - {name: y, op: " + op + ", args: [z]}\n", "[y]"});
+  // log, sqrt, rsqrt need positive arguments: exp(z) first.
+  for (const std::string op : {"log", "sqrt", "rsqrt"})
+    check_gradients({"unary_" + op, kLinearInputs,
+                     "  - {name: z, op: linear, args: [x, w]}\n  - {name: e, op: exp, args: [z]}\n"
+                     "  - {name: y, op: " + op + ", args: [e]}\n",
+                     "[y]"});
+}
+
+TEST(Autodiff, BinaryOpsWithBroadcastParameters) {
+  const std::string in = kLinearInputs + "  - {name: p, shape: [5]}\n  - {name: q, shape: [3, 1]}\n";
+  for (const std::string op : {"add", "sub", "mul", "div", "minimum", "maximum"})
+    check_gradients({"binary_" + op, in,
+                     "  - {name: z, op: linear, args: [x, w]}\n  - {name: u, op: " + op + ", args: [z, p]}\n"
+                     "  - {name: y, op: " + op + ", args: [q, u]}\n",
+                     "[y]"});
+  check_gradients({"binary_pow", in,
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: e, op: exp, args: [z]}\n"
+                   "  - {name: y, op: pow, args: [e, p]}\n  - {name: y2, op: pow, args: [q, 2.0]}\n"
+                   "  - {name: y3, op: mul, args: [y, y2]}\n",
+                   "[y3]"});
+}
+
+TEST(Autodiff, ReductionsSoftmaxAndSeveralOutputs) {
+  const std::string in = kLinearInputs + "  - {name: p, shape: [5]}\n";
+  for (const std::string r : {"sum", "mean", "max", "min", "logsumexp"})
+    for (const std::string keep : {"true", "false"})
+      check_gradients({"reduce_" + r + "_" + keep, in,
+                       "  - {name: z, op: linear, args: [x, w]}\n  - {name: u, op: mul, args: [z, p]}\n"
+                       "  - {name: r, op: " + r + ", args: [u], dims: [1], keepdim: " + keep + "}\n"
+                       "  - {name: y, op: tanh, args: [r]}\n",
+                       "[y]"});
+  check_gradients({"softmax_two_outputs", in,
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: s, op: softmax, args: [z], dim: 1}\n"
+                   "  - {name: l, op: log_softmax, args: [z], dim: -1}\n  - {name: y, op: mul, args: [s, p]}\n",
+                   "[y, l, z]"});
+  check_gradients({"mean_all_then_scale", kLinearInputs,
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: m, op: mean, args: [z], dims: [0, 1]}\n"
+                   "  - {name: y, op: mul, args: [z, m]}\n",
+                   "[y]"});
+}
+
+TEST(Autodiff, ResidualUseOfTheAnchorInput) {
+  check_gradients({"residual", "  - {name: x, shape: [3, 4], init: normal}\n  - {name: w, shape: [4, 4], init: normal}\n",
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: g, op: gelu, args: [z]}\n"
+                   "  - {name: y, op: add, args: [g, x]}\n",
+                   "[y]"});
+}
+
+TEST(Autodiff, LinearOverThreeDimsAndMatmul) {
+  check_gradients({"linear_3d", "  - {name: x, shape: [2, 3, 4], init: normal}\n  - {name: w, shape: [5, 4], init: normal}\n"
+                   "  - {name: b, shape: [5]}\n",
+                   "  - {name: z, op: linear, args: [x, w, b]}\n  - {name: y, op: log_softmax, args: [z], dim: 2}\n",
+                   "[y]"});
+  check_gradients({"matmul_2d", "  - {name: a, shape: [3, 4], init: normal}\n  - {name: b, shape: [4, 5], init: normal}\n",
+                   "  - {name: z, op: matmul, args: [a, b]}\n  - {name: y, op: softmax, args: [z], dim: 1}\n", "[y]"});
+  check_gradients({"matmul_batched_a", "  - {name: a, shape: [2, 3, 4], init: normal}\n"
+                   "  - {name: b, shape: [4, 5], init: normal}\n",
+                   "  - {name: z, op: matmul, args: [a, b]}\n  - {name: y, op: sigmoid, args: [z]}\n", "[y]"});
+  check_gradients({"matmul_broadcast", "  - {name: a, shape: [1, 3, 4], init: normal}\n"
+                   "  - {name: b, shape: [2, 4, 5], init: normal}\n",
+                   "  - {name: z, op: matmul, args: [a, b]}\n  - {name: y, op: tanh, args: [z]}\n", "[y]"});
+  check_gradients({"matmul_plain", "  - {name: a, shape: [3, 4], init: normal}\n  - {name: b, shape: [4, 5], init: normal}\n",
+                   "  - {name: y, op: matmul, args: [a, b]}\n", "[y]"});
+}
+
+TEST(Autodiff, NoGradInputsAreLeftOut) {
+  Case c{"no_grad", kLinearInputs + "  - {name: b, shape: [5]}\n",
+         "  - {name: z, op: linear, args: [x, w, b]}\n  - {name: y, op: relu, args: [z]}\n", "[y]"};
+  check_gradients(c, BackwardOptions{{"x"}});
+  check_gradients(c, BackwardOptions{{"w", "b"}});
+  Graph g = parse(c);
+  auto p = build_backward(g, BackwardOptions{{"x"}});
+  ASSERT_TRUE(static_cast<bool>(p));
+  for (const auto& st : p->stages) EXPECT_EQ(st.what.find("dX"), std::string::npos) << "a dX stage for a no_grad x";
+  auto bad = build_backward(g, BackwardOptions{{"nope"}});
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(bad.error().message.find("'nope'"), std::string::npos) << bad.error().message;
+}
+
+TEST(Autodiff, ProgramShape) {
+  Graph g = parse({"shape", kLinearInputs + "  - {name: b, shape: [5]}\n",
+                   "  - {name: z, op: linear, args: [x, w, b]}\n  - {name: y, op: relu, args: [z]}\n", "[y]"});
+  auto p = build_backward(g);
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  // The forward saves Z; stages: epilogue (no anchor), dX, dW; every stage graph names only known buffers.
+  EXPECT_EQ(p->forward.outputs.size(), 2u);
+  ASSERT_EQ(p->stages.size(), 3u) << print_backward(*p);
+  EXPECT_FALSE(p->stages[0].graph.anchor().has_value());
+  EXPECT_TRUE(p->stages[1].graph.anchor().has_value());
+  EXPECT_TRUE(p->stages[2].graph.anchor().has_value());
+  for (const auto& st : p->stages) {
+    for (ValueId i : st.graph.inputs()) EXPECT_NE(p->buffer(st.graph.node(i).name), nullptr) << st.graph.node(i).name;
+    for (const Output& o : st.graph.outputs) EXPECT_NE(p->buffer(o.name), nullptr) << o.name;
+  }
+  for (const std::string in : {"x", "w", "b"}) {
+    ASSERT_TRUE(p->input_grads.count(in)) << in;
+    const BackwardBuffer* buf = p->buffer(p->input_grads.at(in));
+    ASSERT_NE(buf, nullptr);
+    EXPECT_EQ(buf->type.shape, g.node(g.inputs()[in == "x" ? 0 : in == "w" ? 1 : 2]).type.shape) << in;
+  }
+  const std::string text = print_backward(*p);
+  EXPECT_NE(text.find("dW = dZ^T X"), std::string::npos) << text;
+}
+
+TEST(Autodiff, UnsupportedOpsAreClearErrors) {
+  Graph conv = parse({"conv", "  - {name: x, shape: [1, 2, 5, 5]}\n  - {name: w, shape: [3, 2, 3, 3]}\n",
+                      "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: y, op: relu, args: [z]}\n", "[y]"});
+  auto p = build_backward(conv);
+  ASSERT_FALSE(static_cast<bool>(p));
+  EXPECT_NE(p.error().message.find("conv2d"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().str().find("conv.yaml:"), std::string::npos) << p.error().str();
+  Graph pool = parse({"pool", kLinearInputs,
+                      "  - {name: z, op: linear, args: [x, w]}\n  - {name: y, op: max_pool1d, args: [z], kernel_size: 2}\n",
+                      "[y]"});
+  auto q = build_backward(pool);
+  ASSERT_FALSE(static_cast<bool>(q));
+  EXPECT_NE(q.error().message.find("max_pool1d"), std::string::npos) << q.error().message;
+}
+
+}  // namespace
+}  // namespace fusejit
