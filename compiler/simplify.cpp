@@ -83,6 +83,7 @@ struct Pass {
 };
 constexpr Pass kPasses[] = {
     {"size-1 dims", simplify::fold_size1_dims},
+    {"layout", simplify::fold_layout},
     {"constants", simplify::fold_constants},
     {"algebra", simplify::fold_algebra},
     {"cse", simplify::eliminate_common_subexpressions},

@@ -86,6 +86,10 @@ bool fold_size1_dims(const Graph& g, Graph& out, std::vector<std::string>* notes
 // add/sub.
 bool fold_algebra(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
+// simplify_layout.cpp: layout ops that keep the shape or undo each other,
+// and chains of reshapes / expands, folded.
+bool fold_layout(const Graph& g, Graph& out, std::vector<std::string>* notes);
+
 // simplify_constants.cpp: elementwise ops on constants only become a constant.
 bool fold_constants(const Graph& g, Graph& out, std::vector<std::string>* notes);
 

@@ -27,7 +27,8 @@ struct Tensor {
 
 // build(g, x, extras): x is input "x" passed through `x + z1 @ z2` (z1 = z2 =
 // [[0]], so exactly x) to give the graph its anchor; with own_anchor the case
-// receives the raw input and creates the anchor itself.
+// receives the raw input and creates the anchor itself (or none: a pointwise
+// program).
 using Build = std::function<Value(GraphBuilder&, Value, std::vector<Value>&)>;
 struct HandCase {
   std::string name;
@@ -302,9 +303,45 @@ std::vector<HandCase> norm_cases() {
   };
 }
 
+// erf, the comparisons (1 or 0; 0 with a NaN) and the layout ops; some without an anchor.
+std::vector<HandCase> layout_cases() {
+  Tensor b{{3}, {0.5f, -2.0f, 4.0f}};  // broadcast over the rows of kX [[-4,-2,-0.5],[0,1.5,4]]
+  Tensor nan_a{{1, 3}, {kNaNf, 1.0f, 2.0f}}, nan_b{{3}, {0.0f, kNaNf, 3.0f}};
+  auto cmp = [](OpKind k) {
+    return [k](GraphBuilder& g, Value x, std::vector<Value>& e) { return g.op(k, {x, e.at(0)}); };
+  };
+  return {
+      {"erf", kX, {}, un([](Value v) { return v.erf(); }),
+       {-0.9999999845827421, -0.9953222650189527, -0.5204998778130465, 0.0, 0.9661051464753108, 0.9999999845827421}},
+      {"gt", kX, {b}, cmp(OpKind::Gt), {0, 0, 0, 0, 1, 0}},
+      {"ge", kX, {b}, cmp(OpKind::Ge), {0, 1, 0, 0, 1, 1}},
+      {"lt", kX, {b}, cmp(OpKind::Lt), {1, 0, 1, 1, 0, 0}},
+      {"le", kX, {b}, cmp(OpKind::Le), {1, 1, 1, 1, 0, 1}},
+      {"eq", kX, {b}, cmp(OpKind::Eq), {0, 1, 0, 0, 0, 1}},
+      {"gt_scalar_no_anchor", kX, {}, un([](Value v) { return v.gt(0.0); }), {0, 0, 0, 0, 1, 1}, true},
+      {"gt_nan", nan_a, {nan_b}, cmp(OpKind::Gt), {0, 0, 0}},
+      {"le_nan", nan_a, {nan_b}, cmp(OpKind::Le), {0, 0, 1}},
+      {"eq_nan", nan_a, {nan_a}, cmp(OpKind::Eq), {0, 1, 1}, true},
+      // [2, 1] -> [2, 3]; [3] -> [2, 2, 3] (a new leading dim)
+      {"expand", {{2, 1}, {1.0f, 2.0f}}, {}, un([](Value v) { return v.expand({2, 3}); }), {1, 1, 1, 2, 2, 2}},
+      {"expand_leading_no_anchor", {{3}, {1.0f, 2.0f, 3.0f}}, {}, un([](Value v) { return v.expand({2, 2, 3}); }),
+       {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, true},
+      // [[1,2,3],[4,5,6]] as [[1,2],[3,4],[5,6]], plus [10, 20] per column
+      {"reshape", kRows, {{{2}, {10.0f, 20.0f}}},
+       [](GraphBuilder&, Value v, std::vector<Value>& e) { return v.reshape({3, 2}) + e.at(0); },
+       {11, 22, 13, 24, 15, 26}},
+      {"reshape_sum_no_anchor", kRows, {}, un([](Value v) { return v.sum({1}).reshape({1, 2}); }), {6, 15}, true},
+      {"transpose", kRows, {}, un([](Value v) { return v.transpose(0, 1); }), {1, 4, 2, 5, 3, 6}},
+      // out[i][j][k] = in[k][j][i] of 1..12 as [2, 2, 3]
+      {"transpose_3d_no_anchor", kCube, {}, un([](Value v) { return v.transpose(0, -1); }),
+       {1, 7, 4, 10, 2, 8, 5, 11, 3, 9, 6, 12}, true},
+  };
+}
+
 std::vector<HandCase> all_cases() {
   std::vector<HandCase> all;
-  for (auto list : {unary_cases(), binary_cases(), reduction_cases(), pool_cases(), anchor_cases(), norm_cases()})
+  for (auto list : {unary_cases(), binary_cases(), reduction_cases(), pool_cases(), anchor_cases(), norm_cases(),
+                    layout_cases()})
     for (auto& c : list) all.push_back(std::move(c));
   return all;
 }

@@ -149,7 +149,8 @@ class RandomGraph {
   Value step(GraphBuilder& g, Value v) {
     auto rank = static_cast<int64_t>(shape_.size());
     int64_t d = pick(0, rank - 1);
-    switch (pick(0, 6)) {
+    switch (pick(0, 7)) {
+      case 7: return layout(v, d);
       case 0:
       case 1: return unary(v);
       case 2: return binary(g, v);
@@ -185,6 +186,35 @@ class RandomGraph {
     }
   }
 
+  // erf, a comparison mask, or a layout op (shape_ follows).
+  Value layout(Value v, int64_t d) {
+    const auto rank = static_cast<int64_t>(shape_.size());
+    switch (pick(0, 5)) {
+      case 0: return v.erf();
+      case 1:  // eq(v, relu(v)): 1 where v >= 0
+        return v * v.gt(0.1) + v.ge(v.sigmoid()) - v.lt(-0.2) + v.le(0.0) * v.eq(v.relu());
+      case 2: {
+        if (rank < 2) return v.erf();
+        const int64_t e = pick(0, rank - 1);
+        std::swap(shape_[static_cast<size_t>(d)], shape_[static_cast<size_t>(e)]);
+        return v.transpose(d, e);
+      }
+      case 3: return v * v.sum({d}, true).expand(shape_);
+      default: {
+        Shape to = shape_;
+        if (rank >= 2 && pick(0, 1)) {  // the last two dims merged
+          const int64_t last = to.back();
+          to.pop_back();
+          to.back() *= last;
+        } else {
+          to.insert(to.begin() + pick(0, rank), 1);  // a size-1 dim added
+        }
+        shape_ = to;
+        return v.reshape(to);
+      }
+    }
+  }
+
   Value pool(Value v) {
     auto rank = shape_.size();
     if (rank == 4 && pick(0, 1)) {
@@ -209,7 +239,7 @@ class RandomGraph {
 TEST(ReferenceSampled, AgreesWithDenseOnRandomGraphs) {
   int checked = 0;
   std::set<OpKind> ops;
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
     auto graph = RandomGraph(seed).make();
     ASSERT_TRUE(graph) << "seed " << seed << ": " << graph.error().str();
     for (const Node& n : graph->nodes) ops.insert(n.op);

@@ -303,6 +303,38 @@ const BadSpec kCases[] = {
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\n  - {name: b, shape: [16]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\noutputs: [h]\n",
      "input 'b' is never used", 4, "{"},
+    {"expand to a shape it does not broadcast to",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: expand, args: [h], shape: [3, 16]}\noutputs: [e]\n",
+     "expand 'e': cannot expand [4,16] to [3,16] (PyTorch rules", 6, "{"},
+    {"expand to fewer dims",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: expand, args: [h], shape: [16]}\noutputs: [e]\n",
+     "expand 'e': cannot expand [4,16] to [16]", 6, "{"},
+    {"expand without a shape",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: expand, args: [h]}\noutputs: [e]\n",
+     "expand 'e': missing required attribute 'shape'", 6, "{"},
+    {"reshape changing the element count",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: reshape, args: [h], shape: [5, 16]}\noutputs: [e]\n",
+     "reshape 'e': cannot reshape [4,16] (64 elements) to [5,16] (80)", 6, "{"},
+    {"reshape to a zero dim",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: reshape, args: [h], shape: [0, 64]}\noutputs: [e]\n",
+     "reshape 'e': 'shape' [0,64] has a dim < 1", 6, "{"},
+    {"transpose dim out of range",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: transpose, args: [h], dims: [0, 2]}\noutputs: [e]\n",
+     "transpose 'e': dim 2 is out of range for the 2-D input [4,16]", 6, "{"},
+    {"transpose with one dim",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: transpose, args: [h], dims: [0]}\noutputs: [e]\n",
+     "transpose 'e': 'dims' must name two dims, got [0]", 6, "{"},
+    {"comparison operands that do not broadcast",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\n  - {name: b, shape: [8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: gt, args: [h, b]}\noutputs: [e]\n",
+     "gt 'e': shapes [4,16] and [8] do not broadcast", 7, "{"},
     {"output not reached from the anchor",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\noutputs: [h, x]\n",
