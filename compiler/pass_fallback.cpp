@@ -121,16 +121,17 @@ void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
 
 }  // namespace
 
-Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
-  const auto count = static_cast<ValueId>(ctx.g.nodes.size());
-  for (ValueId v = 0; v < count; ++v) {
+namespace {
+
+// Gives `v` (not placed yet) its kernel, or none where it needs none.
+Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
+  {
     const Node& n = ctx.node(v);
     const auto i = static_cast<size_t>(v);
-    if (ctx.placed(v)) continue;
     const int index = static_cast<int>(plan.kernels.size());
     KernelPlan k;
     if (ctx.leaf_expr[i]) {
-      if (!needs_memory(ctx, v)) continue;
+      if (!needs_memory(ctx, v)) return Status::success();
       // Materializes a leaf expression (kept unplaced: users still recompute it).
       k.kind = KernelKind::Pointwise;
       k.region.domain = n.type.shape;
@@ -145,7 +146,7 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
                         "; written out because " + write_reason(ctx, v));
       ctx.written_by[i] = index;
       plan.kernels.push_back(std::move(k));
-      continue;
+      return Status::success();
     }
     if (ctx.is_view(v)) {  // no kernel: the operand's buffer, read as this shape
       const ValueId x = n.operands[0];
@@ -153,14 +154,14 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
       if (ctx.written_by[i] < 0)
         return Error("codegen: internal error: reshape %" + std::to_string(v) + " views %" + std::to_string(x) +
                      ", which no kernel writes");
-      if (!ctx.is_output(v)) continue;
+      if (!ctx.is_output(v)) return Status::success();
       k.kind = KernelKind::Pointwise;  // a copy to the output's buffer
       k.region.domain = n.type.shape;
       k.region.stores.push_back(v);
       k.notes.push_back("reshape %" + std::to_string(v) + " views %" + std::to_string(x) +
                         "'s buffer; copied out because it is a graph output");
       plan.kernels.push_back(std::move(k));
-      continue;
+      return Status::success();
     }
     if (is_anchor(n.op)) return Error("codegen: more than one anchor op");
     k.kind = plan.partials.count(v) ? KernelKind::RowFinish : kind_for(n.op);
@@ -194,6 +195,39 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
       fuse_reduction_across_rows(ctx, placed, index);
     }
   }
+  return Status::success();
+}
+
+// A pointwise node not placed yet (it waits, see below).
+bool pending(const PlanContext& ctx, ValueId v) {
+  return !ctx.placed(v) && !ctx.leaf_expr[static_cast<size_t>(v)] && ctx.pointwise(v);
+}
+
+// Places the waiting pointwise nodes `v` needs in memory, operands first.
+Status place_pending(PlanContext& ctx, Plan& plan, ValueId v) {
+  if (!pending(ctx, v) && !(ctx.is_view(v) && ctx.written_by[static_cast<size_t>(v)] < 0)) return Status::success();
+  for (ValueId o : ctx.node(v).operands)
+    if (Status s = place_pending(ctx, plan, o); !s) return s;
+  return ctx.placed(v) || ctx.is_view(v) ? Status::success() : plan_node(ctx, plan, v);
+}
+
+}  // namespace
+
+// Pointwise nodes wait for their kernel until a row kernel or a view needs
+// them in memory, or to the end: by then more of their operands are in
+// memory, so one pointwise kernel takes more of them (a pointwise op between
+// two row kernels joins the pointwise kernel after the second).
+Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
+  const auto count = static_cast<ValueId>(ctx.g.nodes.size());
+  for (ValueId v = 0; v < count; ++v) {
+    if (ctx.placed(v) || pending(ctx, v)) continue;
+    for (ValueId o : ctx.node(v).operands)
+      if (Status s = place_pending(ctx, plan, o); !s) return s;
+    if (Status s = plan_node(ctx, plan, v); !s) return s;
+  }
+  for (ValueId v = 0; v < count; ++v)
+    if (pending(ctx, v))
+      if (Status s = plan_node(ctx, plan, v); !s) return s;
   return Status::success();
 }
 
