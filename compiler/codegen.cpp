@@ -44,6 +44,10 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (plan.kernels.empty()) return Error("codegen: internal error: the plan has no kernel");
   assign_buffers(ctx, plan);
   if (anchored) choose_tma_stores(ctx, plan);
+  for (size_t k = 0; k < plan.kernels.size(); ++k)
+    if (const auto tile = transpose_tile(ctx, plan, static_cast<int>(k)))
+      plan.kernels[k].notes.push_back("a tiled transpose: 32x32 tiles through shared memory, read along dim " +
+                                      std::to_string(tile->load_dim) + ", written along the last dim");
   const Mainloop mainloop = plan.kernels[0].mainloop;
   if (anchored && g.precision == Precision::TF32 && mainloop == Mainloop::Simt)
     plan.notes.push_back("tf32 runs the fp32 SIMT mainloop here (at least as accurate as TF32)");

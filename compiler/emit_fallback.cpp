@@ -79,6 +79,7 @@ Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, s
 }
 
 Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index) {
+  if (const auto tile = transpose_tile(ctx, plan, index)) return emit_tiled_transpose(ctx, plan, index, *tile);
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
   KernelEmitter em(ctx, plan, index);
   const Shape& domain = kp.region.domain;

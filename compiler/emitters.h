@@ -2,6 +2,8 @@
 // kernel into its KernelSource and LaunchSpec.
 #pragma once
 
+#include <optional>
+
 #include "compiler/cuda_source.h"
 #include "compiler/plan.h"
 
@@ -22,6 +24,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
 bool needs_tf32_split(const KernelPlan& kp);
 bool needs_operand_staging(const KernelPlan& kp);
 Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor);
+
+// emit_transpose.cpp: a pointwise kernel that only copies one tensor read at
+// swapped coordinates, its contiguous dim along domain dim `load_dim` (not
+// the last): a tiled transpose through shared memory (both sides coalesced).
+struct TransposeTile {
+  int load_dim = -1;
+};
+std::optional<TransposeTile> transpose_tile(const PlanContext& ctx, const Plan& plan, int index);
+Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan& plan, int index,
+                                             const TransposeTile& tile);
 
 // emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);

@@ -90,7 +90,11 @@ TEST(CodegenLayout, TransposeOfTheEpilogueIsAPointwiseKernel) {
   EXPECT_EQ(p.launches[1].kernel, "fj_pointwise_transpose");
   EXPECT_NE(p.plan_text.find("transpose %4 reads %3 [32,24] with dims 0 and 1 swapped"), std::string::npos)
       << p.plan_text;
-  EXPECT_NE(p.source.find("_at_1_0("), std::string::npos) << "a load at swapped coordinates";
+  EXPECT_NE(p.source.find("__shared__ float tile[32][33]"), std::string::npos) << "a plain copy: a tiled transpose";
+  // Ops on transposed operands: loads at swapped coordinates.
+  const Program q = plan(case_graph("transpose_mul"), "sm_80");
+  EXPECT_NE(q.source.find("_at_1_0("), std::string::npos) << q.source;
+  EXPECT_EQ(q.source.find("tile[32][33]"), std::string::npos);
 }
 
 // A transposed input is a leaf expression: loaded at swapped coordinates in the epilogue.
@@ -135,6 +139,8 @@ TEST(CodegenLayout, TransposeReadsAWrittenLeafExpression) {
   ASSERT_EQ(p.launches.size(), 3u) << p.plan_text;
   EXPECT_EQ(p.launches[2].kernel, "fj_write_transpose") << p.plan_text;
   EXPECT_NE(p.plan_text.find("reading %4 at swapped coordinates"), std::string::npos) << p.plan_text;
+  EXPECT_NE(p.plan_text.find("a tiled transpose: 32x32 tiles through shared memory"), std::string::npos) << p.plan_text;
+  EXPECT_NE(p.source.find("__shared__ float tile[32][33]"), std::string::npos);
 }
 
 TEST(CodegenLayout, SoftmaxOfATransposedInputMaterializesIt) {
