@@ -12,6 +12,10 @@ namespace fusejit::cg {
 namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+// reduce_columns (templates/reduce.cuh): warps per block, and where it pays:
+// runs of at least a warp's outputs, and blocks enough to spread over the SMs.
+constexpr int kColumnGroups = 16;
+constexpr int64_t kMinColumnRun = 32, kMinColumnBlocks = 16;
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
   to.insert(to.end(), from.begin(), from.end());
@@ -114,13 +118,21 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(geo.len);
   if (group > 32) group = cfg.threads;
+  // Columns: the kept dims after the last reduced one (`inner` consecutive
+  // outputs read consecutive elements) take reduce_columns when they fill warps.
+  int64_t inner = 1;
+  for (int d = static_cast<int>(xs.size()) - 1; d >= 0 && (geo.reduced.empty() || d > geo.reduced.back()); --d)
+    inner *= xs[static_cast<size_t>(d)];
+  const int64_t column_blocks = geo.rows / inner * ((inner + 31) / 32);
+  const bool columns = r.op != OpKind::LogSumExp && inner >= kMinColumnRun && column_blocks >= kMinColumnBlocks;
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " over dims " +
               attr_str(AttrValue(r.op == OpKind::GlobalAvgPool ? std::vector<int64_t>{2, 3} : r.attr_ints("dims"))) +
-              ", " + std::to_string(group) + " threads per output";
+              (columns ? ", 32 consecutive outputs per block (columns)" : ", " + std::to_string(group) + " threads per output");
   s.constants.push_back({"kRows", geo.rows, "outputs"});
+  if (columns) s.constants.push_back({"kInner", inner, "consecutive outputs reading consecutive elements"});
   s.constants.push_back({"kLen", geo.len, "elements reduced into each"});
   const std::string in = em.load_param(x);
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
@@ -131,6 +143,9 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   std::vector<std::string> run = {"fj::reduce_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) +
                                       ", " + reduce_op(r.op) + ">(",
                                   "    kRows, kLen,", "[&](long long o) -> long long {"};
+  if (columns)
+    run = {"fj::reduce_columns<" + std::to_string(kColumnGroups) + ", " + reduce_op(r.op) + ">(", "    kInner, kLen,",
+           "[&](long long o) -> long long {"};
   append(run, decompose_index("o", geo.kept_shape, "c", "long long"));
   run.push_back("return " + strided_sum(geo.kept, strides, "c", true) + ";");
   run.push_back("},");
@@ -142,6 +157,8 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   append(run, decompose_index("o", r.type.shape, "i", "long long"));
   run.push_back(post_call(post, geo.mean ? "v / (float)kLen" : "v", out_rank));
   run.push_back("});");
+  if (columns)
+    return finish_kernel(em, kp, run, {static_cast<unsigned>(column_blocks), 1, 1}, 32 * kColumnGroups);
   const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }

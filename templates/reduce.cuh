@@ -87,6 +87,38 @@ __device__ __forceinline__ void reduce_rows(long long rows, int len, const BaseF
   if (active && lane == 0) store(o, result);
 }
 
+// Reductions whose consecutive outputs are consecutive input elements (the
+// input's innermost dims are kept: a bias gradient sum(dz, dims=[0]) sums
+// columns). Outputs come in runs of `inner` (the kept dims after the last
+// reduced one); each block takes 32 consecutive outputs of a run, lane tx
+// one output, so every load of a warp reads 32 consecutive elements; the
+// block's kGroups warps each fold every kGroups-th reduced element, then warp
+// 0 combines the warps' partials in order (deterministic) and stores.
+// Sum, max and min (logsumexp takes reduce_rows). base / load / store as for
+// reduce_rows; blockDim.x == 32 * kGroups; grid: runs * ceil(inner / 32).
+template <int kGroups, class Op, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void reduce_columns(long long inner, int len, const BaseF& base, const LoadF& load,
+                                               const StoreF& store) {
+  static_assert(!Op::kLogSumExp, "logsumexp: reduce_rows");
+  __shared__ float part[kGroups][33];
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  const long long chunks = (inner + 31) / 32;
+  const long long col = blockIdx.x % chunks * 32 + tx;
+  const long long o = blockIdx.x / chunks * inner + col;
+  const bool active = col < inner;
+  const auto b = base(active ? o : 0);
+  float a = Op::identity();
+  if (active)
+    for (int r = ty; r < len; r += kGroups) a = Op::combine(a, load(b, r));
+  part[ty][tx] = a;
+  __syncthreads();
+  if (ty == 0 && active) {
+    float v = part[0][tx];
+    for (int g = 1; g < kGroups; ++g) v = Op::combine(v, part[g][tx]);
+    store(o, v);
+  }
+}
+
 // softmax / log_softmax along a row: max, sum of exp(x - max), then write.
 // store(o, b, r, v) writes element r of row o.
 template <int G, int kBlock, bool kLog, class BaseF, class LoadF, class StoreF>

@@ -150,6 +150,18 @@ TEST(CodegenLayout, SoftmaxOfATransposedInputMaterializesIt) {
   EXPECT_EQ(p.launches[1].kernel, "fj_log_softmax");
 }
 
+// Reductions whose outputs are consecutive elements (the backward's bias
+// gradient sums columns) read a warp's 32 outputs per load.
+TEST(CodegenLayout, ColumnReductionsReadAlongTheKeptDims) {
+  const Program p = plan(case_graph("column_reductions"));
+  ASSERT_EQ(p.launches.size(), 6u) << p.plan_text;
+  int columns = 0;
+  for (const LaunchSpec& l : p.launches) columns += l.block[0] == 512;
+  EXPECT_EQ(columns, 4) << "sum, max, min, and the bias gradient: columns; mean over [0, 1] (3 blocks) and "
+                           "logsumexp: rows";
+  EXPECT_NE(p.source.find("fj::reduce_columns<16, fj::SumOp>"), std::string::npos);
+}
+
 TEST(CodegenLayout, NothingToTuneWithoutAnAnchor) {
   const Graph g = case_graph("relu_backward");
   EXPECT_EQ(tuning_candidates(g, "sm_90a"), std::vector<std::string>{""});

@@ -175,6 +175,16 @@ ops:
   - {name: e, op: expand, args: [s], shape: [20, 300]}
   - {name: y, op: sub, args: [h, e]}
 outputs: [y])"},
+      {"column_reductions", R"(
+inputs: [{name: x, shape: [48, 20, 96]}, {name: dz, shape: [300, 1100]}]
+ops:
+  - {name: s, op: sum, args: [x], dims: [0]}
+  - {name: m, op: max, args: [x], dims: [1], keepdim: true}
+  - {name: a, op: mean, args: [x], dims: [0, 1]}
+  - {name: n, op: min, args: [x], dims: [0]}
+  - {name: db, op: sum, args: [dz], dims: [0]}
+  - {name: l, op: logsumexp, args: [x], dims: [0]}
+outputs: [s, m, a, n, db, l])"},
       {"transpose_twice_and_scalar_expand", R"(
 inputs: [{name: x, shape: [6, 10]}]
 ops:
