@@ -68,7 +68,7 @@ inline double loss(const Graph& fwd, const std::vector<HostTensor>& inputs, cons
 // dL/d(input j) by central differences; the step is the float distance
 // actually taken, so the quotient has no rounding of the inputs in it.
 inline std::vector<double> finite_difference(const Graph& fwd, std::vector<HostTensor> inputs, size_t j,
-                                             const std::vector<HostTensor>& out_grads, double h = 1e-4) {
+                                             const std::vector<HostTensor>& out_grads, double h = 1e-6) {
   std::vector<double> d(inputs[j].data.size());
   for (size_t i = 0; i < d.size(); ++i) {
     const float x0 = inputs[j].data[i];
