@@ -11,16 +11,26 @@ BackwardKernel::BackwardKernel(BackwardProgram program, std::shared_ptr<Compiled
 
 namespace {
 
-Status run_kernel(const CompiledKernel& k, const std::string& what, const std::map<std::string, DevicePtr>& buffers,
-                  CUstream_st* stream) {
+// Binds buffers by the names of `g`, the graph the kernel was compiled from:
+// not by k.args(), whose names are those of the first structurally equal graph
+// the engine compiled (its cache key leaves names out), e.g. dX and dW of a
+// square linear share one kernel.
+Status run_kernel(const CompiledKernel& k, const Graph& g, const std::string& what,
+                  const std::map<std::string, DevicePtr>& buffers, CUstream_st* stream) {
   std::vector<DevicePtr> in, out;
-  for (const KernelArg& a : k.args()) {
-    auto it = buffers.find(a.name);
+  auto bind = [&](const std::string& name, const TensorType& type, std::vector<DevicePtr>& to) -> Status {
+    auto it = buffers.find(name);
     if (it == buffers.end() || it->second == 0)
-      return Error("backward: " + what + " needs buffer '" + a.name + "' (" + a.type.str() + "), which was " +
+      return Error("backward: " + what + " needs buffer '" + name + "' (" + type.str() + "), which was " +
                    (it == buffers.end() ? "not given" : "null"));
-    (a.is_output ? out : in).push_back(it->second);
-  }
+    to.push_back(it->second);
+    return {};
+  };
+  for (ValueId i : g.inputs())
+    if (Status s = bind(g.node(i).name, g.node(i).type, in); !s) return s;
+  for (const Output& o : g.outputs)
+    if (Status s = bind(o.name, g.node(o.value).type, out); !s) return s;
+  if (in.size() + out.size() != k.args().size()) return Error("backward: " + what + ": argument count mismatch");
   if (Status s = k.launch(in, out, stream); !s) return Error("backward: " + what + ": " + s.error().message);
   return {};
 }
@@ -28,13 +38,13 @@ Status run_kernel(const CompiledKernel& k, const std::string& what, const std::m
 }  // namespace
 
 Status BackwardKernel::run_forward(const std::map<std::string, DevicePtr>& buffers, CUstream_st* stream) const {
-  return run_kernel(*forward_, "the forward", buffers, stream);
+  return run_kernel(*forward_, program_.forward, "the forward", buffers, stream);
 }
 
 Status BackwardKernel::run_backward(const std::map<std::string, DevicePtr>& buffers, CUstream_st* stream) const {
   for (size_t i = 0; i < stages_.size(); ++i)
-    if (Status s = run_kernel(*stages_[i], "stage " + std::to_string(i + 1) + " (" + program_.stages[i].what + ")",
-                              buffers, stream);
+    if (Status s = run_kernel(*stages_[i], program_.stages[i].graph,
+                              "stage " + std::to_string(i + 1) + " (" + program_.stages[i].what + ")", buffers, stream);
         !s)
       return s;
   return {};

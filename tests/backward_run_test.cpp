@@ -14,6 +14,7 @@
 #include "fusejit/spec.h"
 #include "runtime/cuda_driver.h"
 #include "tests/autodiff_reference.h"
+#include "tests/random_chains.h"
 
 namespace fusejit {
 namespace {
@@ -49,10 +50,17 @@ struct Memory {
 
 size_t bytes_of(const TensorType& t) { return static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_size(t.dtype)); }
 
+void check_graph_on_device(Backend backend, const Expected<Graph>& g, const BackwardOptions& opt,
+                           const std::string& config);
+
 void check_on_device(Backend backend, const std::string& label, const std::string& yaml,
                      const BackwardOptions& opt = {}, const std::string& config = "") {
   SCOPED_TRACE(label);
-  auto g = parse_spec(yaml, label + ".yaml");
+  check_graph_on_device(backend, parse_spec(yaml, label + ".yaml"), opt, config);
+}
+
+void check_graph_on_device(Backend backend, const Expected<Graph>& g, const BackwardOptions& opt,
+                           const std::string& config) {
   ASSERT_TRUE(g) << g.error().str();
   Engine engine;
   CompileOptions co;
@@ -143,6 +151,29 @@ void run_cases(Backend backend) {
     check_on_device(backend, "linear_" + precision,
                     spec(precision, "  - {name: x, shape: [64, 128]}\n  - {name: w, shape: [96, 128]}\n",
                          "  - {name: z, op: linear, args: [x, w]}\n  - {name: y, op: silu, args: [z]}\n"));
+}
+
+// The random chains of tests/random_chains.h that have a backward (linear and matmul anchors), compiled.
+void run_random(Backend backend, int count) {
+  int run = 0;
+  for (uint64_t seed = 1; run < count && seed < 500; ++seed) {
+    auto g = testing::random_chain(seed);
+    if (!g || !build_backward(*g)) continue;
+    SCOPED_TRACE("random chain " + std::to_string(seed) + "\n" + print_graph(*g));
+    check_graph_on_device(backend, g, {}, "");
+    ++run;
+  }
+  EXPECT_EQ(run, count);
+}
+
+TEST(CpuBackward, RandomChainsMatchTheReferenceBackward) {
+  if (!cpu_backend_available()) GTEST_SKIP() << "no LLVM in this build";
+  run_random(Backend::Cpu, 30);
+}
+
+TEST(GpuBackward, RandomChainsMatchTheReferenceBackward) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  run_random(Backend::Cuda, 60);
 }
 
 TEST(CpuBackward, ChainsMatchTheReferenceBackward) {
