@@ -28,9 +28,9 @@ inline Status run_reference_stage(const Graph& g, Buffers& buffers) {
   }
   auto out = evaluate_reference(g, in);
   if (!out) return out.error();
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
+  for (size_t k = 0; k < g.outputs.size(); ++k) {  // stored in the buffer's dtype, as a device does
     HostTensor t{g.node(g.outputs[k].value).type, {}};
-    for (double v : (*out)[k]) t.data.push_back(static_cast<float>(v));
+    for (double v : (*out)[k]) t.data.push_back(round_to_dtype(static_cast<float>(v), t.type.dtype));
     buffers[g.outputs[k].name] = std::move(t);
   }
   return {};
