@@ -15,8 +15,9 @@ namespace fusejit::testing {
 using Buffers = std::map<std::string, HostTensor>;
 
 // Evaluates `g` on the buffers named by its inputs (viewed with the graph's
-// shapes) and stores its outputs under their names.
-inline Status run_reference_stage(const Graph& g, Buffers& buffers) {
+// shapes) and stores its outputs under their names: as float32, or rounded to
+// the buffer's dtype (`round`: as a device stores them, for comparing with one).
+inline Status run_reference_stage(const Graph& g, Buffers& buffers, bool round = false) {
   std::vector<HostTensor> in;
   for (ValueId i : g.inputs()) {
     auto it = buffers.find(g.node(i).name);
@@ -28,9 +29,10 @@ inline Status run_reference_stage(const Graph& g, Buffers& buffers) {
   }
   auto out = evaluate_reference(g, in);
   if (!out) return out.error();
-  for (size_t k = 0; k < g.outputs.size(); ++k) {  // stored in the buffer's dtype, as a device does
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
     HostTensor t{g.node(g.outputs[k].value).type, {}};
-    for (double v : (*out)[k]) t.data.push_back(round_to_dtype(static_cast<float>(v), t.type.dtype));
+    for (double v : (*out)[k])
+      t.data.push_back(round ? round_to_dtype(static_cast<float>(v), t.type.dtype) : static_cast<float>(v));
     buffers[g.outputs[k].name] = std::move(t);
   }
   return {};
@@ -40,16 +42,17 @@ inline Status run_reference_stage(const Graph& g, Buffers& buffers) {
 // output gradients `out_grads` (in Graph::outputs order of the original forward).
 inline Expected<std::map<std::string, HostTensor>> backward_on_reference(const BackwardProgram& p,
                                                                           const std::vector<HostTensor>& inputs,
-                                                                          const std::vector<HostTensor>& out_grads) {
+                                                                          const std::vector<HostTensor>& out_grads,
+                                                                          bool round = false) {
   Buffers b;
   const auto ids = p.forward.inputs();
   for (size_t j = 0; j < ids.size(); ++j) b[p.forward.node(ids[j]).name] = inputs[j];
-  if (Status s = run_reference_stage(p.forward, b); !s) return s.error();
+  if (Status s = run_reference_stage(p.forward, b, round); !s) return s.error();
   size_t k = 0;
   for (const auto& buf : p.buffers)
     if (buf.role == BufferRole::OutputGrad) b[buf.name] = out_grads.at(k++);
   for (const auto& st : p.stages)
-    if (Status s = run_reference_stage(st.graph, b); !s) return s.error();
+    if (Status s = run_reference_stage(st.graph, b, round); !s) return s.error();
   std::map<std::string, HostTensor> grads;
   for (const auto& [input, buffer] : p.input_grads) grads[input] = b.at(buffer);
   return grads;

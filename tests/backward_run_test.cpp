@@ -111,7 +111,7 @@ void check_graph_on_device(Backend backend, const Expected<Graph>& g, const Back
   ASSERT_TRUE(run) << run.error().str();
   if (backend == Backend::Cuda) ASSERT_TRUE(device_synchronize(0));
 
-  auto want = testing::backward_on_reference(p, inputs, out_grads);
+  auto want = testing::backward_on_reference(p, inputs, out_grads, /*round=*/true);
   ASSERT_TRUE(want) << want.error().str();
   for (const auto& [input, buffer] : p.input_grads) {
     const BackwardBuffer* b = p.buffer(buffer);
