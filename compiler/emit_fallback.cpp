@@ -64,23 +64,6 @@ std::string post_call(const std::string& fn, const std::string& value, int rank)
   return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
 }
 
-Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, std::vector<std::string> run,
-                                      std::array<unsigned, 3> grid, int threads) {
-  KernelSource& s = em.src();
-  CudaFunction fn;
-  fn.prefix = "__device__ __forceinline__ void";
-  fn.name = "run";
-  fn.params = "const Params& p";
-  fn.body = std::move(run);
-  s.functions.push_back(fn);
-  EmittedKernel out;
-  out.launch.kernel = kp.name;
-  out.launch.grid = grid;
-  out.launch.block = {static_cast<unsigned>(threads), 1, 1};
-  out.launch.args = em.finish(kp.name, threads, {s.ns + "::run(p);"});
-  out.source = std::move(em.src());
-  return out;
-}
 
 Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index) {
   if (const auto tile = transpose_tile(ctx, plan, index)) return emit_tiled_transpose(ctx, plan, index, *tile);
@@ -461,6 +444,24 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
 }
 
 }  // namespace
+
+Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, std::vector<std::string> run,
+                                      std::array<unsigned, 3> grid, int threads) {
+  KernelSource& s = em.src();
+  CudaFunction fn;
+  fn.prefix = "__device__ __forceinline__ void";
+  fn.name = "run";
+  fn.params = "const Params& p";
+  fn.body = std::move(run);
+  s.functions.push_back(fn);
+  EmittedKernel out;
+  out.launch.kernel = kp.name;
+  out.launch.grid = grid;
+  out.launch.block = {static_cast<unsigned>(threads), 1, 1};
+  out.launch.args = em.finish(kp.name, threads, {s.ns + "::run(p);"});
+  out.source = std::move(em.src());
+  return out;
+}
 
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   switch (plan.kernels[static_cast<size_t>(index)].kind) {

@@ -96,20 +96,9 @@ Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan&
   run.push_back("}");
   run.push_back("__syncthreads();  // the tile is read before the next one is written");
   run.push_back("}");
-  CudaFunction fn;
-  fn.prefix = "__device__ __forceinline__ void";
-  fn.name = "run";
-  fn.params = "const Params& p";
-  fn.body = std::move(run);
-  s.functions.push_back(fn);
   const int threads = kTile * kRowsPerPass;
-  EmittedKernel out;
-  out.launch.kernel = kp.name;
-  out.launch.grid = {static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, ctx.heur.pointwise.max_blocks)), 1, 1};
-  out.launch.block = {static_cast<unsigned>(threads), 1, 1};
-  out.launch.args = em.finish(kp.name, threads, {s.ns + "::run(p);"});
-  out.source = std::move(em.src());
-  return out;
+  const auto blocks_launched = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, ctx.heur.pointwise.max_blocks));
+  return finish_kernel(em, kp, std::move(run), {blocks_launched, 1, 1}, threads);
 }
 
 }  // namespace fusejit::cg

@@ -14,6 +14,13 @@ struct EmittedKernel {
   LaunchSpec launch;
 };
 
+class KernelEmitter;  // emit_common.h
+
+// emit_fallback.cpp: wraps `run` (the body of the kernel's `run(p)`) into the
+// kernel and its launch: `grid` blocks of `threads` threads.
+Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, std::vector<std::string> run,
+                                      std::array<unsigned, 3> grid, int threads);
+
 // emit_anchor.cpp: linear / matmul / conv2d mainloop with its epilogue,
 // fused pool or fused row reductions.
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index);
