@@ -35,6 +35,8 @@ class StageWriter {
   ValueId transpose(ValueId x, int64_t d0, int64_t d1);
   ValueId matmul(ValueId a, ValueId b);
   ValueId linear(ValueId x, ValueId w);
+  // Any op, its result's shape given (the stage is prepared later, which checks it).
+  ValueId op(OpKind op, std::vector<ValueId> operands, AttrMap attrs, const Shape& shape);
   // Copies forward node `n` with new operands (its attributes and name kept).
   ValueId copy(const Node& n, std::vector<ValueId> operands, const Shape& shape);
   void output(const std::string& name, ValueId v);
@@ -61,6 +63,24 @@ struct SweepContext {
   std::function<ValueId(ValueId)> primal;            // forward value -> stage value
   std::function<void(ValueId, ValueId)> accumulate;  // forward value, gradient contribution
 };
+
+// Writes `value` as a stage output buffer named after `base` (or returns the
+// buffer it already is); returns the buffer's name.
+using EmitFn = std::function<std::string(ValueId value, const std::string& base, BufferRole role, const std::string& what)>;
+
+// autodiff_conv.cpp: what conv2d's dX and dW stages read, written by the
+// epilogue stage: dZ and W with each group transposed and its taps reversed
+// (dX, a stride-1 conv2d of dZ), dZ^T [Cout, N*Ho*Wo] and im2col(x)
+// [Cin*kh*kw, N*Ho*Wo] (dW, a linear over K = N*Ho*Wo). Empty names where
+// not wanted; an error for the geometries not supported yet.
+struct ConvOperands {
+  std::string dz, w_flipped, dz_t, cols;
+};
+Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, ValueId dz, bool want_x, bool want_w,
+                                              StageWriter& w, const std::function<ValueId(ValueId)>& primal,
+                                              const EmitFn& emit);
+// dX of conv2d `conv`: the conv of dZ with the flipped weight, shaped `x_shape`.
+ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape);
 
 // Adds the contributions of d(loss)/d(value v) = `grad` to v's operands.
 // Errors for ops without a derivative yet.

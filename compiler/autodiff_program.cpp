@@ -4,8 +4,9 @@
 //      dZ, the gradients of the epilogue's own inputs, the anchor bias's
 //      gradient and the transposed operands the GEMMs below need;
 //   2. one GEMM stage per anchor operand: dX and dW of linear, dA and dB of
-//      matmul, each adding the epilogue's contribution to that operand (a
-//      residual use of x) in its own epilogue.
+//      matmul, dX and dW of conv2d (autodiff_conv.cpp), each adding the
+//      epilogue's contribution to that operand (a residual use of x) in its
+//      own epilogue.
 #include <algorithm>
 #include <set>
 
@@ -112,8 +113,6 @@ Status Builder::add_stage(Graph g, const std::string& what,
 Expected<BackwardProgram> Builder::run() {
   p_.forward = fwd_;
   const std::optional<ValueId> anchor = fwd_.anchor();
-  if (anchor && fwd_.node(*anchor).op == OpKind::Conv2d)
-    return node_error(fwd_, *anchor, "has no backward in fusejit yet (linear and matmul anchors do)");
   for (ValueId i : fwd_.inputs()) add_buffer(fwd_.node(i).name, fwd_.node(i).type, BufferRole::ForwardInput, "");
 
   // The anchor's output, saved by the forward unless it is an output already.
@@ -178,7 +177,7 @@ Expected<BackwardProgram> Builder::run() {
     return n.op == OpKind::Input ? n.name : "";
   };
   std::map<ValueId, std::string> emitted;
-  auto emit = [&](ValueId value, const std::string& base, BufferRole role, const std::string& what) {
+  EmitFn emit = [&](ValueId value, const std::string& base, BufferRole role, const std::string& what) {
     if (std::string b = buffer_of(value); !b.empty()) return b;
     if (auto it = emitted.find(value); it != emitted.end()) return it->second;
     const std::string name = fresh(base);
@@ -189,10 +188,10 @@ Expected<BackwardProgram> Builder::run() {
 
   std::map<ValueId, std::string> parts;  // anchor operand -> its epilogue contribution's buffer
   std::set<ValueId> anchor_operands;
-  ValueId linear_bias = -1;  // its gradient is a reduction of dZ, in this stage
+  ValueId linear_bias = -1;  // linear's or conv2d's bias: its gradient is a reduction of dZ, in this stage
   if (anchor) {
     for (ValueId o : fwd_.node(*anchor).operands) anchor_operands.insert(o);
-    if (fwd_.node(*anchor).op == OpKind::Linear && fwd_.node(*anchor).operands.size() == 3)
+    if (fwd_.node(*anchor).op != OpKind::Matmul && fwd_.node(*anchor).operands.size() == 3)
       linear_bias = fwd_.node(*anchor).operands[2];
   }
   for (ValueId i : fwd_.inputs()) {
@@ -221,18 +220,23 @@ Expected<BackwardProgram> Builder::run() {
     const Shape& zs = an.type.shape;
     const ValueId x = an.operands[0], wt = an.operands[1];
     const bool want_x = wants(x), want_w = wants(wt);
+    if (an.op != OpKind::Matmul && an.operands.size() == 3 && wants(an.operands[2])) {
+      const ValueId bias = an.operands[2];  // linear: over the leading dims; conv2d: over N, H, W
+      ValueId gb = an.op == OpKind::Linear ? w.sum_to(dzv, fwd_.node(bias).type.shape)
+                                           : w.reduce(OpKind::Sum, dzv, {0, 2, 3}, /*keepdim=*/false);
+      if (auto pb = grad_of.find(bias); pb != grad_of.end()) gb = w.add(gb, pb->second);
+      p_.input_grads[fwd_.node(bias).name] =
+          emit(gb, "grad_" + fwd_.node(bias).name, BufferRole::InputGrad, "the gradient of the anchor's bias");
+    }
     if (an.op == OpKind::Linear) {
       const int64_t n_out = zs.back(), m = numel(zs) / n_out;
       if (want_x) dz = emit(dzv, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd_.describe(*anchor));
       if (want_w)
         dz_t = emit(w.transpose(w.reshape(dzv, {m, n_out}), 0, 1), "tmp_dz_t", BufferRole::Temporary, "dZ transposed");
-      if (an.operands.size() == 3 && wants(an.operands[2])) {
-        const ValueId bias = an.operands[2];
-        ValueId gb = w.sum_to(dzv, fwd_.node(bias).type.shape);
-        if (auto pb = grad_of.find(bias); pb != grad_of.end()) gb = w.add(gb, pb->second);
-        p_.input_grads[fwd_.node(bias).name] =
-            emit(gb, "grad_" + fwd_.node(bias).name, BufferRole::InputGrad, "the gradient of the anchor's bias");
-      }
+    } else if (an.op == OpKind::Conv2d) {
+      Expected<ConvOperands> c = conv_backward_operands(fwd_, *anchor, dzv, want_x, want_w, w, primal, emit);
+      if (!c) return c.error();
+      dz = c->dz, dz_t = c->dz_t, a_t = c->cols, b_t = c->w_flipped;
     } else {  // matmul: a [..., M, K] @ b [..., K, N]
       const Shape& as = fwd_.node(x).type.shape;
       const Shape& bs = fwd_.node(wt).type.shape;
@@ -292,6 +296,21 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
     return Status{};
   };
 
+  if (an.op == OpKind::Conv2d) {
+    if (!dz.empty() && !b_t.empty())
+      if (Status s = stage(x, "dX = conv2d(dZ, W transposed and flipped)", [&](StageWriter& w) {
+            return conv_dgrad(an, w, w.input(dz, {dtype_of(dz), zs}), w.input(b_t, p_.buffer(b_t)->type), xs);
+          }); !s)
+        return s;
+    if (!dz_t.empty() && !a_t.empty())
+      if (Status s = stage(wt, "dW = dZ^T im2col(X)^T", [&](StageWriter& w) {
+            const TensorType& t = p_.buffer(dz_t)->type;  // [Cout, N, Ho, Wo] read as [Cout, N*Ho*Wo]
+            return w.linear(w.input(dz_t, {t.dtype, {t.shape[0], numel(t.shape) / t.shape[0]}}),
+                            w.input(a_t, p_.buffer(a_t)->type));
+          }); !s)
+        return s;
+    return {};
+  }
   if (an.op == OpKind::Linear) {
     const int64_t n_out = zs.back(), k = ws[1], m = numel(zs) / n_out;
     if (!dz.empty())

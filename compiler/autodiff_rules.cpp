@@ -3,7 +3,9 @@
 // (derivatives.yaml): e.g. relu passes g where x > 0, hardtanh where
 // min < x < max, maximum splits g evenly on ties, amax/amin spread g evenly over
 // the maxima. The forward's values are recomputed in the stage (cx.primal).
-// Conv2d, norms and pooling have no derivative here yet.
+// Pooling goes through the pools' backward ops (max: the window's first
+// maximum of the recomputed input, as PyTorch picks it; avg: spread); 1-D
+// pools as 2-D pools of height 1. Norms have no derivative here yet.
 #include <cmath>
 #include <numbers>
 
@@ -164,6 +166,48 @@ struct Rules {
     return {};
   }
 
+  Status pool(ValueId g) {
+    const ValueId xi = n.operands[0];
+    const Shape& in = cx.fwd.node(xi).type.shape;
+    if (n.op == K::GlobalAvgPool) {  // g / (H W) at every element
+      cx.accumulate(xi, w.scale(w.expand(g, in), 1.0 / static_cast<double>(in[2] * in[3])));
+      return {};
+    }
+    const bool is_max = n.op == K::MaxPool2d || n.op == K::MaxPool1d;
+    AttrMap a = n.attrs;
+    ValueId gx = g, xx = -1;
+    Shape in4 = in;
+    if (n.op == K::MaxPool1d || n.op == K::AvgPool1d) {  // [..., L] as [P, 1, 1, L]
+      const int64_t len = in.back(), out_len = w.shape(g).back();
+      const int64_t planes = numel(in) / len;
+      in4 = {planes, 1, 1, len};
+      gx = w.reshape(g, {planes, 1, 1, out_len});
+      a = AttrMap{{"kernel_size", std::vector<int64_t>{1, n.attr_int("kernel_size")}},
+                  {"stride", std::vector<int64_t>{1, n.attr_int("stride")}},
+                  {"padding", std::vector<int64_t>{0, n.attr_int("padding")}},
+                  {"ceil_mode", n.attr_bool("ceil_mode")}};
+      if (is_max) a["dilation"] = std::vector<int64_t>{1, 1};
+      else a["count_include_pad"] = n.attr_bool("count_include_pad");
+      if (is_max) xx = w.reshape(x(), in4);
+    } else if (is_max) {
+      xx = x();
+    }
+    ValueId d;
+    if (is_max) {
+      d = w.op(K::MaxPool2dBackward, {xx, gx}, a, in4);
+    } else {
+      a["input_shape"] = in4;
+      d = w.op(K::AvgPool2dBackward, {gx}, a, in4);
+    }
+    cx.accumulate(xi, w.reshape(d, in));
+    return {};
+  }
+
+  Status flip(ValueId g) {  // its own inverse
+    cx.accumulate(n.operands[0], w.op(K::Flip, {g}, n.attrs, w.shape(g)));
+    return {};
+  }
+
   Status layout(ValueId g) {
     const ValueId xi = n.operands[0];
     const Shape& in = cx.fwd.node(xi).type.shape;
@@ -202,10 +246,15 @@ Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad) {
     case OpCategory::Reduction: return r.reduction(grad);
     case OpCategory::Normalize: return r.normalize(grad);
     case OpCategory::Layout: return r.layout(grad);
+    case OpCategory::Pool: return r.pool(grad);
+    case OpCategory::Gather:
+      if (n.op == K::Flip) return r.flip(grad);
+      break;
     default: break;
   }
   return node_error(cx.fwd, v, "has no derivative in fusejit yet (backward supports elementwise ops, reductions, "
-                               "softmax, log_softmax and layout ops after a linear or matmul)");
+                               "softmax, log_softmax, pooling, flip and layout ops after a linear, matmul or "
+                               "conv2d)");
 }
 
 }  // namespace fusejit::ad

@@ -116,6 +116,14 @@ ValueId StageWriter::linear(ValueId x, ValueId w) {
   return push(std::move(n), out);
 }
 
+ValueId StageWriter::op(OpKind op, std::vector<ValueId> operands, AttrMap attrs, const Shape& shape_out) {
+  Node n;
+  n.op = op;
+  n.operands = std::move(operands);
+  n.attrs = std::move(attrs);
+  return push(std::move(n), shape_out);
+}
+
 ValueId StageWriter::copy(const Node& fwd, std::vector<ValueId> operands, const Shape& shape_out) {
   Node n;
   n.op = fwd.op;

@@ -92,6 +92,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
+  if (kinds.count(KernelKind::Gather)) module.includes.push_back("fusejit/gather.cuh");
 
   if (needs_operand_staging(plan.kernels[0])) module.includes.push_back("fusejit/operand_staging.cuh");
 

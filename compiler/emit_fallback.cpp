@@ -12,18 +12,43 @@ namespace fusejit::cg {
 namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-// reduce_columns (templates/reduce.cuh): warps per block, and where it pays:
-// runs of at least a warp's outputs, and blocks enough to spread over the SMs.
-constexpr int kColumnGroups = 16;
-constexpr int64_t kMinColumnRun = 32, kMinColumnBlocks = 16;
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
+}  // namespace
+
 unsigned grid_for(int64_t work, int per_block, int64_t cap) {
   return static_cast<unsigned>(std::clamp<int64_t>((work + per_block - 1) / per_block, 1, cap));
 }
+
+std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
+                                      const std::vector<std::string>& inner) {
+  const int64_t n = numel(domain);
+  const bool wide = n + static_cast<int64_t>(grid) * threads > kIntMax;
+  const std::string I = wide ? "long long" : "int";
+  std::vector<std::string> out = {"for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < kNumel; e += (" +
+                                  I + ")gridDim.x * blockDim.x) {"};
+  append(out, decompose_index("e", domain, "i", I));
+  append(out, inner);
+  out.push_back("}");
+  return out;
+}
+
+std::string post_call(const std::string& fn, const std::string& value, int rank) {
+  return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
+}
+
+
+namespace {
+
+// reduce_columns (templates/reduce.cuh): warps per block, and where it pays:
+// runs of at least a warp's outputs, and blocks enough to spread over the SMs.
+constexpr int kColumnGroups = 16;
+constexpr int64_t kMinColumnRun = 32, kMinColumnBlocks = 16;
+
+
 
 // Strides of a contiguous tensor.
 std::vector<int64_t> strides_of(const Shape& s) {
@@ -44,26 +69,6 @@ std::string strided_sum(const std::vector<int>& dims, const std::vector<int64_t>
   }
   return e.empty() ? "0" : e;
 }
-
-// A grid-stride loop over the elements of `domain`, calling `inner` with
-// coordinates i0..i<R-1> in scope.
-std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
-                                      const std::vector<std::string>& inner) {
-  const int64_t n = numel(domain);
-  const bool wide = n + static_cast<int64_t>(grid) * threads > kIntMax;
-  const std::string I = wide ? "long long" : "int";
-  std::vector<std::string> out = {"for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < kNumel; e += (" +
-                                  I + ")gridDim.x * blockDim.x) {"};
-  append(out, decompose_index("e", domain, "i", I));
-  append(out, inner);
-  out.push_back("}");
-  return out;
-}
-
-std::string post_call(const std::string& fn, const std::string& value, int rank) {
-  return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
-}
-
 
 Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index) {
   if (const auto tile = transpose_tile(ctx, plan, index)) return emit_tiled_transpose(ctx, plan, index, *tile);
@@ -472,6 +477,7 @@ Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan&
     case KernelKind::Pool1d: return emit_pool(ctx, plan, index);
     case KernelKind::RowFinish: return emit_row_finish(ctx, plan, index);
     case KernelKind::Norm: return emit_norm(ctx, plan, index);
+    case KernelKind::Gather: return emit_gather(ctx, plan, index);
     case KernelKind::Anchor: break;
   }
   return Error("codegen: internal error: anchor kernel passed to the fallback emitter");

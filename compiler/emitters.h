@@ -44,6 +44,18 @@ Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan&
 
 // emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);
+// Helpers of the fallback emitters: blocks for `work` items, `per_block` a
+// block, at most `cap`; a grid-stride loop over the elements of `domain`
+// running `inner` with coordinates i0..i<R-1> (and the flat index e) in
+// scope; the call of a region function `fn` for `value` at those coordinates.
+unsigned grid_for(int64_t work, int per_block, int64_t cap);
+std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
+                                      const std::vector<std::string>& inner);
+std::string post_call(const std::string& fn, const std::string& value, int rank);
+
+// emit_gather.cpp: flip, im2col and the pools' backward, one thread an
+// output element, the fused consumers applied before the store.
+Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, int index);
 
 // A readable kernel name: fj_conv2d_k3_relu_add_maxpool4, fj_softmax_7, ...
 // (`index`: the kernel's place in the plan, -1 if unknown).

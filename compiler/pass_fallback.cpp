@@ -1,6 +1,7 @@
 // Pass: kernels for everything the anchor kernel did not take, in graph
 // order. Elementwise nodes group into pointwise kernels by shape; a reduction,
-// softmax, norm (group / instance / layer) or pool gets a kernel of its own that reads its input from memory,
+// softmax, norm (group / instance / layer), pool or gather (flip, im2col, a
+// pool's backward) gets a kernel of its own that reads its input from memory,
 // and the elementwise nodes that consume its result fuse into its store. The
 // partial row reductions of the anchor (of one shape) share one RowFinish
 // kernel, which runs the consumers of all of them.
@@ -23,6 +24,7 @@ KernelKind kind_for(OpKind op) {
     case OpCategory::Reduction: return KernelKind::Reduce;
     case OpCategory::Normalize: return KernelKind::Softmax;
     case OpCategory::Norm: return KernelKind::Norm;  // batch_norm is lowered to elementwise ops before planning
+    case OpCategory::Gather: return KernelKind::Gather;
     default: break;
   }
   if (op == OpKind::GlobalAvgPool) return KernelKind::Reduce;

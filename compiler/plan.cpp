@@ -133,6 +133,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Pool1d: return "pool1d";
     case KernelKind::RowFinish: return "row-finish";
     case KernelKind::Norm: return "norm";
+    case KernelKind::Gather: return "gather";
   }
   return "?";
 }

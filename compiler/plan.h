@@ -175,7 +175,7 @@ struct Region {
   std::vector<ValueId> stores;  // values written to memory (set by assign_buffers)
 };
 
-enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish, Norm };
+enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish, Norm, Gather };
 std::string_view kernel_kind_name(KernelKind);
 
 // A group / instance / layer norm as rows: x is `rows` contiguous runs of

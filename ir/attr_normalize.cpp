@@ -69,7 +69,8 @@ Status normalize_attrs(Graph& g) {
       if (spec.required) return node_error(g, id, "missing required attribute '" + spec.name + "'");
       if (spec.default_value) n.attrs[spec.name] = *spec.default_value;
     }
-    if (info.category == OpCategory::Pool && info.find_attr("stride") && !n.attrs.count("stride"))
+    if ((info.category == OpCategory::Pool || info.category == OpCategory::Gather) && info.find_attr("stride") &&
+        !n.attrs.count("stride"))
       n.attrs["stride"] = n.attrs.at("kernel_size");
     for (const char* key : {"kernel_size", "stride", "dilation", "groups", "num_groups", "normalized_shape"})
       if (Status s = check_min(g, id, key, 1); !s) return s;

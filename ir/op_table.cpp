@@ -143,6 +143,29 @@ std::vector<OpInfo> build_table() {
   add(OpKind::Transpose, C::Layout, 1, 1, {"x"}, {req("dims", K::Ints, "the two dims swapped")},
       "x with two dims swapped (a contiguous copy)");
 
+  add(OpKind::Flip, C::Gather, 1, 1, {"x"}, {req("dims", K::Ints, "the dims reversed")},
+      "x with the order of its elements reversed along dims (torch.flip)");
+  add(OpKind::Im2col, C::Gather, 1, 1, {"x"},
+      {req("kernel_size", K::Pair, "window"), opt("stride", K::Pair, pair(1), "step between windows"),
+       opt("padding", K::Pair, pair(0), "zero padding on each side"),
+       opt("dilation", K::Pair, pair(1), "spacing of kernel taps")},
+      "x [N,C,H,W] -> columns [C*kh*kw, N*Ho*Wo]: row (c, i, j), column (n, ho, wo) holds "
+      "x[n, c, ho*stride - padding + i*dilation, ...] (0 in the padding)");
+  add(OpKind::MaxPool2dBackward, C::Gather, 2, 2, {"x", "grad"},
+      {req("kernel_size", K::Pair, "window"), derived("stride", K::Pair, "step (default: kernel_size)"),
+       opt("padding", K::Pair, pair(0), "implicit -inf padding"), opt("dilation", K::Pair, pair(1), "tap spacing"),
+       opt("ceil_mode", K::Bool, false, "ceil instead of floor for the output size")},
+      "the gradient of max_pool2d(x) for its gradient grad: each window's grad added at the window's first "
+      "maximum of x (PyTorch's rule; NaN counts as the maximum)");
+  add(OpKind::AvgPool2dBackward, C::Gather, 1, 1, {"grad"},
+      {req("input_shape", K::Ints, "the pooled input's shape [N,C,H,W]"), req("kernel_size", K::Pair, "window"),
+       derived("stride", K::Pair, "step (default: kernel_size)"),
+       opt("padding", K::Pair, pair(0), "implicit zero padding"),
+       opt("ceil_mode", K::Bool, false, "ceil instead of floor for the output size"),
+       opt("count_include_pad", K::Bool, true, "divide by the padded window size")},
+      "the gradient of avg_pool2d over an input_shape input for its gradient grad: each window's grad spread "
+      "over the window's elements, divided as the forward divides");
+
   // Names come from the one list in ir.h, so the table and the enum cannot drift.
   static const char* const kNames[] = {
 #define FUSEJIT_NAME(e, n, c) n,

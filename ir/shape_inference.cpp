@@ -77,6 +77,7 @@ class Inference {
       case OpCategory::Pool: return pool(id);
       case OpCategory::Norm: return norm(id);
       case OpCategory::Layout: return layout(id);
+      case OpCategory::Gather: return gather(id);
     }
     return {};
   }
@@ -342,6 +343,71 @@ class Inference {
                          (p[0] || p[1] ? " with padding " + hw(p[0], p[1]) : std::string()));
     }
     n.type = {x.dtype, {x.shape[0], x.shape[1], oh, ow}};
+    return {};
+  }
+
+  // The pooled size of a 4-D `in` under node id's window attributes (max_pool2d's rules).
+  Expected<Shape> pooled_shape(ValueId id, const Shape& in) {
+    const Node& n = g_.node(id);
+    auto k = n.attr_ints("kernel_size"), s = n.attr_ints("stride"), p = n.attr_ints("padding");
+    std::vector<int64_t> d = n.attrs.count("dilation") ? n.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+    for (int i = 0; i < 2; ++i)
+      if (p[static_cast<size_t>(i)] > k[static_cast<size_t>(i)] / 2)
+        return err(id, "padding " + hw(p[0], p[1]) + " must be at most half the kernel " + hw(k[0], k[1]));
+    for (size_t i = 0; i < 2; ++i)
+      if (Status st = check_padding(id, in[2 + i], p[i]); !st) return st.error();
+    const bool ceil_mode = n.attrs.count("ceil_mode") && n.attr_bool("ceil_mode");
+    int64_t oh = window_out(in[2], k[0], s[0], p[0], d[0], ceil_mode);
+    int64_t ow = window_out(in[3], k[1], s[1], p[1], d[1], ceil_mode);
+    if (oh < 1 || ow < 1) return err(id, "kernel " + hw(k[0], k[1]) + " is larger than the " + hw(in[2], in[3]) + " input");
+    return Shape{in[0], in[1], oh, ow};
+  }
+
+  Status gather(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    if (n.op == OpKind::Flip) {
+      auto dims = n.attr_ints("dims");
+      for (int64_t& d : dims)
+        if (!norm_dim(d, x.rank()))
+          return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
+                             "-D input " + shape_str(x.shape));
+      std::sort(dims.begin(), dims.end());
+      if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+        return err(id, "'dims' names a dim twice: " + attr_str(n.attrs.at("dims")));
+      n.attrs["dims"] = dims;
+      n.type = x;
+      return {};
+    }
+    if (n.op == OpKind::Im2col) {
+      if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
+      auto k = n.attr_ints("kernel_size"), s = n.attr_ints("stride"), p = n.attr_ints("padding"),
+           d = n.attr_ints("dilation");
+      for (size_t i = 0; i < 2; ++i)
+        if (Status st = check_padding(id, x.shape[2 + i], p[i]); !st) return st;
+      const int64_t oh = window_out(x.shape[2], k[0], s[0], p[0], d[0], false);
+      const int64_t ow = window_out(x.shape[3], k[1], s[1], p[1], d[1], false);
+      if (oh < 1 || ow < 1)
+        return err(id, "kernel " + hw(k[0], k[1]) + " is larger than the " + hw(x.shape[2], x.shape[3]) + " input");
+      const Shape out = {x.shape[1] * k[0] * k[1], x.shape[0] * oh * ow};
+      if (Status st = check_shape_size(id, out); !st) return st;
+      n.type = {x.dtype, out};
+      return {};
+    }
+    // The pools' backward: grad has the pooled shape of the input.
+    const bool is_max = n.op == OpKind::MaxPool2dBackward;
+    const Shape input = is_max ? x.shape : n.attr_ints("input_shape");
+    const TensorType& grad = is_max ? in(id, 1) : x;
+    if (input.size() != 4) return err(id, "the pooled input must be 4-D NCHW, got " + shape_str(input));
+    for (int64_t v : input)
+      if (v < 1) return err(id, "'input_shape' " + shape_str(input) + " has a dim < 1");
+    if (Status st = check_shape_size(id, input); !st) return st;
+    Expected<Shape> pooled = pooled_shape(id, input);
+    if (!pooled) return pooled.error();
+    if (grad.shape != *pooled)
+      return err(id, "'grad' is " + shape_str(grad.shape) + " but pooling " + shape_str(input) + " gives " +
+                         shape_str(*pooled));
+    n.type = {grad.dtype, input};
     return {};
   }
 

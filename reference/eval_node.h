@@ -220,6 +220,74 @@ double pool_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
   return sum / static_cast<double>(divisor);
 }
 
+// The windows of a pool over one axis that hold input position `pos`: calls
+// f(window) for each (in the padded, dilated coordinates of the forward).
+template <class F>
+void windows_holding(int64_t pos, int64_t k, int64_t s, int64_t pad, int64_t dil, int64_t out, F&& f) {
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t start = pos + pad - t * dil;
+    if (start < 0 || start % s != 0 || start / s >= out) continue;
+    f(start / s);
+  }
+}
+
+template <class Ctx>
+double gather_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
+  const PoolPlan& q = p.pool;
+  const ValueId x = p.operands[0];
+  if (p.op == OpKind::Flip) {
+    int64_t from = 0, stride = 1, rest = idx;
+    for (size_t d = p.out_shape.size(); d-- > 0;) {
+      const int64_t n = p.out_shape[d], c = rest % n;
+      rest /= n;
+      const bool flipped = std::find(q.flip_dims.begin(), q.flip_dims.end(), static_cast<int64_t>(d)) != q.flip_dims.end();
+      from += (flipped ? n - 1 - c : c) * stride;
+      stride *= n;
+    }
+    return ctx.value(x, from);
+  }
+  if (p.op == OpKind::Im2col) {
+    const int64_t cols = p.out_shape[1], row = idx / cols, col = idx % cols;
+    const int64_t c = row / (q.kh * q.kw), i = row / q.kw % q.kh, j = row % q.kw;
+    const int64_t n = col / (q.out_h * q.out_w), ho = col / q.out_w % q.out_h, wo = col % q.out_w;
+    const int64_t ih = ho * q.sh - q.ph + i * q.dh, iw = wo * q.sw - q.pw + j * q.dw;
+    if (ih < 0 || ih >= q.in_h || iw < 0 || iw >= q.in_w) return 0.0;
+    return ctx.value(x, ((n * q.channels + c) * q.in_h + ih) * q.in_w + iw);
+  }
+  // The pools' backward at input element idx = (plane, h, w).
+  const int64_t w = idx % q.in_w, h = idx / q.in_w % q.in_h, plane = idx / (q.in_w * q.in_h);
+  const ValueId grad = p.operands[p.op == OpKind::MaxPool2dBackward ? 1 : 0];
+  const int64_t gbase = plane * q.out_h * q.out_w, xbase = plane * q.in_h * q.in_w;
+  double sum = 0;
+  windows_holding(h, q.kh, q.sh, q.ph, q.dh, q.out_h, [&](int64_t oh) {
+    windows_holding(w, q.kw, q.sw, q.pw, q.dw, q.out_w, [&](int64_t ow) {
+      const double g = ctx.value(grad, gbase + oh * q.out_w + ow);
+      const int64_t y0 = oh * q.sh - q.ph, x0 = ow * q.sw - q.pw;
+      if (p.op == OpKind::MaxPool2dBackward) {  // PyTorch: the first maximum, the last NaN
+        double m = -std::numeric_limits<double>::infinity();
+        int64_t arg = -1;
+        for (int64_t i = 0; i < q.kh; ++i) {
+          const int64_t iy = y0 + i * q.dh;
+          if (iy < 0 || iy >= q.in_h) continue;
+          for (int64_t j = 0; j < q.kw; ++j) {
+            const int64_t ix = x0 + j * q.dw;
+            if (ix < 0 || ix >= q.in_w) continue;
+            const double v = ctx.value(x, xbase + iy * q.in_w + ix);
+            if (arg < 0 || v > m || std::isnan(v)) arg = iy * q.in_w + ix, m = v;
+          }
+        }
+        if (arg == h * q.in_w + w) sum += g;
+        return;
+      }
+      int64_t y1 = std::min(y0 + q.kh, q.in_h + q.ph), x1 = std::min(x0 + q.kw, q.in_w + q.pw);
+      const int64_t padded = (y1 - y0) * (x1 - x0);
+      const int64_t inside = (std::min(y1, q.in_h) - std::max<int64_t>(y0, 0)) * (std::min(x1, q.in_w) - std::max<int64_t>(x0, 0));
+      sum += g / static_cast<double>(q.count_include_pad ? padded : inside);
+    });
+  });
+  return sum;
+}
+
 template <class Ctx>
 double reduction_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
   const ReductionPlan& r = p.reduction;
@@ -276,6 +344,7 @@ double eval_at(const NodePlan& p, ValueId id, int64_t idx, Ctx& ctx) {
       return p.op == OpKind::Softmax ? std::exp(v) / s.sum : v - std::log(s.sum);
     }
     case OpCategory::Pool: return pool_at(p, idx, ctx);
+    case OpCategory::Gather: return gather_at(p, idx, ctx);
     case OpCategory::Norm: return norm_at(p, id, idx, ctx);
     case OpCategory::Layout:  // reshape: the same flat index; expand / transpose: strided
       return ctx.value(p.operands[0], p.op == OpKind::Reshape ? idx : broadcast_index(p.bcast[0], p.out_shape, idx));

@@ -88,6 +88,45 @@ Status plan_pool(const Graph& g, ValueId id, NodePlan& p) {
   return {};
 }
 
+// flip, im2col and the pools' backward: the window fields as the forward pool
+// (or im2col's conv) sees them, in = the pooled input, out = the pooled output.
+Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
+  const Node& n = g.node(id);
+  PoolPlan& q = p.pool;
+  if (n.op == OpKind::Flip) {
+    q.flip_dims = n.attr_ints("dims");
+    return {};
+  }
+  Shape in, out;
+  if (n.op == OpKind::Im2col) {
+    in = g.node(n.operands[0]).type.shape;
+    const Shape& cols = n.type.shape;
+    q.channels = in.at(1);
+    const auto& k = n.attr_ints("kernel_size");
+    const auto& s = n.attr_ints("stride");
+    const auto& pd = n.attr_ints("padding");
+    const auto& d = n.attr_ints("dilation");
+    q.kh = k.at(0), q.kw = k.at(1), q.sh = s.at(0), q.sw = s.at(1), q.ph = pd.at(0), q.pw = pd.at(1);
+    q.dh = d.at(0), q.dw = d.at(1);
+    q.in_h = in.at(2), q.in_w = in.at(3);
+    q.out_w = (q.in_w + 2 * q.pw - q.dw * (q.kw - 1) - 1) / q.sw + 1;
+    q.out_h = cols.at(1) / in.at(0) / q.out_w;
+    return {};
+  }
+  const bool is_max = n.op == OpKind::MaxPool2dBackward;
+  in = n.type.shape;
+  out = g.node(n.operands[is_max ? 1 : 0]).type.shape;
+  if (in.size() != 4 || out.size() != 4) return plan_error(g, id, "unexpected pooling shapes");
+  const auto& k = n.attr_ints("kernel_size");
+  const auto& s = n.attr_ints("stride");
+  const auto& pd = n.attr_ints("padding");
+  q.kh = k.at(0), q.kw = k.at(1), q.sh = s.at(0), q.sw = s.at(1), q.ph = pd.at(0), q.pw = pd.at(1);
+  if (is_max) q.dh = n.attr_ints("dilation").at(0), q.dw = n.attr_ints("dilation").at(1);
+  else q.count_include_pad = n.attr_bool("count_include_pad");
+  q.in_h = in[2], q.in_w = in[3], q.out_h = out[2], q.out_w = out[3];
+  return {};
+}
+
 Status plan_anchor(const Graph& g, ValueId id, NodePlan& p) {
   const Node& n = g.node(id);
   AnchorPlan& a = p.anchor;
@@ -243,6 +282,9 @@ Expected<std::vector<NodePlan>> build_plans(const Graph& g) {
         plan_norm(n, in, p);
         break;
       }
+      case OpCategory::Gather:
+        if (Status s = plan_gather(g, id, p); !s) return s.error();
+        break;
       case OpCategory::Layout: {
         const Shape& in = g.node(n.operands[0]).type.shape;
         if (n.op == OpKind::Reshape) {

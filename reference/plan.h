@@ -44,6 +44,8 @@ struct PoolPlan {
   int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   bool count_include_pad = true;
+  int64_t channels = 1;               // im2col: x's C
+  std::vector<int64_t> flip_dims;     // flip: the reversed dims
 };
 
 // out[..., m, n] = sum_k a[..., m, k] * b[..., k, n]; linear is a = x, b = w^T.

@@ -238,19 +238,91 @@ TEST(Autodiff, ProgramShape) {
   EXPECT_NE(text.find("dW = dZ^T X"), std::string::npos) << text;
 }
 
+const std::string kConvXW =
+    "  - {name: x, shape: [2, 3, 7, 8], init: normal}\n  - {name: w, shape: [4, 3, 3, 3], init: normal}\n";
+const std::string kConvInputs = kConvXW + "  - {name: b, shape: [4]}\n  - {name: p, shape: [4, 1, 1]}\n";
+
+TEST(Autodiff, ConvAndPoolingMatchFiniteDifferences) {
+  check_gradients({"seed1_like", kConvInputs,
+                   "  - {name: z, op: conv2d, args: [x, w, b]}\n  - {name: r, op: relu, args: [z]}\n"
+                   "  - {name: y, op: add, args: [r, p]}\n",
+                   "[y]"});
+  check_gradients({"seed3_like", kConvInputs,
+                   "  - {name: z, op: conv2d, args: [x, w, b]}\n  - {name: t, op: tanh, args: [z]}\n"
+                   "  - {name: s, op: mul, args: [t, 2.0]}\n  - {name: u, op: add, args: [s, p]}\n"
+                   "  - {name: y, op: max_pool2d, args: [u], kernel_size: 2}\n",
+                   "[y]"});
+  check_gradients({"padded_dilated_avgpool", kConvXW,
+                   "  - {name: z, op: conv2d, args: [x, w], padding: [1, 2], dilation: [2, 1]}\n"
+                   "  - {name: a, op: avg_pool2d, args: [z], kernel_size: 3, stride: 2, padding: 1,"
+                   " count_include_pad: false, ceil_mode: true}\n"
+                   "  - {name: y, op: sigmoid, args: [a]}\n",
+                   "[y]"});
+  check_gradients({"overlapping_maxpool_and_global_pool", kConvInputs,
+                   "  - {name: z, op: conv2d, args: [x, w, b], padding: 1}\n"
+                   "  - {name: m, op: max_pool2d, args: [z], kernel_size: 3, stride: 2, padding: 1}\n"
+                   "  - {name: a, op: avg_pool2d, args: [z], kernel_size: [2, 3]}\n"
+                   "  - {name: g, op: global_avg_pool, args: [z]}\n  - {name: y, op: mul, args: [g, p]}\n",
+                   "[m, a, y]"});
+  check_gradients({"strided_conv_dw_only", kConvXW + "  - {name: b, shape: [4]}\n",
+                   "  - {name: z, op: conv2d, args: [x, w, b], stride: 2, padding: 1}\n"
+                   "  - {name: y, op: gelu, args: [z]}\n",
+                   "[y]"},
+                  BackwardOptions{{"x"}});
+  check_gradients({"grouped_conv_dx_only",
+                   "  - {name: x, shape: [2, 4, 6, 6], init: normal}\n  - {name: w, shape: [6, 2, 3, 2], init: normal}\n",
+                   "  - {name: z, op: conv2d, args: [x, w], groups: 2, padding: [1, 0]}\n"
+                   "  - {name: y, op: silu, args: [z]}\n",
+                   "[y]"},
+                  BackwardOptions{{"w"}});
+  check_gradients({"pool1d_and_flip", kLinearInputs + "  - {name: q, shape: [3, 2]}\n",
+                   "  - {name: z, op: linear, args: [x, w]}\n"
+                   "  - {name: m, op: max_pool1d, args: [z], kernel_size: 2}\n"
+                   "  - {name: a, op: avg_pool1d, args: [z], kernel_size: 4, stride: 2, padding: 1}\n"
+                   "  - {name: f, op: flip, args: [a], dims: [1]}\n  - {name: y, op: mul, args: [f, m]}\n"
+                   "  - {name: v, op: add, args: [y, q]}\n",
+                   "[v]"});
+}
+
+TEST(Autodiff, MaxPoolTiesGoToTheFirstMaximum) {
+  // relu makes whole windows 0: PyTorch gives each window's gradient to its first element.
+  Graph g = parse({"ties", kConvXW,
+                   "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: r, op: relu, args: [z]}\n"
+                   "  - {name: y, op: max_pool2d, args: [r], kernel_size: 2}\n",
+                   "[y]"});
+  auto p = build_backward(g);
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  ASSERT_EQ(p->stages.size(), 3u) << print_backward(*p);  // epilogue, dX, dW
+  Graph op = parse({"pool_backward", "  - {name: u, shape: [1, 1, 2, 4]}\n  - {name: d, shape: [1, 1, 1, 2]}\n",
+                    "  - {name: g, op: max_pool2d_backward, args: [u, d], kernel_size: 2}\n", "[g]"});
+  HostTensor u{op.node(op.inputs()[0]).type, {0, 0, 3, 5, 0, 0, 5, 1}};
+  HostTensor d{op.node(op.inputs()[1]).type, {2, 7}};
+  auto out = evaluate_reference(op, {u, d});
+  ASSERT_TRUE(static_cast<bool>(out)) << out.error().message;
+  EXPECT_EQ(out->at(0), (std::vector<double>{2, 0, 0, 7, 0, 0, 0, 0}));  // ties (0, 0 / 5, 5): the first
+}
+
 TEST(Autodiff, UnsupportedOpsAreClearErrors) {
-  Graph conv = parse({"conv", "  - {name: x, shape: [1, 2, 5, 5]}\n  - {name: w, shape: [3, 2, 3, 3]}\n",
-                      "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: y, op: relu, args: [z]}\n", "[y]"});
-  auto p = build_backward(conv);
+  Graph strided = parse({"strided", kConvXW,
+                         "  - {name: z, op: conv2d, args: [x, w], stride: 2}\n  - {name: y, op: relu, args: [z]}\n",
+                         "[y]"});
+  auto p = build_backward(strided);
   ASSERT_FALSE(static_cast<bool>(p));
-  EXPECT_NE(p.error().message.find("conv2d"), std::string::npos) << p.error().message;
-  EXPECT_NE(p.error().str().find("conv.yaml:"), std::string::npos) << p.error().str();
-  Graph pool = parse({"pool", kLinearInputs,
-                      "  - {name: z, op: linear, args: [x, w]}\n  - {name: y, op: max_pool1d, args: [z], kernel_size: 2}\n",
-                      "[y]"});
-  auto q = build_backward(pool);
+  EXPECT_NE(p.error().message.find("strided conv2d"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().str().find("strided.yaml:"), std::string::npos) << p.error().str();
+  EXPECT_TRUE(static_cast<bool>(build_backward(strided, BackwardOptions{{"x"}})));
+  Graph grouped = parse({"grouped",
+                         "  - {name: x, shape: [1, 4, 5, 5]}\n  - {name: w, shape: [4, 2, 3, 3]}\n",
+                         "  - {name: z, op: conv2d, args: [x, w], groups: 2}\n", "[z]"});
+  auto q = build_backward(grouped);
   ASSERT_FALSE(static_cast<bool>(q));
-  EXPECT_NE(q.error().message.find("max_pool1d"), std::string::npos) << q.error().message;
+  EXPECT_NE(q.error().message.find("grouped conv2d"), std::string::npos) << q.error().message;
+  Graph norm = parse({"norm", kConvXW,
+                      "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: y, op: instance_norm, args: [z]}\n",
+                      "[y]"});
+  auto r = build_backward(norm);
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(r.error().message.find("instance_norm"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

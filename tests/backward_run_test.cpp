@@ -150,6 +150,31 @@ void run_cases(Backend backend) {
                   spec("fp32", "  - {name: a, shape: [3, 40, 64]}\n  - {name: bm, shape: [64, 64]}\n",
                        "  - {name: z, op: matmul, args: [a, bm]}\n  - {name: s, op: square, args: [z]}\n"
                        "  - {name: y, op: add, args: [s, a]}\n"));
+  // conv2d: dX as a conv of dZ with the flipped weight, dW as a linear over im2col; pools' backward
+  const std::string conv = "  - {name: x, shape: [3, 5, 19, 23]}\n  - {name: w, shape: [12, 5, 3, 3]}\n"
+                           "  - {name: b, shape: [12]}\n  - {name: p, shape: [12, 1, 1], init: normal}\n";
+  check_on_device(backend, "seed1_conv_relu_bias",
+                  spec("fp32", conv, "  - {name: z, op: conv2d, args: [x, w, b]}\n  - {name: r, op: relu, args: [z]}\n"
+                                     "  - {name: y, op: add, args: [r, p]}\n"));
+  check_on_device(backend, "seed3_conv_tanh_scale_bias_maxpool",
+                  spec("fp32", conv, "  - {name: z, op: conv2d, args: [x, w, b]}\n  - {name: t, op: tanh, args: [z]}\n"
+                                     "  - {name: s, op: mul, args: [t, 2.0]}\n  - {name: u, op: add, args: [s, p]}\n"
+                                     "  - {name: y, op: max_pool2d, args: [u], kernel_size: 4}\n"));
+  check_on_device(backend, "conv_padded_dilated_avgpool_strided_dw",
+                  spec("fp32", "  - {name: x, shape: [2, 6, 17, 20]}\n  - {name: w, shape: [8, 6, 3, 3]}\n",
+                       "  - {name: z, op: conv2d, args: [x, w], padding: 2, dilation: [2, 1], stride: [1, 2]}\n"
+                       "  - {name: y, op: avg_pool2d, args: [z], kernel_size: 3, stride: 2, padding: 1}\n"),
+                  BackwardOptions{{"x"}});
+  check_on_device(backend, "grouped_conv_global_pool_dx",
+                  spec("fp32", "  - {name: x, shape: [2, 8, 12, 12]}\n  - {name: w, shape: [16, 2, 3, 3]}\n",
+                       "  - {name: z, op: conv2d, args: [x, w], groups: 4, padding: 1}\n"
+                       "  - {name: g, op: gelu, args: [z]}\n  - {name: y, op: global_avg_pool, args: [g]}\n"),
+                  BackwardOptions{{"w"}});
+  for (const std::string precision : {"tf32", "bf16"})
+    check_on_device(backend, "conv_maxpool_" + precision,
+                    spec(precision, "  - {name: x, shape: [2, 16, 18, 18]}\n  - {name: w, shape: [32, 16, 3, 3]}\n",
+                         "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: t, op: tanh, args: [z]}\n"
+                         "  - {name: y, op: max_pool2d, args: [t], kernel_size: 2}\n"));
   for (const std::string precision : {"tf32", "bf16"})
     check_on_device(backend, "linear_" + precision,
                     spec(precision, "  - {name: x, shape: [64, 128]}\n  - {name: w, shape: [96, 128]}\n",

@@ -194,6 +194,38 @@ ops:
   - {name: c, op: expand, args: [2.5], shape: [6, 10]}
   - {name: y, op: mul, args: [u, c]}
 outputs: [y])"},
+      {"flip_transposed_weight", R"(
+inputs: [{name: w, shape: [6, 4, 3, 5]}]
+ops:
+  - {name: t, op: transpose, args: [w], dims: [0, 1]}
+  - {name: f, op: flip, args: [t], dims: [2, -1]}
+  - {name: y, op: mul, args: [f, 2]}
+  - {name: g, op: flip, args: [w], dims: [0]}
+outputs: [y, g])"},
+      {"im2col_strided_padded", R"(
+inputs: [{name: x, shape: [2, 3, 9, 11]}]
+ops:
+  - {name: c, op: im2col, args: [x], kernel_size: 3, stride: 2, padding: 1}
+  - {name: d, op: im2col, args: [x], kernel_size: [2, 3], dilation: [2, 1], padding: [0, 2]}
+  - {name: r, op: relu, args: [d]}
+outputs: [c, r])"},
+      {"max_pool2d_backward_ties", R"(
+inputs: [{name: x, shape: [2, 3, 10, 9]}, {name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 5, 4]}]
+ops:
+  - {name: u, op: sub, args: [x, 0.6]}
+  - {name: r, op: relu, args: [u]}
+  - {name: g, op: max_pool2d_backward, args: [r, dy], kernel_size: 3, stride: 2, padding: 1}
+  - {name: h, op: max_pool2d_backward, args: [x, dz], kernel_size: [2, 3], stride: [2, 2], dilation: [2, 1], ceil_mode: true}
+  - {name: y, op: mul, args: [h, 3]}
+outputs: [g, y])"},
+      {"avg_pool2d_backward", R"(
+inputs: [{name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 3, 3]}]
+ops:
+  - {name: g, op: avg_pool2d_backward, args: [dy], input_shape: [2, 3, 10, 9], kernel_size: 3, stride: 2, padding: 1,
+     count_include_pad: false}
+  - {name: h, op: avg_pool2d_backward, args: [dz], input_shape: [2, 3, 7, 8], kernel_size: 3, stride: 3,
+     padding: 1, ceil_mode: true}
+outputs: [g, h])"},
   };
   return cases;
 }

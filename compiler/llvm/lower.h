@@ -135,5 +135,7 @@ Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index);
 
 // lower_fallback.cpp: pointwise, reduction, softmax, pool and row-finish kernels.
 Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index);
+// lower_gather.cpp: flip, im2col and the pools' backward.
+Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp);
 
 }  // namespace fusejit::cg::cpu

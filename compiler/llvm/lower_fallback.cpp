@@ -404,6 +404,7 @@ Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index) {
     case KernelKind::Pool2d:
     case KernelKind::Pool1d: return lower_pool(lc, kp);
     case KernelKind::RowFinish: return lower_row_finish(lc, kp);
+    case KernelKind::Gather: return lower_gather(lc, kp);
     case KernelKind::Anchor: break;
   }
   return Error("cpu codegen: internal error: anchor kernel passed to the fallback lowering");

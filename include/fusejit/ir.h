@@ -115,7 +115,11 @@ struct TensorType {
   X(AvgPool1d, "avg_pool1d", Pool)                    \
   X(Expand, "expand", Layout)                         \
   X(Reshape, "reshape", Layout)                       \
-  X(Transpose, "transpose", Layout)
+  X(Transpose, "transpose", Layout)                   \
+  X(Flip, "flip", Gather)                             \
+  X(Im2col, "im2col", Gather)                         \
+  X(MaxPool2dBackward, "max_pool2d_backward", Gather) \
+  X(AvgPool2dBackward, "avg_pool2d_backward", Gather)
 
 enum class OpKind : uint8_t {
 #define FUSEJIT_ENUM(e, n, c) e,
@@ -131,7 +135,9 @@ enum class OpKind : uint8_t {
 // form (per-channel running statistics; codegen lowers it to elementwise ops).
 // Layout: expand (broadcast to a shape), reshape (same elements, new shape)
 // and transpose (two dims swapped); the backward program uses them.
-enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm, Layout };
+// Gather: each result element reads its operands at computed positions (flip,
+// im2col, the pools' backward); the backward program of conv2d and pooling.
+enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm, Layout, Gather };
 
 // Attribute values. `Ints` holds lists (dims, 2-D kernel/stride/padding).
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;

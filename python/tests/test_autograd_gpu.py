@@ -1,5 +1,6 @@
 """fusejit.autograd on a GPU: gradients against PyTorch's float64 autograd,
-100 SGD steps of the seed-2 model tracking PyTorch's fp32 loss curve,
+100 SGD steps of each seed model (seeds 1 and 3 at a reduced batch and size)
+tracking PyTorch's fp32 loss curve,
 torch.compile(fullgraph=True) of a model with two fusejit modules (forward and
 backward) against eager. Skips cleanly without torch or a CUDA device."""
 import pytest
@@ -20,10 +21,10 @@ needs_ops = pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.
 
 @pytest.fixture(autouse=True)
 def exact_fp32():
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     yield
-    torch.backends.cuda.matmul.allow_tf32 = saved
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def seed2_spec(m, k, n, precision="fp32"):
@@ -163,3 +164,59 @@ def test_compile_fullgraph_two_modules_forward_and_backward():
     torch.testing.assert_close(out, eager, rtol=0, atol=0)
     for got, want in zip([p.grad for p in model.parameters()] + [x.grad], eager_grads):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _conv_seed(which):
+    """The seed model (fusejit.models) and its PyTorch twin with the same weights; reduced batch and size."""
+    torch.manual_seed(4 + which)
+    if which == 1:
+        model = fusejit.models.ConvReluBias(64, 128, 3, (128, 1, 1), precision="fp32").to(DEV)
+        x = torch.rand(8, 64, 34, 30, device=DEV)
+
+        def twin(x, w, cb, b):
+            return torch.relu(F.conv2d(x, w, cb)) + b
+    else:
+        model = fusejit.models.ConvTanhScaleBiasMaxPool(8, 64, 3, 2.0, (64, 1, 1), 4, precision="fp32").to(DEV)
+        x = torch.rand(8, 8, 66, 70, device=DEV)
+
+        def twin(x, w, cb, b):
+            return F.max_pool2d(torch.tanh(F.conv2d(x, w, cb)) * 2.0 + b, 4)
+    return model, x, twin
+
+
+@pytest.mark.parametrize("which", [1, 3])
+def test_conv_seed_gradients_match_torch_float64(which):
+    model, x, twin = _conv_seed(which)
+    params = [model.conv.weight, model.conv.bias, model.bias]
+    x = x.requires_grad_()
+    y = model(x)
+    gy = torch.randn_like(y)
+    (y * gy).sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in [x] + params]
+    (twin(*ref) * gy.double()).sum().backward()
+    for name, o, r in zip(("x", "conv.weight", "conv.bias", "bias"), [x] + params, ref):
+        assert rel_l2(o.grad, r.grad) <= 1e-5, (name, rel_l2(o.grad, r.grad))
+
+
+@pytest.mark.parametrize("which", [1, 3])
+def test_conv_seed_training_tracks_pytorch_fp32(which):
+    model, x, twin = _conv_seed(which)
+    ref = [torch.nn.Parameter(t.detach().clone()) for t in (model.conv.weight, model.conv.bias, model.bias)]
+    with torch.no_grad():
+        target = torch.randn_like(twin(x, *ref))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    ref_opt = torch.optim.SGD(ref, lr=0.5)
+    worst, first = 0.0, None
+    for step in range(100):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss = F.mse_loss(model(x), target)
+        ref_loss = F.mse_loss(twin(x, *ref), target)
+        loss.backward()
+        ref_loss.backward()
+        opt.step()
+        ref_opt.step()
+        first = first or ref_loss.item()
+        worst = max(worst, abs(loss.item() - ref_loss.item()) / abs(ref_loss.item()))
+    assert worst <= 1e-4, worst
+    assert loss.item() < 0.95 * first, (loss.item(), first)

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Training step (forward + backward) of the three seed models: fusejit.models
+(the fused forward and the generated backward stages) against PyTorch eager
+and torch.compile of the same chain, in one process on the same inputs.
+
+    FUSEJIT_LIB=build/capi/libfusejit_c.so python3 bench/bench_backward_seeds.py \\
+        --seeds 1,2,3 --modes fp32,tf32,bf16 --out bench/results
+
+One step = forward, sum(y * g), backward (grads of x and every parameter).
+CUDA events around each step, L2 flushed before it, warm-up first, the median
+of --iters steps. Gradients are checked against float64 autograd first
+(relative L2, printed). fp32: TF32 off in cuBLAS and cuDNN; tf32: on.
+"""
+import argparse
+import datetime
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+import torch  # noqa: E402
+
+import fusejit  # noqa: E402
+
+F = torch.nn.functional
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}
+
+
+def seed(which, mode, scale):
+    """(fusejit model, PyTorch twin(x, *params), input x) at the seed's size / scale."""
+    prec = mode
+    if which == 1:
+        model = fusejit.models.ConvReluBias(64, 128, 3, (128, 1, 1), precision=prec)
+        x = torch.rand(128 // scale, 64, 128, 128)
+
+        def twin(x, w, cb, b):
+            return torch.relu(F.conv2d(x, w, cb)) + b
+        params = lambda m: [m.conv.weight, m.conv.bias, m.bias]  # noqa: E731
+    elif which == 2:
+        model = fusejit.models.GemmBiasRelu(8192, 8192, (8192,), precision=prec)
+        x = torch.rand(1024 // scale, 8192)
+
+        def twin(x, w, b):
+            return torch.relu(F.linear(x, w) + b)
+        params = lambda m: [m.gemm.weight, m.bias]  # noqa: E731
+    else:
+        model = fusejit.models.ConvTanhScaleBiasMaxPool(8, 64, 3, 2.0, (64, 1, 1), 4, precision=prec)
+        x = torch.rand(128 // scale, 8, 256, 256)
+
+        def twin(x, w, cb, b):
+            return F.max_pool2d(torch.tanh(F.conv2d(x, w, cb)) * 2.0 + b, 4)
+        params = lambda m: [m.conv.weight, m.conv.bias, m.bias]  # noqa: E731
+    return model, twin, params, x
+
+
+def time_steps(step, iters, warmup, flush):
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(iters):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--modes", default="fp32,tf32,bf16")
+    ap.add_argument("--sides", default="eager,compile,fusejit")
+    ap.add_argument("--scale", type=int, default=1, help="divide the batch by this")
+    ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--tag", default="seeds")
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    sides = a.sides.split(",")
+    rows = []
+    for which in (int(s) for s in a.seeds.split(",")):
+        for mode in a.modes.split(","):
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+            dtype = DTYPES[mode]
+            torch.manual_seed(which)
+            model, twin, params_of, x = seed(which, mode, a.scale)
+            model = model.to(dev, dtype)
+            x = x.to(dev, dtype).requires_grad_()
+            fj_params = params_of(model)
+            pt_params = [torch.nn.Parameter(t.detach().clone()) for t in fj_params]
+            with torch.no_grad():
+                gy = torch.randn_like(twin(x, *pt_params))
+            compiled = torch.compile(twin, mode=a.compile_mode)
+            fns = {"eager": lambda: twin(x, *pt_params), "compile": lambda: compiled(x, *pt_params),
+                   "fusejit": lambda: model(x)}
+            grads_of = {"eager": [x] + pt_params, "compile": [x] + pt_params, "fusejit": [x] + fj_params}
+            # correctness first: fusejit's gradients against float64 autograd
+            ref = [t.detach().double().requires_grad_() for t in [x] + pt_params]
+            (twin(*ref) * gy.double()).sum().backward()
+            for t in grads_of["fusejit"]:
+                t.grad = None
+            (model(x) * gy).sum().backward()
+            errs = [rel_l2(t.grad, r.grad) for t, r in zip(grads_of["fusejit"], ref)]
+            del ref
+            row = {"seed": which, "mode": mode, "shape": "x".join(map(str, x.shape)), "errs": errs}
+            for side in sides:
+                def step(side=side):
+                    for t in grads_of[side]:
+                        t.grad = None
+                    (fns[side]() * gy).sum().backward()
+                row[side] = time_steps(step, a.iters, a.warmup, flush)
+            rows.append(row)
+            print(f"seed {which} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
+                  "; fusejit grad rel L2 vs fp64: " + ", ".join(f"{v:.1e}" for v in errs), flush=True)
+            del model, x, fj_params, pt_params, compiled, fns, grads_of
+            torch.cuda.empty_cache()
+    lines = [f"# Training step of the seed models ({torch.cuda.get_device_name()}, torch {torch.__version__})", "",
+             f"{datetime.datetime.now():%Y-%m-%d %H:%M}; command: bench/bench_backward_seeds.py --seeds {a.seeds} "
+             f"--modes {a.modes} --scale {a.scale}; median of {a.iters} steps, L2 flushed, CUDA events; one step = "
+             f"forward, sum(y * g), backward (x and every parameter). torch.compile: {a.compile_mode}.", "",
+             "| seed | x | mode | " + " | ".join(f"{s} ms" for s in sides) +
+             " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params) |",
+             "|---|---|---|" + "---|" * (len(sides) + 3)]
+    for r in rows:
+        fj = r.get("fusejit")
+        ratio = lambda s: f"{r[s] / fj:.2f}x" if fj and s in r else "-"  # noqa: E731
+        lines.append(f"| {r['seed']} | {r['shape']} | {r['mode']} | " + " | ".join(f"{r[s]:.3f}" for s in sides) +
+                     f" | {ratio('eager')} | {ratio('compile')} | " + ", ".join(f"{v:.1e}" for v in r["errs"]) + " |")
+    lines += ["", "Ratios are peer time / fusejit time (above 1: fusejit faster)."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        name = torch.cuda.get_device_name().replace(" ", "_")
+        path = os.path.join(a.out, f"bench_backward_seeds_{name}_{datetime.datetime.now():%Y%m%d-%H%M%S}_{a.tag}.md")
+        with open(path, "w") as f:
+            f.write(text)
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+// conv2d's backward as fusejit stages (PyTorch's convolution_backward):
+//   dX = conv2d(dZ, W'), W' [Cin, Cout/groups, kh, kw] each group's W
+//        transposed with its taps reversed, padding dilation*(k-1) - padding
+//        (stride 1; a strided conv's dX needs dZ dilated: not yet);
+//   dW = dZ^T [Cout, N*Ho*Wo] (dZ with N and C swapped) times im2col(x)^T: a linear with both operands
+//        K-major over K = N*Ho*Wo (groups 1; grouped dW not yet).
+#include "compiler/autodiff.h"
+#include "ir/passes.h"
+
+namespace fusejit::ad {
+
+Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, ValueId dz, bool want_x, bool want_w,
+                                              StageWriter& w, const std::function<ValueId(ValueId)>& primal,
+                                              const EmitFn& emit) {
+  const Node& an = fwd.node(conv);
+  const ValueId x = an.operands[0], wt = an.operands[1];
+  const Shape& xs = fwd.node(x).type.shape;
+  const Shape& ws = fwd.node(wt).type.shape;
+  const Shape& zs = an.type.shape;
+  const auto& stride = an.attr_ints("stride");
+  const auto& pad = an.attr_ints("padding");
+  const auto& dil = an.attr_ints("dilation");
+  const int64_t groups = an.attr_int("groups");
+  const std::string& xn = fwd.node(x).name;
+  const std::string& wn = fwd.node(wt).name;
+  ConvOperands out;
+  if (want_x) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (stride[i] != 1)
+        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' through a strided conv2d (stride " +
+                                         attr_str(an.attrs.at("stride")) + ") is not supported yet; stride 1 is "
+                                         "(mark '" + xn + "' no_grad to train the rest)");
+      if (pad[i] > dil[i] * (ws[2 + i] - 1))
+        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' needs padding <= dilation * (kernel - 1)");
+    }
+    out.dz = emit(dz, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd.describe(conv));
+    const int64_t co = ws[0], cig = ws[1], kh = ws[2], kw = ws[3];
+    const ValueId wv = primal(wt);
+    const ValueId t = groups == 1 ? w.transpose(wv, 0, 1)
+                                  : w.reshape(w.transpose(w.reshape(wv, {groups, co / groups, cig, kh, kw}), 1, 2),
+                                              {groups * cig, co / groups, kh, kw});
+    out.w_flipped = emit(w.op(OpKind::Flip, {t}, {{"dims", std::vector<int64_t>{2, 3}}}, w.shape(t)),
+                         "tmp_" + wn + "_flipped", BufferRole::Temporary,
+                         "'" + wn + "' with each group transposed and its taps reversed, for dX");
+  }
+  if (want_w) {
+    if (groups != 1)
+      return node_error(fwd, conv, "backward: the gradient of '" + wn + "' of a grouped conv2d (groups " +
+                                       std::to_string(groups) + ") is not supported yet (mark it no_grad)");
+    const int64_t pixels = zs[0] * zs[2] * zs[3];
+    out.dz_t = emit(w.transpose(dz, 0, 1), "tmp_dz_t", BufferRole::Temporary,
+                    "dZ with N and C swapped, read by dW as [Cout, N*Ho*Wo]");
+    AttrMap a{{"kernel_size", std::vector<int64_t>{ws[2], ws[3]}},
+              {"stride", stride},
+              {"padding", pad},
+              {"dilation", dil}};
+    out.cols = emit(w.op(OpKind::Im2col, {primal(x)}, a, {xs[1] * ws[2] * ws[3], pixels}), "tmp_" + xn + "_cols",
+                    BufferRole::Temporary, "im2col('" + xn + "') [Cin*kh*kw, N*Ho*Wo], for dW");
+  }
+  return out;
+}
+
+ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape) {
+  const auto& pad = conv.attr_ints("padding");
+  const auto& dil = conv.attr_ints("dilation");
+  const Shape& wf = w.shape(w_flipped);
+  AttrMap a{{"stride", std::vector<int64_t>{1, 1}},
+            {"padding", std::vector<int64_t>{dil[0] * (wf[2] - 1) - pad[0], dil[1] * (wf[3] - 1) - pad[1]}},
+            {"dilation", dil},
+            {"groups", conv.attr_int("groups")}};
+  return w.op(OpKind::Conv2d, {dz, w_flipped}, a, x_shape);
+}
+
+}  // namespace fusejit::ad

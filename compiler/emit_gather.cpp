@@ -1,0 +1,109 @@
+// The gather kernels: flip, im2col and the backward of max / avg pooling (the
+// backward program of conv2d and pooling). One thread an output element
+// reads its operands at computed positions (templates/gather.cuh), then the
+// fused elementwise consumers run on the value before the store.
+#include <algorithm>
+
+#include "compiler/emit_common.h"
+#include "compiler/emitters.h"
+
+namespace fusejit::cg {
+
+Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const Shape& os = r.type.shape;
+  const int rank = static_cast<int>(os.size());
+  const PointwiseConfig& cfg = ctx.heur.pointwise;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  s.comment = kp.name + ": " + g.describe(kp.root) + " -> " + shape_str(os);
+  s.constants.push_back({"kNumel", numel(os), "elements of " + shape_str(os)});
+  CudaStruct ws;
+  ws.name = "WindowShape";
+  auto member = [&](const std::string& n, int64_t v) {
+    ws.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
+  };
+  auto window = [&](const Shape& in, const Shape& out) {
+    const auto& k = r.attr_ints("kernel_size");
+    const auto& st = r.attr_ints("stride");
+    const auto& pd = r.attr_ints("padding");
+    const std::vector<int64_t> dl = r.attrs.count("dilation") ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+    member("kH", in[2]);
+    member("kW", in[3]);
+    member("kOH", out[2]);
+    member("kOW", out[3]);
+    member("kKH", k[0]);
+    member("kKW", k[1]);
+    member("kSH", st[0]);
+    member("kSW", st[1]);
+    member("kPH", pd[0]);
+    member("kPW", pd[1]);
+    member("kDH", dl[0]);
+    member("kDW", dl[1]);
+    s.structs.push_back(ws);
+  };
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the gathered value and its fused consumers, at output coordinates");
+  std::vector<std::string> inner;
+  const std::string x = em.load_param(r.operands[0]);
+  switch (r.op) {
+    case OpKind::Flip: {  // the source offset: flipped dims count from the end
+      const auto& dims = r.attr_ints("dims");
+      std::string off;
+      int64_t stride = 1;
+      for (int d = rank - 1; d >= 0; --d) {
+        const int64_t n = os[static_cast<size_t>(d)];
+        const bool flipped = std::find(dims.begin(), dims.end(), d) != dims.end();
+        std::string c = "(long long)" + (flipped ? "(" + int_literal(n - 1) + " - i" + std::to_string(d) + ")"
+                                                 : "i" + std::to_string(d));
+        if (n > 1) off += (off.empty() ? "" : " + ") + (stride == 1 ? c : c + " * " + int_literal(stride));
+        stride *= n;
+      }
+      inner.push_back("const float v = fj::load_as_float(" + x + ", " + (off.empty() ? "0" : off) + ");");
+      break;
+    }
+    case OpKind::Im2col: {
+      const Shape& xs = g.node(r.operands[0]).type.shape;
+      const auto& k = r.attr_ints("kernel_size");
+      const int64_t pixels = os[1] / xs[0];
+      const int64_t ow = (xs[3] + 2 * r.attr_ints("padding")[1] - r.attr_ints("dilation")[1] * (k[1] - 1) - 1) /
+                             r.attr_ints("stride")[1] + 1;
+      window(xs, {xs[0], xs[1], pixels / ow, ow});
+      s.constants.push_back({"kChannels", xs[1], "channels of the unfolded input"});
+      inner.push_back("const float v = fj::im2col_at<WindowShape>(i0, i1, [&](long long n, long long c, int ih, int iw) {");
+      inner.push_back("  return fj::load_as_float(" + x +
+                      ", ((n * kChannels + c) * WindowShape::kH + ih) * WindowShape::kW + iw); });");
+      break;
+    }
+    case OpKind::MaxPool2dBackward:
+    case OpKind::AvgPool2dBackward: {
+      const bool is_max = r.op == OpKind::MaxPool2dBackward;
+      const ValueId grad = r.operands[is_max ? 1 : 0];
+      const Shape& gs = g.node(grad).type.shape;
+      window(os, gs);
+      const std::string gp = em.load_param(grad);
+      inner.push_back("const long long plane = (long long)e / (WindowShape::kH * WindowShape::kW);");
+      const std::string load_grad =
+          "[&](int oh, int ow) { return fj::load_as_float(" + gp +
+          ", (plane * WindowShape::kOH + oh) * WindowShape::kOW + ow); }";
+      if (is_max)
+        inner.push_back("const float v = fj::max_pool2d_backward_at<WindowShape>(i2, i3, [&](int ih, int iw) { "
+                        "return fj::load_as_float(" + x + ", (plane * WindowShape::kH + ih) * WindowShape::kW + iw); }, " +
+                        load_grad + ");");
+      else
+        inner.push_back(std::string("const float v = fj::avg_pool2d_backward_at<WindowShape, ") +
+                        (r.attr_bool("count_include_pad") ? "true" : "false") + ">(i2, i3, " + load_grad + ");");
+      break;
+    }
+    default:
+      return Error("codegen: internal error: " + std::string(op_name(r.op)) + " is no gather op");
+  }
+  inner.push_back(post_call(post, "v", rank));
+  const unsigned grid = grid_for(numel(os), cfg.threads, cfg.max_blocks);
+  return finish_kernel(em, kp, element_loop(os, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
+}
+
+}  // namespace fusejit::cg

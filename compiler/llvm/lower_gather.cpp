@@ -1,0 +1,182 @@
+// The gather kernels lowered to LLVM: flip, im2col and the backward of max /
+// avg pooling, one output element at a time (templates/gather.cuh's rules),
+// the fused consumers applied before the store.
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/llvm/lower.h"
+
+namespace fusejit::cg::cpu {
+namespace {
+
+using llvm::Value;
+
+constexpr int64_t kElementsPerTask = 16384;
+
+struct Window {
+  int64_t h = 1, w = 1, oh = 1, ow = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+Window window_of(const Node& r, const Shape& in, const Shape& out) {
+  Window q;
+  const auto& k = r.attr_ints("kernel_size");
+  const auto& st = r.attr_ints("stride");
+  const auto& pd = r.attr_ints("padding");
+  q.h = in[2], q.w = in[3], q.oh = out[2], q.ow = out[3];
+  q.kh = k[0], q.kw = k[1], q.sh = st[0], q.sw = st[1], q.ph = pd[0], q.pw = pd[1];
+  if (r.attrs.count("dilation")) q.dh = r.attr_ints("dilation")[0], q.dw = r.attr_ints("dilation")[1];
+  return q;
+}
+
+class GatherLowering {
+ public:
+  GatherLowering(KernelFunction& kf) : kf_(kf), b_(kf.b()) {}
+
+  Value* in_range(Value* v, int64_t hi) {
+    return b_.CreateAnd(b_.CreateICmpSGE(v, kf_.i64(0)), b_.CreateICmpSLT(v, kf_.i64(hi)));
+  }
+
+  // f(o) for each window o along one axis holding input position `pos`.
+  void windows_holding(Value* pos, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
+                       const std::function<void(Value*)>& f, const std::string& name) {
+    kf_.loop(0, k, 1, [&](Value* t) {
+      Value* start = b_.CreateSub(b_.CreateAdd(pos, kf_.i64(p)), b_.CreateMul(t, kf_.i64(d)));
+      Value* ok = b_.CreateICmpSGE(start, kf_.i64(0));
+      Value* safe = b_.CreateSelect(ok, start, kf_.i64(0));
+      ok = b_.CreateAnd(ok, b_.CreateICmpEQ(b_.CreateURem(safe, kf_.i64(s)), kf_.i64(0)));
+      Value* o = b_.CreateUDiv(safe, kf_.i64(s));
+      ok = b_.CreateAnd(ok, b_.CreateICmpSLT(o, kf_.i64(out)));
+      kf_.if_then(ok, [&] { f(o); });
+    }, name);
+  }
+
+ private:
+  KernelFunction& kf_;
+  llvm::IRBuilder<>& b_;
+};
+
+}  // namespace
+
+Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
+  const Graph& g = lc.pc.g;
+  const Node& r = g.node(kp.root);
+  const Shape& os = r.type.shape;
+  const ValueId x = r.operands[0];
+  const Shape& xs = g.node(x).type.shape;
+  const int64_t inner = os.empty() ? 1 : os.back();
+  const Shape outer_shape = os.empty() ? Shape{} : Shape(os.begin(), os.end() - 1);
+
+  KernelFunction kf(lc, kp.name);
+  llvm::IRBuilder<>& b = kf.b();
+  GatherLowering gl(kf);
+  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const BufferRef in = lc.plan.buffer.at(x);
+  int64_t per_element = 1;
+  kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
+    std::vector<Value*> idx = decompose(kf, row, outer_shape);
+    kf.loop(kf.i64(0), kf.i64(inner), 1, [&](Value* last) {
+      std::vector<Value*> at = idx;
+      if (!os.empty()) at.push_back(last);
+      Value* v = nullptr;
+      if (r.op == OpKind::Flip) {
+        const auto& dims = r.attr_ints("dims");
+        Value* off = kf.i64(0);
+        int64_t stride = 1;
+        for (size_t d = os.size(); d-- > 0;) {
+          Value* c = at[d];
+          if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end())
+            c = b.CreateSub(kf.i64(os[d] - 1), c);
+          off = b.CreateAdd(off, b.CreateMul(c, kf.i64(stride)));
+          stride *= os[d];
+        }
+        v = kf.load_f32(in, off);
+      } else if (r.op == OpKind::Im2col) {
+        const auto& k = r.attr_ints("kernel_size");
+        const auto& st = r.attr_ints("stride");
+        const auto& pd = r.attr_ints("padding");
+        const auto& dl = r.attr_ints("dilation");
+        const int64_t ow = (xs[3] + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1] + 1, oh = os[1] / xs[0] / ow;
+        Value* kw = b.CreateURem(at[0], kf.i64(k[1]));
+        Value* kh = b.CreateURem(b.CreateUDiv(at[0], kf.i64(k[1])), kf.i64(k[0]));
+        Value* c = b.CreateUDiv(at[0], kf.i64(k[0] * k[1]));
+        Value* wo = b.CreateURem(at[1], kf.i64(ow));
+        Value* ho = b.CreateURem(b.CreateUDiv(at[1], kf.i64(ow)), kf.i64(oh));
+        Value* n = b.CreateUDiv(at[1], kf.i64(oh * ow));
+        Value* ih = b.CreateAdd(b.CreateSub(b.CreateMul(ho, kf.i64(st[0])), kf.i64(pd[0])), b.CreateMul(kh, kf.i64(dl[0])));
+        Value* iw = b.CreateAdd(b.CreateSub(b.CreateMul(wo, kf.i64(st[1])), kf.i64(pd[1])), b.CreateMul(kw, kf.i64(dl[1])));
+        Value* acc = kf.local(kf.f32(0), "col");
+        b.CreateStore(kf.f32(0), acc);
+        kf.if_then(b.CreateAnd(gl.in_range(ih, xs[2]), gl.in_range(iw, xs[3])), [&] {
+          Value* plane = b.CreateAdd(b.CreateMul(n, kf.i64(xs[1])), c);
+          Value* off = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(xs[2])), ih), kf.i64(xs[3])), iw);
+          b.CreateStore(kf.load_f32(in, off), acc);
+        });
+        v = b.CreateLoad(kf.f32_type(), acc);
+      } else {  // the pools' backward at input (plane, h, w)
+        const bool is_max = r.op == OpKind::MaxPool2dBackward;
+        const ValueId grad = r.operands[is_max ? 1 : 0];
+        const Window q = window_of(r, os, g.node(grad).type.shape);
+        per_element = q.kh * q.kw * (is_max ? q.kh * q.kw : 1);
+        const BufferRef gbuf = lc.plan.buffer.at(grad);
+        Value* h = at[2];
+        Value* w = at[3];
+        Value* plane = b.CreateAdd(b.CreateMul(at[0], kf.i64(os[1])), at[1]);
+        Value* sum = kf.local(kf.f32(0), "sum");
+        Value* m = kf.local(kf.f32(-INFINITY), "max");
+        Value* arg = kf.local(kf.i64(-1), "arg");
+        b.CreateStore(kf.f32(0), sum);
+        gl.windows_holding(h, q.kh, q.sh, q.ph, q.dh, q.oh, [&](Value* oh) {
+          gl.windows_holding(w, q.kw, q.sw, q.pw, q.dw, q.ow, [&](Value* ow) {
+            Value* gv = kf.load_f32(gbuf, b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(q.oh)), oh),
+                                                                  kf.i64(q.ow)), ow));
+            Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(q.sh)), kf.i64(q.ph));
+            Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(q.sw)), kf.i64(q.pw));
+            if (!is_max) {
+              Value* h1 = b.CreateAdd(h0, kf.i64(q.kh));
+              Value* w1 = b.CreateAdd(w0, kf.i64(q.kw));
+              auto smin = [&](Value* a, int64_t c) { return b.CreateSelect(b.CreateICmpSLT(a, kf.i64(c)), a, kf.i64(c)); };
+              auto smax0 = [&](Value* a) { return b.CreateSelect(b.CreateICmpSGT(a, kf.i64(0)), a, kf.i64(0)); };
+              h1 = smin(h1, q.h + q.ph);
+              w1 = smin(w1, q.w + q.pw);
+              Value* divisor = r.attr_bool("count_include_pad")
+                                   ? b.CreateMul(b.CreateSub(h1, h0), b.CreateSub(w1, w0))
+                                   : b.CreateMul(b.CreateSub(smin(h1, q.h), smax0(h0)), b.CreateSub(smin(w1, q.w), smax0(w0)));
+              b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), sum),
+                                         b.CreateFDiv(gv, b.CreateSIToFP(divisor, kf.f32_type()))), sum);
+              return;
+            }
+            // the window's first maximum (the last NaN), as PyTorch picks it
+            b.CreateStore(kf.f32(-INFINITY), m);
+            b.CreateStore(kf.i64(-1), arg);
+            kf.loop(0, q.kh, 1, [&](Value* i) {
+              Value* ih = b.CreateAdd(h0, b.CreateMul(i, kf.i64(q.dh)));
+              kf.if_then(gl.in_range(ih, q.h), [&] {
+                kf.loop(0, q.kw, 1, [&](Value* j) {
+                  Value* iw = b.CreateAdd(w0, b.CreateMul(j, kf.i64(q.dw)));
+                  kf.if_then(gl.in_range(iw, q.w), [&] {
+                    Value* pos = b.CreateAdd(b.CreateMul(ih, kf.i64(q.w)), iw);
+                    Value* xv = kf.load_f32(in, b.CreateAdd(b.CreateMul(plane, kf.i64(q.h * q.w)), pos));
+                    Value* mv = b.CreateLoad(kf.f32_type(), m);
+                    Value* take = b.CreateOr(b.CreateICmpSLT(b.CreateLoad(b.getInt64Ty(), arg), kf.i64(0)),
+                                             b.CreateOr(b.CreateFCmpOGT(xv, mv), b.CreateFCmpUNO(xv, xv)));
+                    b.CreateStore(b.CreateSelect(take, xv, mv), m);
+                    b.CreateStore(b.CreateSelect(take, pos, b.CreateLoad(b.getInt64Ty(), arg)), arg);
+                  });
+                }, "j");
+              });
+            }, "i");
+            Value* mine = b.CreateICmpEQ(b.CreateLoad(b.getInt64Ty(), arg),
+                                         b.CreateAdd(b.CreateMul(h, kf.i64(q.w)), w));
+            b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), sum), b.CreateSelect(mine, gv, kf.f32(0))), sum);
+          }, "tw");
+        }, "th");
+        v = b.CreateLoad(kf.f32_type(), sum);
+      }
+      emit_tree(kf, post, at, v);
+    }, "e");
+  }, "row");
+  return kf.finish(numel(outer_shape), std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, inner * per_element)),
+                   std::string(op_name(r.op)) + " -> " + shape_str(os));
+}
+
+}  // namespace fusejit::cg::cpu
