@@ -21,10 +21,21 @@ needs_ops = pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.
 
 @pytest.fixture(autouse=True)
 def exact_fp32():
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
     yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture
+def exact_fp32_conv():
+    """cuDNN without TF32 (PyTorch's default uses it for convolutions), only in the conv tests: with the cuDNN
+    flag also cleared for the linear tests, PyTorch 2.11's tf32 linear measured 7.6e-4 relative L2 for dX
+    against float64 where it measures 7.3e-3 otherwise (H100): not the TF32 that test compares with."""
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = saved
 
 
 def seed2_spec(m, k, n, precision="fp32"):
@@ -185,7 +196,7 @@ def _conv_seed(which):
 
 
 @pytest.mark.parametrize("which", [1, 3])
-def test_conv_seed_gradients_match_torch_float64(which):
+def test_conv_seed_gradients_match_torch_float64(which, exact_fp32_conv):
     model, x, twin = _conv_seed(which)
     params = [model.conv.weight, model.conv.bias, model.bias]
     x = x.requires_grad_()
@@ -199,7 +210,7 @@ def test_conv_seed_gradients_match_torch_float64(which):
 
 
 @pytest.mark.parametrize("which", [1, 3])
-def test_conv_seed_training_tracks_pytorch_fp32(which):
+def test_conv_seed_training_tracks_pytorch_fp32(which, exact_fp32_conv):
     model, x, twin = _conv_seed(which)
     ref = [torch.nn.Parameter(t.detach().clone()) for t in (model.conv.weight, model.conv.bias, model.bias)]
     with torch.no_grad():
