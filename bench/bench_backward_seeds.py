@@ -113,8 +113,13 @@ def main():
                 t.grad = None
             (model(x) * gy).sum().backward()
             errs = [rel_l2(t.grad, r.grad) for t, r in zip(grads_of["fusejit"], ref)]
+            for t in grads_of["eager"]:
+                t.grad = None
+            (fns["eager"]() * gy).sum().backward()
+            torch_errs = [rel_l2(t.grad, r.grad) for t, r in zip(grads_of["eager"], ref)]
             del ref
-            row = {"seed": which, "mode": mode, "shape": "x".join(map(str, x.shape)), "errs": errs}
+            row = {"seed": which, "mode": mode, "shape": "x".join(map(str, x.shape)), "errs": errs,
+                   "torch_errs": torch_errs}
             for side in sides:
                 def step(side=side):
                     for t in grads_of[side]:
@@ -123,7 +128,8 @@ def main():
                 row[side] = time_steps(step, a.iters, a.warmup, flush)
             rows.append(row)
             print(f"seed {which} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
-                  "; fusejit grad rel L2 vs fp64: " + ", ".join(f"{v:.1e}" for v in errs), flush=True)
+                  "; grad rel L2 vs fp64: fusejit " + ", ".join(f"{v:.1e}" for v in errs) +
+                  "; eager " + ", ".join(f"{v:.1e}" for v in torch_errs), flush=True)
             del model, x, fj_params, pt_params, compiled, fns, grads_of
             torch.cuda.empty_cache()
     lines = [f"# Training step of the seed models ({torch.cuda.get_device_name()}, torch {torch.__version__})", "",
@@ -131,13 +137,14 @@ def main():
              f"--modes {a.modes} --scale {a.scale}; median of {a.iters} steps, L2 flushed, CUDA events; one step = "
              f"forward, sum(y * g), backward (x and every parameter). torch.compile: {a.compile_mode}.", "",
              "| seed | x | mode | " + " | ".join(f"{s} ms" for s in sides) +
-             " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params) |",
-             "|---|---|---|" + "---|" * (len(sides) + 3)]
+             " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params): fusejit | eager |",
+             "|---|---|---|" + "---|" * (len(sides) + 4)]
     for r in rows:
         fj = r.get("fusejit")
         ratio = lambda s: f"{r[s] / fj:.2f}x" if fj and s in r else "-"  # noqa: E731
         lines.append(f"| {r['seed']} | {r['shape']} | {r['mode']} | " + " | ".join(f"{r[s]:.3f}" for s in sides) +
-                     f" | {ratio('eager')} | {ratio('compile')} | " + ", ".join(f"{v:.1e}" for v in r["errs"]) + " |")
+                     f" | {ratio('eager')} | {ratio('compile')} | " + ", ".join(f"{v:.1e}" for v in r["errs"]) + " | " +
+                     ", ".join(f"{v:.1e}" for v in r["torch_errs"]) + " |")
     lines += ["", "Ratios are peer time / fusejit time (above 1: fusejit faster)."]
     text = "\n".join(lines) + "\n"
     print(text)

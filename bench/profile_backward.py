@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Where a fusejit forward + backward step spends its time: torch.profiler's
-kernel table for one linear + bias + relu step (bench_backward.py's chain),
-GPU kernel time against the step's wall time (CPU launch overhead).
+kernel table for one linear + bias + relu step (bench_backward.py's chain), or
+of a seed model (--seed 1|2|3, bench_backward_seeds.py's models), GPU kernel
+time against the step's wall time (CPU launch overhead).
 
     FUSEJIT_LIB=build/capi/libfusejit_c.so python3 bench/profile_backward.py --shape 1024x8192x8192 --mode bf16
+    FUSEJIT_LIB=build/capi/libfusejit_c.so python3 bench/profile_backward.py --seed 3 --mode fp32
 """
 import argparse
 import os
@@ -16,22 +18,33 @@ import torch  # noqa: E402
 
 import fusejit  # noqa: E402
 from bench_backward import DTYPES, spec  # noqa: E402
+from bench_backward_seeds import seed  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--shape", default="1024x8192x8192")
 ap.add_argument("--mode", default="bf16")
+ap.add_argument("--seed", type=int, default=0, help="profile seed model 1, 2 or 3 instead")
 a = ap.parse_args()
-m, k, n = (int(v) for v in a.shape.split("x"))
 dtype = DTYPES[a.mode]
-torch.backends.cuda.matmul.allow_tf32 = a.mode == "tf32"
-x = torch.rand(m, k, device="cuda", dtype=dtype, requires_grad=True)
-block = fusejit.nn.Fused(spec(m, k, n, a.mode), w=(torch.randn(n, k) / k ** 0.5).to("cuda", dtype),
-                         bias=torch.randn(n).to("cuda", dtype))
-gy = torch.randn(m, n, device="cuda", dtype=dtype)
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = a.mode == "tf32"
+if a.seed:
+    block, _, params_of, x = seed(a.seed, a.mode, 1)
+    block = block.to("cuda", dtype)
+    x = x.to("cuda", dtype).requires_grad_()
+    params = [x] + params_of(block)
+else:
+    m, k, n = (int(v) for v in a.shape.split("x"))
+    x = torch.rand(m, k, device="cuda", dtype=dtype, requires_grad=True)
+    block = fusejit.nn.Fused(spec(m, k, n, a.mode), w=(torch.randn(n, k) / k ** 0.5).to("cuda", dtype),
+                             bias=torch.randn(n).to("cuda", dtype))
+    params = [x, block.w, block.bias]
+with torch.no_grad():
+    gy = torch.randn_like(block(x))
 
 
 def step():
-    x.grad = block.w.grad = block.bias.grad = None
+    for t in params:
+        t.grad = None
     (block(x) * gy).sum().backward()
 
 
@@ -42,4 +55,4 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, tor
     for _ in range(5):
         step()
     torch.cuda.synchronize()
-print(p.key_averages().table(sort_by="cuda_time_total", row_limit=15))
+print(p.key_averages().table(sort_by="cuda_time_total", row_limit=25))

@@ -5,6 +5,10 @@
 
 namespace fusejit::ad {
 
+// The shortest trailing run of reduced elements worth a reduction of its own
+// (see reduce).
+constexpr int64_t kSplitReductionMinRow = 1024;
+
 ValueId StageWriter::push(Node n, Shape shape) {
   ValueId id = g_.add(std::move(n));
   shapes_.push_back(std::move(shape));
@@ -49,6 +53,25 @@ ValueId StageWriter::reduce(OpKind op, ValueId x, std::vector<int64_t> dims, boo
   for (int64_t& d : dims)
     if (d < 0) d += rank;
   std::sort(dims.begin(), dims.end());
+  // A sum over trailing dims and others ([0, 2, 3] of NCHW: a bias gradient)
+  // as two: the trailing run first (a row reduction, rows enough to fill the
+  // GPU), then the rest over the few values left. One reduction over them all
+  // has only as many rows as outputs.
+  size_t run = 0;
+  int64_t run_len = 1;
+  while (run < dims.size() && dims[dims.size() - 1 - run] == rank - 1 - static_cast<int64_t>(run))
+    run_len *= in[static_cast<size_t>(dims[dims.size() - 1 - run])], ++run;
+  if (op == OpKind::Sum && run > 0 && run < dims.size() && run_len >= kSplitReductionMinRow) {
+    const std::vector<int64_t> trailing(dims.end() - static_cast<std::ptrdiff_t>(run), dims.end());
+    const std::vector<int64_t> rest(dims.begin(), dims.end() - static_cast<std::ptrdiff_t>(run));
+    const ValueId rows = reduce(op, x, trailing, /*keepdim=*/true);
+    const ValueId r = reduce(op, rows, rest, /*keepdim=*/true);
+    if (keepdim) return r;
+    Shape out;
+    for (int d = 0; d < rank; ++d)
+      if (!std::binary_search(dims.begin(), dims.end(), d)) out.push_back(in[static_cast<size_t>(d)]);
+    return reshape(r, out);
+  }
   Shape out;
   for (int d = 0; d < rank; ++d) {
     const bool reduced = std::binary_search(dims.begin(), dims.end(), d);

@@ -8,6 +8,73 @@
 #include "compiler/emitters.h"
 
 namespace fusejit::cg {
+namespace {
+
+// Windows that tile the input (MaxPool2d(k): stride = kernel, no padding or
+// dilation): each element lies in at most one window.
+bool tiling_windows(const Node& r) {
+  const auto& k = r.attr_ints("kernel_size");
+  const auto& st = r.attr_ints("stride");
+  const auto& pd = r.attr_ints("padding");
+  const auto& dl = r.attr_ints("dilation");
+  return k == st && pd == std::vector<int64_t>{0, 0} && dl == std::vector<int64_t>{1, 1};
+}
+
+// max_pool2d_backward over tiling windows: a thread a window-sized cell of
+// the input reads the window once, finds its first maximum, and writes the
+// window's grad there and 0 at the cell's other elements (cells past the last
+// window: 0 everywhere), each through the fused consumers.
+Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const KernelPlan& kp, const std::string& post) {
+  const PlanContext& ctx = em.ctx();
+  const Node& r = ctx.g.node(kp.root);
+  const Shape& xs = r.type.shape;
+  const Shape& gs = ctx.g.node(r.operands[1]).type.shape;
+  const auto& k = r.attr_ints("kernel_size");
+  const int64_t cells_h = (xs[2] + k[0] - 1) / k[0], cells_w = (xs[3] + k[1] - 1) / k[1];
+  const int64_t cells = xs[0] * xs[1] * cells_h * cells_w;
+  KernelSource& s = em.src();
+  s.constants.push_back({"kH", xs[2], "input rows"});
+  s.constants.push_back({"kW", xs[3], "input columns"});
+  s.constants.push_back({"kC", xs[1], "channels"});
+  s.constants.push_back({"kKH", k[0], "window rows (= stride)"});
+  s.constants.push_back({"kKW", k[1], "window columns (= stride)"});
+  s.constants.push_back({"kOH", gs[2], "window rows of the pooled output"});
+  s.constants.push_back({"kOW", gs[3], "window columns of the pooled output"});
+  s.constants.push_back({"kCellsH", cells_h, "cells down a plane"});
+  s.constants.push_back({"kCellsW", cells_w, "cells across a plane"});
+  s.constants.push_back({"kCells", cells, "cells in all planes"});
+  const std::string x = em.load_param(r.operands[0]);
+  const std::string g = em.load_param(r.operands[1]);
+  const PointwiseConfig& cfg = ctx.heur.pointwise;
+  const unsigned grid = grid_for(cells, cfg.threads, cfg.max_blocks);
+  const std::vector<std::string> body = {
+      "for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < kCells; e += (long long)gridDim.x * blockDim.x) {",
+      "  const int cw = (int)(e % kCellsW), ch = (int)(e / kCellsW % kCellsH);",
+      "  const long long plane = e / ((long long)kCellsW * kCellsH);",
+      "  const int i0 = (int)(plane / kC), i1 = (int)(plane % kC);",
+      "  const long long base = plane * kH * kW;",
+      "  float g = 0.f;",
+      "  int arg = -1;  // the window's first maximum (the last NaN), as PyTorch picks it",
+      "  if (ch < kOH && cw < kOW) {",
+      "    float m = fj::neg_inf();",
+      "    for (int a = 0; a < kKH && ch * kKH + a < kH; ++a)",
+      "      for (int b = 0; b < kKW && cw * kKW + b < kW; ++b) {",
+      "        const int at = (ch * kKH + a) * kW + cw * kKW + b;",
+      "        const float v = fj::load_as_float(" + x + ", base + at);",
+      "        if (arg < 0 || v > m || fj::is_nan(v)) arg = at, m = v;",
+      "      }",
+      "    g = fj::load_as_float(" + g + ", (plane * kOH + ch) * kOW + cw);",
+      "  }",
+      "  for (int a = 0; a < kKH && ch * kKH + a < kH; ++a)",
+      "    for (int b = 0; b < kKW && cw * kKW + b < kW; ++b) {",
+      "      const int i2 = ch * kKH + a, i3 = cw * kKW + b;",
+      "      " + post_call(post, "i2 * kW + i3 == arg ? g : 0.f", 4),
+      "    }",
+      "}"};
+  return finish_kernel(em, kp, body, {grid, 1, 1}, cfg.threads);
+}
+
+}  // namespace
 
 Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
@@ -79,6 +146,8 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
       break;
     }
     case OpKind::MaxPool2dBackward:
+      if (tiling_windows(r)) return emit_tiling_max_pool_backward(em, kp, post);
+      [[fallthrough]];
     case OpKind::AvgPool2dBackward: {
       const bool is_max = r.op == OpKind::MaxPool2dBackward;
       const ValueId grad = r.operands[is_max ? 1 : 0];

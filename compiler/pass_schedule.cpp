@@ -96,6 +96,11 @@ WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t 
 // there), tf32 (32) 0.0112 vs 0.0111. Splitting only the last wave of
 // 512x4096x11008 (split_from=264) was slower: bf16 0.093 (2 ranges) and 0.104
 // (4) vs 0.082 ms.
+// At most 16 K ranges, or, for a very deep K (4096 k-tiles and more, e.g.
+// dW of a conv: K = N*Ho*Wo pixels), as many as fill the GPU: each range
+// still holds 256 k-tiles or more.
+int64_t max_split_k(int64_t k_tiles) { return k_tiles >= 4096 ? 1024 : 16; }
+
 WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& kind,
                                WgmmaConfig tile) {
   const int64_t tiles = ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn);
@@ -105,7 +110,7 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
     want = *ctx.heur.split_k;
     tile.split_from = std::min(ctx.heur.split_from.value_or(0), tiles);
   } else if (!ctx.heur.wgmma && tiles * 2 <= kSm90Sms && k_tiles >= 32) {
-    want = std::min<int64_t>({kSm90Sms / tiles, k_tiles / 4, 16});
+    want = std::min<int64_t>({kSm90Sms / tiles, k_tiles / 4, max_split_k(k_tiles)});
     tile.split_from = 0;
   }
   want = std::min(want, k_tiles);
@@ -262,7 +267,7 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int el
       small.bm = 64;
       if (min_bn <= 64) small.bn = std::min(tile.bn, 64);  // a whole-row reduction keeps bn >= N
     }
-    int64_t want = std::min<int64_t>({ceil_div(sms, tiles(small)), k_tiles / 4, int64_t{16}});
+    int64_t want = std::min<int64_t>({ceil_div(sms, tiles(small)), k_tiles / 4, max_split_k(k_tiles)});
     if (want < 2) return tile;
     tile = small;
     // Then the narrowest columns (16; an fp32 [K, N] B: 32) before deeper
@@ -273,7 +278,7 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int el
     const int narrowest = geo.op == OpKind::Matmul && elem_bytes == 4 ? 32 : 16;
     if (!ctx.heur.mma && narrowest < tile.bn && narrowest >= min_bn) {
       tile.bn = narrowest;
-      want = std::max<int64_t>(2, std::min<int64_t>({ceil_div(sms, tiles(tile)), k_tiles / 4, int64_t{16}}));
+      want = std::max<int64_t>(2, std::min<int64_t>({ceil_div(sms, tiles(tile)), k_tiles / 4, max_split_k(k_tiles)}));
     }
     tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));  // no empty split
   }

@@ -69,7 +69,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
-  if (t.split_k < 1 || t.split_k > 32 || t.split_from < 0) return bad("split-K must be in [1, 32] from a tile >= 0");
+  if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
   if (t.tma_slots < 1 || t.tma_slots > 8) return bad("TMA store slots must be in [1, 8]");
   if (t.pingpong && t.bm == 128 && t.bn > 128)
     return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");

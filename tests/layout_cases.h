@@ -210,14 +210,18 @@ ops:
   - {name: r, op: relu, args: [d]}
 outputs: [c, r])"},
       {"max_pool2d_backward_ties", R"(
-inputs: [{name: x, shape: [2, 3, 10, 9]}, {name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 5, 4]}]
+inputs: [{name: x, shape: [2, 3, 10, 9]}, {name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 5, 4]},
+         {name: dt, shape: [2, 3, 3, 3]}, {name: dc, shape: [2, 3, 3, 3]}]
 ops:
   - {name: u, op: sub, args: [x, 0.6]}
   - {name: r, op: relu, args: [u]}
   - {name: g, op: max_pool2d_backward, args: [r, dy], kernel_size: 3, stride: 2, padding: 1}
   - {name: h, op: max_pool2d_backward, args: [x, dz], kernel_size: [2, 3], stride: [2, 2], dilation: [2, 1], ceil_mode: true}
   - {name: y, op: mul, args: [h, 3]}
-outputs: [g, y])"},
+  - {name: t, op: max_pool2d_backward, args: [r, dt], kernel_size: 3}
+  - {name: c, op: max_pool2d_backward, args: [r, dc], kernel_size: 4, ceil_mode: true}
+  - {name: ct, op: tanh, args: [c]}
+outputs: [g, y, t, ct])"},
       {"avg_pool2d_backward", R"(
 inputs: [{name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 3, 3]}]
 ops:
