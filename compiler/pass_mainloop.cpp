@@ -49,6 +49,9 @@ constexpr int64_t kMinKFor3xTf32WgmmaSplit = 2048;
 
 // Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
 // staged to NHWC, 4-D TMA boxes of output-pixel patches), or "".
+// A conv with at most this many output channels runs on mma.sync (narrow tiles), not wgmma.
+constexpr int64_t kMaxNForMmaConv = 8;
+
 std::string conv_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind) {
   const int eb = kind == "bf16" || kind == "f16" ? 2 : 4;
   if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the TMA conv path takes one group)";
@@ -100,6 +103,10 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   else if (std::string conv_why = a.op == OpKind::Conv2d ? conv_wgmma_blocker(geo, wgmma_kind) : "";
            !conv_why.empty())
     why_not_wgmma = conv_why;
+  else if (a.op == OpKind::Conv2d && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && geo.n <= kMaxNForMmaConv)
+    // wgmma tiles are 64 columns or more: Cout=8 (dX of a conv with Cin=8) would compute 8x the outputs
+    why_not_wgmma = "Cout=" + std::to_string(geo.n) + " fills a fraction of a 64-column wgmma tile (mma.sync "
+                    "tiles are narrower)";
   else if (const int eb = sixteen_bit ? 2 : 4; (geo.k * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
                     std::to_string(geo.k * eb);

@@ -82,6 +82,19 @@ const EligibilityCase kEligibility[] = {
      "ffma"},
 };
 
+// Cout <= 8 (dX of a conv with Cin = 8) prefers mma.sync's narrow tiles to a
+// 64-column wgmma tile; mainloop=wgmma still runs it on wgmma.
+TEST(CodegenConvWgmma, NarrowCoutPrefersMmaSync) {
+  const Graph g = conv_chain(Precision::FP32, {2, 64, 10, 10}, {8, 64, 3, 3}, padded(1));
+  auto prog = generate_program(g, {"sm_90a", ""});
+  ASSERT_TRUE(prog.ok()) << prog.error().str();
+  EXPECT_NE(prog->name.find("_mma_f32x3"), std::string::npos) << prog->name;
+  EXPECT_NE(prog->plan_text.find("not wgmma: Cout=8 fills a fraction"), std::string::npos) << prog->plan_text;
+  auto forced = generate_program(g, {"sm_90a", "mainloop=wgmma"});
+  ASSERT_TRUE(forced.ok()) << forced.error().str();
+  EXPECT_NE(forced->name.find("_wgmma_f32x3"), std::string::npos) << forced->name;
+}
+
 // sm_90a picks wgmma for the eligible convs and says why not for the rest
 // (mma.sync, or FFMA for 3xTF32 with a short K); mainloop=wgmma on those is
 // a codegen error naming the reason; sm_80 never runs wgmma.
