@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "fusejit/spec.h"
@@ -181,7 +182,7 @@ TEST(Autodiff, LinearOverThreeDimsAndMatmul) {
 // random elementwise DAGs, broadcast operands, reductions and softmax; the chains with conv2d or pooling are
 // skipped (build_backward names the op), as are the few whose inputs are too large for finite differences.
 TEST(Autodiff, RandomDifferentiableChains) {
-  int checked = 0, unsupported = 0;
+  int checked = 0, unsupported = 0, conv = 0, pooled = 0;
   for (uint64_t seed = 1; checked < 100 && seed < 1000; ++seed) {
     auto g = testing::random_chain(seed);
     ASSERT_TRUE(g) << g.error().str();
@@ -195,8 +196,14 @@ TEST(Autodiff, RandomDifferentiableChains) {
     SCOPED_TRACE("random chain " + std::to_string(seed) + "\n" + print_graph(*g));
     check_graph_gradients(*g, {}, GradTolerance{1e-4, 1e-3});
     ++checked;
+    for (const Node& n : g->nodes) {
+      conv += n.op == OpKind::Conv2d;
+      pooled += op_category(n.op) == OpCategory::Pool;
+    }
   }
   EXPECT_EQ(checked, 100) << unsupported << " chains had an op without a derivative";
+  std::printf("random chains checked: %d (conv2d nodes %d, pool nodes %d), %d without a backward\n", checked, conv,
+              pooled, unsupported);
 }
 
 TEST(Autodiff, NoGradInputsAreLeftOut) {
