@@ -1,7 +1,7 @@
 // conv2d's backward as fusejit stages (PyTorch's convolution_backward):
 //   dX = conv2d(dZ, W'), W' [Cin, Cout/groups, kh, kw] each group's W
-//        transposed with its taps reversed, padding dilation*(k-1) - padding
-//        (stride 1; a strided conv's dX needs dZ dilated: not yet);
+//        transposed with its taps reversed, padding dilation*(k-1) - padding,
+//        stride 1 (a strided conv's dZ spread out first: insert_zeros);
 //   dW = dZ^T [Cout, N*Ho*Wo] (dZ with N and C swapped) times im2col(x)^T: a linear with both operands
 //        K-major over K = N*Ho*Wo (groups 1; grouped dW not yet).
 #include "compiler/autodiff.h"
@@ -25,15 +25,24 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
   const std::string& wn = fwd.node(wt).name;
   ConvOperands out;
   if (want_x) {
+    std::vector<int64_t> extra(2, 0);  // the input rows / columns the forward's last window left out
     for (size_t i = 0; i < 2; ++i) {
-      if (stride[i] != 1)
-        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' through a strided conv2d (stride " +
-                                         attr_str(an.attrs.at("stride")) + ") is not supported yet; stride 1 is "
-                                         "(mark '" + xn + "' no_grad to train the rest)");
       if (pad[i] > dil[i] * (ws[2 + i] - 1))
-        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' needs padding <= dilation * (kernel - 1)");
+        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' needs padding <= dilation * (kernel - 1)"
+                                     " (padding " + attr_str(an.attrs.at("padding")) + "; mark it no_grad to train "
+                                     "the rest)");
+      extra[i] = (xs[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) % stride[i];
     }
-    out.dz = emit(dz, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd.describe(conv));
+    if (stride[0] == 1 && stride[1] == 1) {
+      out.dz = emit(dz, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd.describe(conv));
+    } else {  // dZ's pixels spread stride apart: then dX is the same stride-1 conv
+      Shape spread = zs;
+      for (size_t i = 0; i < 2; ++i) spread[2 + i] = (zs[2 + i] - 1) * stride[i] + 1 + extra[i];
+      const ValueId z = w.op(OpKind::InsertZeros, {dz}, {{"stride", stride}, {"extra", extra}}, spread);
+      out.dz = emit(z, "tmp_dz_spread", BufferRole::Temporary,
+                    "dZ of " + fwd.describe(conv) + " with zeros between its pixels (stride " +
+                        attr_str(an.attrs.at("stride")) + ")");
+    }
     const int64_t co = ws[0], cig = ws[1], kh = ws[2], kw = ws[3];
     const ValueId wv = primal(wt);
     const ValueId t = groups == 1 ? w.transpose(wv, 0, 1)

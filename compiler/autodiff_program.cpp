@@ -299,7 +299,7 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
   if (an.op == OpKind::Conv2d) {
     if (!dz.empty() && !b_t.empty())
       if (Status s = stage(x, "dX = conv2d(dZ, W transposed and flipped)", [&](StageWriter& w) {
-            return conv_dgrad(an, w, w.input(dz, {dtype_of(dz), zs}), w.input(b_t, p_.buffer(b_t)->type), xs);
+            return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
           }); !s)
         return s;
     if (!dz_t.empty() && !a_t.empty())

@@ -132,6 +132,19 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
       inner.push_back("const float v = fj::load_as_float(" + x + ", " + (off.empty() ? "0" : off) + ");");
       break;
     }
+    case OpKind::InsertZeros: {
+      const Shape& xs = g.node(r.operands[0]).type.shape;
+      const auto& st = r.attr_ints("stride");
+      s.constants.push_back({"kH", xs[2], "input rows"});
+      s.constants.push_back({"kW", xs[3], "input columns"});
+      s.constants.push_back({"kSH", st[0], "row spacing"});
+      s.constants.push_back({"kSW", st[1], "column spacing"});
+      inner.push_back("const long long plane = (long long)e / (" + int_literal(os[2] * os[3]) + ");");
+      inner.push_back("const bool hit = i2 % kSH == 0 && i3 % kSW == 0 && i2 / kSH < kH && i3 / kSW < kW;");
+      inner.push_back("const float v = hit ? fj::load_as_float(" + x +
+                      ", (plane * kH + i2 / kSH) * kW + i3 / kSW) : 0.f;");
+      break;
+    }
     case OpKind::Im2col: {
       const Shape& xs = g.node(r.operands[0]).type.shape;
       const auto& k = r.attr_ints("kernel_size");

@@ -165,6 +165,11 @@ std::vector<OpInfo> build_table() {
        opt("count_include_pad", K::Bool, true, "divide by the padded window size")},
       "the gradient of avg_pool2d over an input_shape input for its gradient grad: each window's grad spread "
       "over the window's elements, divided as the forward divides");
+  add(OpKind::InsertZeros, C::Gather, 1, 1, {"x"},
+      {req("stride", K::Pair, "the spacing of x's pixels in the result"),
+       opt("extra", K::Pair, pair(0), "zero rows and columns appended at the end")},
+      "x [N,C,H,W] spread out: [N, C, (H-1)*stride+1+extra, (W-1)*stride+1+extra], x[n,c,i,j] at "
+      "(i*stride, j*stride), 0 elsewhere (the dZ of a strided conv's dX)");
 
   // Names come from the one list in ir.h, so the table and the enum cannot drift.
   static const char* const kNames[] = {

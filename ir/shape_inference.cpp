@@ -394,6 +394,21 @@ class Inference {
       n.type = {x.dtype, out};
       return {};
     }
+    if (n.op == OpKind::InsertZeros) {
+      if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
+      const auto& s = n.attr_ints("stride");
+      const auto& e = n.attr_ints("extra");
+      if (e[0] < 0 || e[1] < 0) return err(id, "'extra' must be non-negative, got " + attr_str(n.attrs.at("extra")));
+      Shape out = x.shape;
+      for (size_t i = 0; i < 2; ++i) {
+        if (s[i] > kMaxNumel / x.shape[2 + i] || e[i] > kMaxNumel)
+          return err(id, "the result has more than 2^48 elements");
+        out[2 + i] = (x.shape[2 + i] - 1) * s[i] + 1 + e[i];
+      }
+      if (Status st = check_shape_size(id, out); !st) return st;
+      n.type = {x.dtype, out};
+      return {};
+    }
     // The pools' backward: grad has the pooled shape of the input.
     const bool is_max = n.op == OpKind::MaxPool2dBackward;
     const Shape input = is_max ? x.shape : n.attr_ints("input_shape");

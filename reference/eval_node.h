@@ -246,6 +246,11 @@ double gather_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
     }
     return ctx.value(x, from);
   }
+  if (p.op == OpKind::InsertZeros) {
+    const int64_t j = idx % q.out_w, i = idx / q.out_w % q.out_h, plane = idx / (q.out_w * q.out_h);
+    if (i % q.sh || j % q.sw || i / q.sh >= q.in_h || j / q.sw >= q.in_w) return 0.0;
+    return ctx.value(x, (plane * q.in_h + i / q.sh) * q.in_w + j / q.sw);
+  }
   if (p.op == OpKind::Im2col) {
     const int64_t cols = p.out_shape[1], row = idx / cols, col = idx % cols;
     const int64_t c = row / (q.kh * q.kw), i = row / q.kw % q.kh, j = row % q.kw;

@@ -97,6 +97,12 @@ Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
     q.flip_dims = n.attr_ints("dims");
     return {};
   }
+  if (n.op == OpKind::InsertZeros) {
+    const Shape& in = g.node(n.operands[0]).type.shape;
+    q.sh = n.attr_ints("stride").at(0), q.sw = n.attr_ints("stride").at(1);
+    q.in_h = in.at(2), q.in_w = in.at(3), q.out_h = n.type.shape.at(2), q.out_w = n.type.shape.at(3);
+    return {};
+  }
   Shape in, out;
   if (n.op == OpKind::Im2col) {
     in = g.node(n.operands[0]).type.shape;

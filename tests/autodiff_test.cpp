@@ -271,11 +271,14 @@ TEST(Autodiff, ConvAndPoolingMatchFiniteDifferences) {
                    "  - {name: a, op: avg_pool2d, args: [z], kernel_size: [2, 3]}\n"
                    "  - {name: g, op: global_avg_pool, args: [z]}\n  - {name: y, op: mul, args: [g, p]}\n",
                    "[m, a, y]"});
-  check_gradients({"strided_conv_dw_only", kConvXW + "  - {name: b, shape: [4]}\n",
+  check_gradients({"strided_conv", kConvXW + "  - {name: b, shape: [4]}\n",  // W: a column the windows skip
                    "  - {name: z, op: conv2d, args: [x, w, b], stride: 2, padding: 1}\n"
                    "  - {name: y, op: gelu, args: [z]}\n",
-                   "[y]"},
-                  BackwardOptions{{"x"}});
+                   "[y]"});
+  check_gradients({"strided_dilated_conv", kConvXW,
+                   "  - {name: z, op: conv2d, args: [x, w], stride: [3, 2], dilation: [1, 2], padding: [0, 2]}\n"
+                   "  - {name: y, op: tanh, args: [z]}\n",
+                   "[y]"});
   check_gradients({"grouped_conv_dx_only",
                    "  - {name: x, shape: [2, 4, 6, 6], init: normal}\n  - {name: w, shape: [6, 2, 3, 2], init: normal}\n",
                    "  - {name: z, op: conv2d, args: [x, w], groups: 2, padding: [1, 0]}\n"
@@ -310,14 +313,14 @@ TEST(Autodiff, MaxPoolTiesGoToTheFirstMaximum) {
 }
 
 TEST(Autodiff, UnsupportedOpsAreClearErrors) {
-  Graph strided = parse({"strided", kConvXW,
-                         "  - {name: z, op: conv2d, args: [x, w], stride: 2}\n  - {name: y, op: relu, args: [z]}\n",
-                         "[y]"});
-  auto p = build_backward(strided);
+  Graph padded = parse({"padded", "  - {name: x, shape: [1, 2, 5, 5]}\n  - {name: w, shape: [3, 2, 1, 1]}\n",
+                        "  - {name: z, op: conv2d, args: [x, w], padding: 1}\n  - {name: y, op: relu, args: [z]}\n",
+                        "[y]"});
+  auto p = build_backward(padded);
   ASSERT_FALSE(static_cast<bool>(p));
-  EXPECT_NE(p.error().message.find("strided conv2d"), std::string::npos) << p.error().message;
-  EXPECT_NE(p.error().str().find("strided.yaml:"), std::string::npos) << p.error().str();
-  EXPECT_TRUE(static_cast<bool>(build_backward(strided, BackwardOptions{{"x"}})));
+  EXPECT_NE(p.error().message.find("padding <= dilation * (kernel - 1)"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().str().find("padded.yaml:"), std::string::npos) << p.error().str();
+  EXPECT_TRUE(static_cast<bool>(build_backward(padded, BackwardOptions{{"x"}})));
   Graph grouped = parse({"grouped",
                          "  - {name: x, shape: [1, 4, 5, 5]}\n  - {name: w, shape: [4, 2, 3, 3]}\n",
                          "  - {name: z, op: conv2d, args: [x, w], groups: 2}\n", "[z]"});

@@ -222,6 +222,13 @@ ops:
   - {name: c, op: max_pool2d_backward, args: [r, dc], kernel_size: 4, ceil_mode: true}
   - {name: ct, op: tanh, args: [c]}
 outputs: [g, y, t, ct])"},
+      {"insert_zeros", R"(
+inputs: [{name: x, shape: [2, 3, 4, 5]}]
+ops:
+  - {name: s, op: insert_zeros, args: [x], stride: [2, 3], extra: [1, 0]}
+  - {name: t, op: insert_zeros, args: [x], stride: 1, extra: [0, 2]}
+  - {name: y, op: add, args: [t, 1]}
+outputs: [s, y])"},
       {"avg_pool2d_backward", R"(
 inputs: [{name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 3, 3]}]
 ops:

@@ -338,10 +338,37 @@ std::vector<HandCase> layout_cases() {
   };
 }
 
+// The gather ops, without an anchor, on small hand-made tensors.
+std::vector<HandCase> gather_cases() {
+  const Tensor plane{{1, 1, 2, 4}, {0, 0, 3, 5, 0, 0, 5, 1}};  // two 2x2 windows, both with ties
+  const Tensor g{{1, 1, 1, 2}, {2, 7}};
+  auto op = [](OpKind k, AttrMap a, bool with_extra = false) -> Build {
+    return [k, a, with_extra](GraphBuilder& b, Value v, std::vector<Value>& e) {
+      return with_extra ? b.op(k, {v, e.at(0)}, a) : b.op(k, {v}, a);
+    };
+  };
+  using V = std::vector<int64_t>;
+  return {
+      {"flip", kRows, {}, op(OpKind::Flip, {{"dims", V{-1}}}), {3, 2, 1, 6, 5, 4}, true},
+      // rows (c, i, j) = (0, 0, 0), (0, 0, 1); columns (ho, wo) of the 2x2 outputs of a 1x2 kernel
+      {"im2col", {{1, 1, 2, 3}, {1, 2, 3, 4, 5, 6}}, {}, op(OpKind::Im2col, {{"kernel_size", V{1, 2}}}),
+       {1, 2, 4, 5, 2, 3, 5, 6}, true},
+      // each window's grad at its first maximum: window 0 (columns 0-1) is all 0: its first element;
+      // window 1 is {3, 5 / 5, 1}: the first 5, at [3]
+      {"max_pool2d_backward", plane, {g}, op(OpKind::MaxPool2dBackward, {{"kernel_size", V{2, 2}}}, true),
+       {2, 0, 0, 7, 0, 0, 0, 0}, true},
+      {"avg_pool2d_backward", {{1, 1, 1, 2}, {4, 8}}, {},
+       op(OpKind::AvgPool2dBackward, {{"kernel_size", V{2, 2}}, {"input_shape", V{1, 1, 2, 4}}}),
+       {1, 1, 2, 2, 1, 1, 2, 2}, true},
+      {"insert_zeros", {{1, 1, 2, 2}, {1, 2, 3, 4}}, {},
+       op(OpKind::InsertZeros, {{"stride", V{2, 1}}, {"extra", V{0, 1}}}), {1, 2, 0, 0, 0, 0, 3, 4, 0}, true},
+  };
+}
+
 std::vector<HandCase> all_cases() {
   std::vector<HandCase> all;
   for (auto list : {unary_cases(), binary_cases(), reduction_cases(), pool_cases(), anchor_cases(), norm_cases(),
-                    layout_cases()})
+                    layout_cases(), gather_cases()})
     for (auto& c : list) all.push_back(std::move(c));
   return all;
 }

@@ -176,7 +176,7 @@ class RandomGraph {
           return v.batch_norm(mean, var);
         }
         return pick(0, 1) ? v.softmax(d) : v.log_softmax(d);
-      case 5: return pool(v);
+      case 5: return pool(g, v);
       default:
         if (rank == 4 && pick(0, 2) == 0) {
           shape_[2] = shape_[3] = 1;
@@ -215,8 +215,39 @@ class RandomGraph {
     }
   }
 
-  Value pool(Value v) {
+  // flip, im2col, insert_zeros or a pool's backward (its grad: the pool of v itself).
+  Value gather(GraphBuilder& g, Value v) {
+    using V = std::vector<int64_t>;
+    const int64_t k = std::min({pick(1, 3), shape_[2], shape_[3]});
+    Pool2dOptions o;
+    o.kernel = {k, k};
+    o.stride = {pick(1, 2), pick(1, 2)};
+    const AttrMap window{{"kernel_size", V(o.kernel.begin(), o.kernel.end())},
+                         {"stride", V(o.stride.begin(), o.stride.end())}};
+    switch (pick(0, 4)) {
+      case 0: return g.op(OpKind::Flip, {v}, {{"dims", V{pick(0, 3)}}});
+      case 1: return g.op(OpKind::MaxPool2dBackward, {v, v.max_pool2d(o).sigmoid()}, window);
+      case 2: {
+        AttrMap a = window;
+        a["input_shape"] = shape_;
+        return g.op(OpKind::AvgPool2dBackward, {v.avg_pool2d(o).tanh()}, a);
+      }
+      case 3: {
+        const V stride{pick(1, 2), pick(1, 2)}, extra{pick(0, 1), pick(0, 1)};
+        for (size_t i = 0; i < 2; ++i) shape_[2 + i] = (shape_[2 + i] - 1) * stride[i] + 1 + extra[i];
+        return g.op(OpKind::InsertZeros, {v}, {{"stride", stride}, {"extra", extra}});
+      }
+      default: {
+        const int64_t oh = pooled(shape_[2], k, o.stride[0], 0, 1, false), ow = pooled(shape_[3], k, o.stride[1], 0, 1, false);
+        shape_ = {shape_[1] * k * k, shape_[0] * oh * ow};
+        return g.op(OpKind::Im2col, {v}, window);
+      }
+    }
+  }
+
+  Value pool(GraphBuilder& g, Value v) {
     auto rank = shape_.size();
+    if (rank == 4 && pick(0, 1) == 0) return gather(g, v);
     if (rank == 4 && pick(0, 1)) {
       int64_t k = std::min({pick(1, 3), shape_[2], shape_[3]});
       Pool2dOptions o;

@@ -318,6 +318,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) k_f32x3(const __grid_consta
   const Pool::Window w = Pool::window(128, 3);
   c[Pool::row(3, 2)] = w.ok ? w.ph + w.pw : 0;
 })"},
+      {"gather.cuh", R"(
+struct S {
+  static constexpr int kH = 9, kW = 10, kOH = 4, kOW = 5, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 0,
+                       kDH = 1, kDW = 1;
+};
+extern "C" __global__ void k(const float* x, const float* g, float* y) {
+  auto at = [&](int h, int w) { return x[h * 10 + w]; };
+  auto grad = [&](int h, int w) { return g[h * 5 + w]; };
+  y[0] = fj::max_pool2d_backward_at<S>(3, 4, at, grad) + fj::avg_pool2d_backward_at<S, true>(3, 4, grad) +
+         fj::im2col_at<S>(5, 7, [&](long long n, long long c, int h, int w) { return x[(n + c) * 90 + h * 10 + w]; });
+})"},
       {"pool.cuh", R"(
 struct P2 {
   static constexpr int kH = 9, kW = 10, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 1, kDH = 2, kDW = 1;

@@ -90,6 +90,23 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
           stride *= os[d];
         }
         v = kf.load_f32(in, off);
+      } else if (r.op == OpKind::InsertZeros) {
+        const auto& st = r.attr_ints("stride");
+        Value* i = at[2];
+        Value* j = at[3];
+        Value* hit = b.CreateAnd(b.CreateICmpEQ(b.CreateURem(i, kf.i64(st[0])), kf.i64(0)),
+                                 b.CreateICmpEQ(b.CreateURem(j, kf.i64(st[1])), kf.i64(0)));
+        Value* si = b.CreateUDiv(i, kf.i64(st[0]));
+        Value* sj = b.CreateUDiv(j, kf.i64(st[1]));
+        hit = b.CreateAnd(hit, b.CreateAnd(b.CreateICmpSLT(si, kf.i64(xs[2])), b.CreateICmpSLT(sj, kf.i64(xs[3]))));
+        Value* acc = kf.local(kf.f32(0), "spread");
+        b.CreateStore(kf.f32(0), acc);
+        kf.if_then(hit, [&] {
+          Value* plane = b.CreateAdd(b.CreateMul(at[0], kf.i64(xs[1])), at[1]);
+          Value* off = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(xs[2])), si), kf.i64(xs[3])), sj);
+          b.CreateStore(kf.load_f32(in, off), acc);
+        });
+        v = b.CreateLoad(kf.f32_type(), acc);
       } else if (r.op == OpKind::Im2col) {
         const auto& k = r.attr_ints("kernel_size");
         const auto& st = r.attr_ints("stride");

@@ -119,7 +119,8 @@ struct TensorType {
   X(Flip, "flip", Gather)                             \
   X(Im2col, "im2col", Gather)                         \
   X(MaxPool2dBackward, "max_pool2d_backward", Gather) \
-  X(AvgPool2dBackward, "avg_pool2d_backward", Gather)
+  X(AvgPool2dBackward, "avg_pool2d_backward", Gather) \
+  X(InsertZeros, "insert_zeros", Gather)
 
 enum class OpKind : uint8_t {
 #define FUSEJIT_ENUM(e, n, c) e,
@@ -136,7 +137,8 @@ enum class OpKind : uint8_t {
 // Layout: expand (broadcast to a shape), reshape (same elements, new shape)
 // and transpose (two dims swapped); the backward program uses them.
 // Gather: each result element reads its operands at computed positions (flip,
-// im2col, the pools' backward); the backward program of conv2d and pooling.
+// im2col, the pools' backward, insert_zeros); the backward program of conv2d
+// and pooling.
 enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm, Layout, Gather };
 
 // Attribute values. `Ints` holds lists (dims, 2-D kernel/stride/padding).

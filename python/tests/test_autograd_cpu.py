@@ -110,17 +110,18 @@ def test_backward_program_description():
 
 
 def test_errors():
-    conv = """\
+    grouped = """\
 name: ad_conv
 inputs:
-  - {name: x, shape: [1, 2, 6, 6]}
-  - {name: w, shape: [3, 2, 3, 3]}
+  - {name: x, shape: [1, 4, 6, 6]}
+  - {name: w, shape: [4, 2, 3, 3]}
 ops:
-  - {name: z, op: conv2d, args: [x, w]}
+  - {name: z, op: conv2d, args: [x, w], groups: 2}
 outputs: [z]
 """
-    with pytest.raises(fusejit.SpecError, match="conv2d"):
-        fusejit.Backward(conv)
+    with pytest.raises(fusejit.SpecError, match="grouped conv2d"):
+        fusejit.Backward(grouped)
+    assert "dX = conv2d" in str(fusejit.Backward(grouped, no_grad=("w",)))
     with pytest.raises(fusejit.SpecError, match="'nope'"):
         fusejit.Backward(LINEAR_CHAIN, no_grad=("nope",))
     f = fusejit.autograd.function(LINEAR_CHAIN)
