@@ -121,12 +121,15 @@ def test_tf32_and_bf16_gradients_within_pytorchs_own_error(precision):
     """Against float64, fusejit's gradients are within a small factor of PyTorch's own error in the same
     precision (the relu mask of a rounded forward flips where z is near 0, so neither is close to float64
     elementwise). tf32: fusejit lands at about 2-4x PyTorch's error (a likely cause, not measured: wgmma
-    uses the top 19 bits of the fp32 operands where cuBLAS may round; H100: 7.1e-3 vs 2.0e-3 for x in one run)."""
+    uses the top 19 bits of the fp32 operands where cuBLAS may round; H100: 7.1e-3 vs 2.0e-3 for x in one run).
+    With gy drawn unseeded on the device, x's errors moved from run to run (H100, tf32, one build: fusejit
+    1.1e-2 to 2.3e-2, PyTorch 5.6e-4 to 7.3e-3; a few flipped relu masks dominate), so gy is seeded (three
+    runs at 9ecfbe7: x 1.31e-2 vs PyTorch 8.5e-3 each time)."""
     m, k, n = 128, 256, 192
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     g = torch.Generator(device="cpu").manual_seed(2)
     vals = [torch.rand(m, k, generator=g), torch.randn(n, k, generator=g) / k ** 0.5, torch.randn(n, generator=g)]
-    gy = torch.randn(m, n, device=DEV)
+    gy = torch.randn(m, n, generator=g).to(DEV)  # seeded: the unseeded CUDA draw made this test flaky (below)
 
     def grads(fn, cast):
         ts = [cast(v.to(DEV, dtype)).requires_grad_() for v in vals]
