@@ -14,17 +14,17 @@ of --iters steps. Gradients are checked against float64 autograd first
 import argparse
 import datetime
 import os
-import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 import torch  # noqa: E402
 
 import fusejit  # noqa: E402
+from bench_backward import DTYPES, rel_l2, time_steps  # noqa: E402
 
 F = torch.nn.functional
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}
 
 
 def seed(which, mode, scale):
@@ -52,26 +52,6 @@ def seed(which, mode, scale):
             return F.max_pool2d(torch.tanh(F.conv2d(x, w, cb)) * 2.0 + b, 4)
         params = lambda m: [m.conv.weight, m.conv.bias, m.bias]  # noqa: E731
     return model, twin, params, x
-
-
-def time_steps(step, iters, warmup, flush):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(iters):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def rel_l2(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
 
 
 def main():
