@@ -200,11 +200,11 @@ class Inference {
     return true;
   }
 
-  Status reduction(ValueId id) {
+  // Node id's 'dims' for an input of type x: in range, each once; stored
+  // back non-negative and sorted.
+  Expected<std::vector<int64_t>> sorted_dims(ValueId id, const TensorType& x) {
     Node& n = g_.node(id);
-    const TensorType& x = in(id, 0);
     auto dims = n.attr_ints("dims");
-    if (dims.empty()) return err(id, "'dims' must name at least one dim");
     for (int64_t& d : dims)
       if (!norm_dim(d, x.rank()))
         return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
@@ -213,6 +213,16 @@ class Inference {
     if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
       return err(id, "'dims' names a dim twice: " + attr_str(n.attrs.at("dims")));
     n.attrs["dims"] = dims;
+    return dims;
+  }
+
+  Status reduction(ValueId id) {
+    Node& n = g_.node(id);
+    const TensorType& x = in(id, 0);
+    if (n.attr_ints("dims").empty()) return err(id, "'dims' must name at least one dim");
+    Expected<std::vector<int64_t>> sorted = sorted_dims(id, x);
+    if (!sorted) return sorted.error();
+    const std::vector<int64_t>& dims = *sorted;
     bool keep = n.attr_bool("keepdim");
     Shape out;
     for (int d = 0; d < x.rank(); ++d) {
@@ -367,15 +377,7 @@ class Inference {
     Node& n = g_.node(id);
     const TensorType& x = in(id, 0);
     if (n.op == OpKind::Flip) {
-      auto dims = n.attr_ints("dims");
-      for (int64_t& d : dims)
-        if (!norm_dim(d, x.rank()))
-          return err(id, "dim " + std::to_string(d) + " is out of range for the " + std::to_string(x.rank()) +
-                             "-D input " + shape_str(x.shape));
-      std::sort(dims.begin(), dims.end());
-      if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
-        return err(id, "'dims' names a dim twice: " + attr_str(n.attrs.at("dims")));
-      n.attrs["dims"] = dims;
+      if (Expected<std::vector<int64_t>> dims = sorted_dims(id, x); !dims) return dims.error();
       n.type = x;
       return {};
     }
