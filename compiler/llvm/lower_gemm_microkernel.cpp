@@ -29,19 +29,23 @@ void emit_micro_kernel(KernelFunction& kf, const MicroTile& t, Value* a_panel, V
   b.SetInsertPoint(body);
   llvm::PHINode* k = b.CreatePHI(b.getInt64Ty(), 2, "mk.k");
   k->addIncoming(kf.i64(0), pre);
+  // Pointer induction variables (the panels advance by MR and NR floats a k step), so that the
+  // unrolled body addresses its loads at constant offsets without the backend's strength reduction.
+  llvm::PHINode* b_row = b.CreatePHI(b_panel->getType(), 2, "b.row");
+  b_row->addIncoming(b_panel, pre);
+  llvm::PHINode* a_col = b.CreatePHI(a_panel->getType(), 2, "a.col");
+  a_col->addIncoming(a_panel, pre);
   std::vector<llvm::PHINode*> acc(count);
   Value* zero = llvm::ConstantAggregateZero::get(vec);
   for (size_t i = 0; i < count; ++i) {
     acc[i] = b.CreatePHI(vec, 2, "acc" + std::to_string(i / nv) + "_" + std::to_string(i % nv));
     acc[i]->addIncoming(zero, pre);
   }
-  Value* b_row = b.CreateInBoundsGEP(f32, b_panel, b.CreateMul(k, kf.i64(t.nr), "", true, true), "b.row");
   std::vector<Value*> bv(static_cast<size_t>(nv));
   for (int v = 0; v < nv; ++v) {
     Value* at = b.CreateBitCast(b.CreateConstInBoundsGEP1_64(f32, b_row, static_cast<uint64_t>(v * t.lanes)), vec_ptr);
     bv[static_cast<size_t>(v)] = b.CreateAlignedLoad(vec, at, vec_align, "b" + std::to_string(v));
   }
-  Value* a_col = b.CreateInBoundsGEP(f32, a_panel, b.CreateMul(k, kf.i64(t.mr), "", true, true), "a.col");
   std::vector<Value*> next(count);
   for (int i = 0; i < t.mr; ++i) {
     Value* a = b.CreateAlignedLoad(f32, b.CreateConstInBoundsGEP1_64(f32, a_col, static_cast<uint64_t>(i)),
@@ -54,6 +58,8 @@ void emit_micro_kernel(KernelFunction& kf, const MicroTile& t, Value* a_panel, V
   }
   Value* k_next = b.CreateAdd(k, kf.i64(1), "mk.k.next", true, true);
   k->addIncoming(k_next, body);
+  b_row->addIncoming(b.CreateConstInBoundsGEP1_64(f32, b_row, static_cast<uint64_t>(t.nr), "b.next"), body);
+  a_col->addIncoming(b.CreateConstInBoundsGEP1_64(f32, a_col, static_cast<uint64_t>(t.mr), "a.next"), body);
   for (size_t i = 0; i < count; ++i) acc[i]->addIncoming(next[i], body);
   b.CreateCondBr(b.CreateICmpSLT(k_next, kc), body, done);
   b.SetInsertPoint(done);

@@ -25,6 +25,7 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CodeGen.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -53,6 +54,13 @@ void init_llvm_native() {
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
     vector_math_loaded = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1");
+    // No loop strength reduction in the backend: it was a third of the machine-code time of a conv
+    // kernel (b in bench/bench_cpu.py: 317 -> 187 ms cold compile, same run time), and the generated
+    // loops already step pointers (the micro-kernel's panels are pointer induction variables).
+    // An LLVM option, so it holds for every user of this process's libLLVM.
+    auto& options = llvm::cl::getRegisteredOptions();
+    if (auto it = options.find("disable-lsr"); it != options.end())
+      static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
   });
 }
 
