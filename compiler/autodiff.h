@@ -85,6 +85,13 @@ ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipp
 // Adds the contributions of d(loss)/d(value v) = `grad` to v's operands.
 // Errors for ops without a derivative yet.
 Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad);
+// autodiff_norm.cpp: the same for group_norm, instance_norm, layer_norm and
+// batch_norm (whose running statistics get none).
+Status norm_vjp(SweepContext& cx, ValueId v, ValueId grad);
+// batch_norm `n` recomputed in a stage as elementwise ops of `operands`, its
+// per-channel operands reshaped to broadcast along dim 1 (a batch_norm node
+// there would need them read by batch_norms only; its derivative reads them too).
+ValueId batch_norm_elementwise(const Node& n, StageWriter& w, const std::vector<ValueId>& operands);
 
 // Whether forward value `v` can carry a gradient (not a constant; not only
 // comparisons of it).

@@ -81,6 +81,11 @@ class Builder {
     names_.insert(name);
     return name;
   }
+  bool running_statistic(ValueId input) const {
+    for (const Node& n : fwd_.nodes)
+      if (n.op == OpKind::BatchNorm && (n.operands[1] == input || n.operands[2] == input)) return true;
+    return false;
+  }
   bool wants(ValueId input) const {
     const std::string& name = fwd_.node(input).name;
     return std::find(opt_.no_grad.begin(), opt_.no_grad.end(), name) == opt_.no_grad.end();
@@ -146,7 +151,7 @@ Expected<BackwardProgram> Builder::run() {
     else {
       std::vector<ValueId> ops;
       for (ValueId o : n.operands) ops.push_back(primal(o));
-      r = w.copy(n, ops, n.type.shape);
+      r = n.op == OpKind::BatchNorm ? batch_norm_elementwise(n, w, ops) : w.copy(n, ops, n.type.shape);
     }
     return primal_of[v] = r;
   };
@@ -205,7 +210,10 @@ Expected<BackwardProgram> Builder::run() {
       continue;
     }
     if (it == grad_of.end()) {
-      p_.notes.push_back("'" + name + "' has a zero gradient (nothing differentiable depends on it)");
+      p_.notes.push_back("'" + name + "' has " +
+                         (running_statistic(i) ? "no gradient (a batch_norm's running statistic, not differentiated, "
+                                                 "as in PyTorch)"
+                                               : "a zero gradient (nothing differentiable depends on it)"));
       continue;
     }
     p_.input_grads[name] = emit(it->second, "grad_" + name, BufferRole::InputGrad, "the gradient of '" + name + "'");

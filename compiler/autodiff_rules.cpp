@@ -5,7 +5,7 @@
 // the maxima. The forward's values are recomputed in the stage (cx.primal).
 // Pooling goes through the pools' backward ops (max: the window's first
 // maximum of the recomputed input, as PyTorch picks it; avg: spread); 1-D
-// pools as 2-D pools of height 1. Norms have no derivative here yet.
+// pools as 2-D pools of height 1. The norms: autodiff_norm.cpp.
 #include <cmath>
 #include <numbers>
 
@@ -247,14 +247,15 @@ Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad) {
     case OpCategory::Normalize: return r.normalize(grad);
     case OpCategory::Layout: return r.layout(grad);
     case OpCategory::Pool: return r.pool(grad);
+    case OpCategory::Norm: return norm_vjp(cx, v, grad);
     case OpCategory::Gather:
       if (n.op == K::Flip) return r.flip(grad);
       break;
     default: break;
   }
   return node_error(cx.fwd, v, "has no derivative in fusejit yet (backward supports elementwise ops, reductions, "
-                               "softmax, log_softmax, pooling, flip and layout ops after a linear, matmul or "
-                               "conv2d)");
+                               "softmax, log_softmax, the norms, pooling, flip and layout ops after a linear, "
+                               "matmul or conv2d; not the backward's own gather ops)");
 }
 
 }  // namespace fusejit::ad

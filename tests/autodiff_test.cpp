@@ -294,6 +294,83 @@ TEST(Autodiff, ConvAndPoolingMatchFiniteDifferences) {
                    "[v]"});
 }
 
+// The norms (autodiff_norm.cpp): with and without affine parameters, odd sizes, directly after a conv or
+// linear or further down the chain, followed by more ops and reductions. batch_norm's running statistics get
+// no gradient (as in PyTorch), so the finite-difference checks leave them out.
+TEST(Autodiff, NormsMatchFiniteDifferences) {
+  const std::string conv6 = "  - {name: x, shape: [2, 3, 7, 8], init: normal}\n"
+                            "  - {name: w, shape: [6, 3, 3, 3], init: normal}\n";
+  const std::string conv6b = conv6 + "  - {name: b, shape: [6]}\n";
+  const std::string affine = "  - {name: gamma, shape: [6], init: normal}\n  - {name: beta, shape: [6], init: normal}\n";
+  check_gradients({"group_norm_affine_gelu_sum", conv6b + affine,
+                   "  - {name: z, op: conv2d, args: [x, w, b]}\n"
+                   "  - {name: n, op: group_norm, args: [z, gamma, beta], num_groups: 3}\n"
+                   "  - {name: g, op: gelu, args: [n]}\n  - {name: y, op: sum, args: [g], dims: [2, 3]}\n",
+                   "[y]"});
+  check_gradients({"group_norm_plain", conv6b,
+                   "  - {name: z, op: conv2d, args: [x, w, b], padding: 1}\n"
+                   "  - {name: y, op: group_norm, args: [z], num_groups: 2, eps: 1e-3}\n",
+                   "[y]"});
+  check_gradients({"group_norm_per_channel_weight_only", conv6 + "  - {name: gamma, shape: [6], init: normal}\n",
+                   "  - {name: z, op: conv2d, args: [x, w]}\n"
+                   "  - {name: n, op: group_norm, args: [z, gamma], num_groups: 6}\n"
+                   "  - {name: y, op: silu, args: [n]}\n",
+                   "[y]"});
+  check_gradients({"instance_norm_affine_tanh_mean", conv6 + affine,  // (a conv bias here: a zero gradient)
+                   "  - {name: z, op: conv2d, args: [x, w], stride: 2}\n"
+                   "  - {name: n, op: instance_norm, args: [z, gamma, beta], eps: 1e-3}\n"
+                   "  - {name: t, op: tanh, args: [n]}\n  - {name: y, op: mean, args: [t], dims: [1]}\n",
+                   "[y, n]"});
+  check_gradients({"instance_norm_plain_scaled", conv6 + "  - {name: p, shape: [6, 1, 1]}\n",
+                   "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: n, op: instance_norm, args: [z]}\n"
+                   "  - {name: y, op: mul, args: [n, p]}\n",
+                   "[y]"});
+  check_gradients({"layer_norm_affine_gelu_mean",
+                   kLinearInputs + "  - {name: b, shape: [5]}\n  - {name: lw, shape: [5]}\n  - {name: lb, shape: [5]}\n",
+                   "  - {name: z, op: linear, args: [x, w, b]}\n"
+                   "  - {name: n, op: layer_norm, args: [z, lw, lb], normalized_shape: [5]}\n"
+                   "  - {name: g, op: gelu, args: [n]}\n  - {name: y, op: mean, args: [g], dims: [1]}\n",
+                   "[y]"});
+  check_gradients({"layer_norm_two_dims_weight_only",
+                   "  - {name: x, shape: [2, 3, 4], init: normal}\n  - {name: w, shape: [5, 4], init: normal}\n"
+                   "  - {name: lw, shape: [3, 5]}\n",
+                   "  - {name: z, op: linear, args: [x, w]}\n"
+                   "  - {name: n, op: layer_norm, args: [z, lw], normalized_shape: [3, 5], eps: 1e-2}\n"
+                   "  - {name: y, op: softmax, args: [n], dim: 2}\n",
+                   "[y]"});
+  check_gradients({"layer_norm_later_in_the_chain_residual", kLinearInputs + "  - {name: p, shape: [5]}\n",
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: s, op: mul, args: [z, p]}\n"
+                   "  - {name: n, op: layer_norm, args: [s], normalized_shape: [5]}\n"
+                   "  - {name: y, op: add, args: [n, z]}\n",
+                   "[y]"});
+  const std::string stats = "  - {name: rm, shape: [6], init: normal}\n  - {name: rv, shape: [6], init: uniform01}\n";
+  const Case bn_chain{"batch_norm_relu_instance_norm", conv6 + stats + affine,
+                      "  - {name: z, op: conv2d, args: [x, w]}\n"
+                      "  - {name: bn, op: batch_norm, args: [z, rm, rv, gamma, beta]}\n"
+                      "  - {name: r, op: relu, args: [bn]}\n  - {name: y, op: instance_norm, args: [r], eps: 1e-3}\n",
+                      "[y]"};
+  check_gradients(bn_chain, BackwardOptions{{"rm", "rv"}});
+  check_gradients({"batch_norm_weight_only_gelu", conv6b + stats + "  - {name: gamma, shape: [6], init: normal}\n",
+                   "  - {name: z, op: conv2d, args: [x, w, b], padding: 1}\n"
+                   "  - {name: bn, op: batch_norm, args: [z, rm, rv, gamma], eps: 1e-2}\n"
+                   "  - {name: y, op: gelu, args: [bn]}\n",
+                   "[y]"},
+                  BackwardOptions{{"rm", "rv"}});
+  check_gradients({"batch_norm_2d_statistics_only",
+                   kLinearInputs + "  - {name: rm, shape: [5]}\n  - {name: rv, shape: [5], init: uniform01}\n",
+                   "  - {name: z, op: linear, args: [x, w]}\n  - {name: bn, op: batch_norm, args: [z, rm, rv]}\n"
+                   "  - {name: y, op: tanh, args: [bn]}\n",
+                   "[y]"},
+                  BackwardOptions{{"rm", "rv"}});
+  // Without no_grad the running statistics get no buffer, and a note says why.
+  auto p = build_backward(parse(bn_chain));
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  EXPECT_EQ(p->input_grads.count("rm") + p->input_grads.count("rv"), 0u);
+  EXPECT_EQ(p->input_grads.count("gamma") + p->input_grads.count("beta") + p->input_grads.count("x"), 3u);
+  const std::string text = print_backward(*p);
+  EXPECT_NE(text.find("'rv' has no gradient (a batch_norm's running statistic"), std::string::npos) << text;
+}
+
 TEST(Autodiff, MaxPoolTiesGoToTheFirstMaximum) {
   // relu makes whole windows 0: PyTorch gives each window's gradient to its first element.
   Graph g = parse({"ties", kConvXW,
@@ -327,12 +404,14 @@ TEST(Autodiff, UnsupportedOpsAreClearErrors) {
   auto q = build_backward(grouped);
   ASSERT_FALSE(static_cast<bool>(q));
   EXPECT_NE(q.error().message.find("grouped conv2d"), std::string::npos) << q.error().message;
-  Graph norm = parse({"norm", kConvXW,
-                      "  - {name: z, op: conv2d, args: [x, w]}\n  - {name: y, op: instance_norm, args: [z]}\n",
-                      "[y]"});
-  auto r = build_backward(norm);
+  // The backward's own gather ops (im2col, insert_zeros, the pools' backward) have no derivative.
+  Graph gather = parse({"gather", "  - {name: x, shape: [1, 2, 5, 5]}\n",
+                        "  - {name: y, op: im2col, args: [x], kernel_size: 3}\n", "[y]"});
+  auto r = build_backward(gather);
   ASSERT_FALSE(static_cast<bool>(r));
-  EXPECT_NE(r.error().message.find("instance_norm"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("im2col 'y': has no derivative in fusejit yet"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().str().find("gather.yaml:"), std::string::npos) << r.error().str();
 }
 
 }  // namespace

@@ -169,6 +169,27 @@ void run_cases(Backend backend) {
                        "  - {name: z, op: conv2d, args: [x, w], groups: 4, padding: 1}\n"
                        "  - {name: g, op: gelu, args: [z]}\n  - {name: y, op: global_avg_pool, args: [g]}\n"),
                   BackwardOptions{{"w"}});
+  // the norms: statistics recomputed from the saved Z; batch_norm's running statistics get no gradient
+  const std::string conv_affine = "  - {name: x, shape: [2, 6, 13, 11]}\n  - {name: w, shape: [12, 6, 3, 3]}\n"
+                                  "  - {name: b, shape: [12]}\n  - {name: gamma, shape: [12], init: normal}\n"
+                                  "  - {name: beta, shape: [12], init: normal}\n";
+  check_on_device(backend, "conv_group_norm_swish",
+                  spec("fp32", conv_affine,
+                       "  - {name: z, op: conv2d, args: [x, w, b], padding: 1}\n"
+                       "  - {name: n, op: group_norm, args: [z, gamma, beta], num_groups: 4}\n"
+                       "  - {name: y, op: silu, args: [n]}\n"));
+  check_on_device(backend, "conv_batch_norm_relu_instance_norm",
+                  spec("fp32", conv_affine + "  - {name: rm, shape: [12], init: normal}\n"
+                                             "  - {name: rv, shape: [12], init: uniform01}\n",
+                       "  - {name: z, op: conv2d, args: [x, w, b]}\n"
+                       "  - {name: bn, op: batch_norm, args: [z, rm, rv, gamma, beta]}\n"
+                       "  - {name: r, op: relu, args: [bn]}\n"
+                       "  - {name: y, op: instance_norm, args: [r], eps: 1e-3}\n"));
+  for (const std::string precision : {"fp32", "bf16"})
+    check_on_device(backend, "linear_layer_norm_gelu_" + precision,
+                    spec(precision, lin, "  - {name: z, op: linear, args: [x, w, b]}\n"
+                                         "  - {name: n, op: layer_norm, args: [z, p, b], normalized_shape: [130]}\n"
+                                         "  - {name: y, op: gelu, args: [n]}\n"));
   // (avg, not max, pooling: a tf32 / bf16 forward moves near-tied maxima, as a relu mask flips near 0)
   for (const std::string precision : {"tf32", "bf16"})
     check_on_device(backend, "conv_avgpool_" + precision,
