@@ -48,6 +48,11 @@ NormView norm_view(const Node& n, const Shape& x) {
   return v;
 }
 
+// batch_norm's rsqrt(running_var + eps), as the parameter view.
+ValueId running_rstd(const Node& n, StageWriter& w, ValueId running_var, const Shape& param) {
+  return w.unary(K::Rsqrt, w.add(w.reshape(running_var, param), w.constant(n.attr_float("eps"))));
+}
+
 struct NormRule {
   SweepContext& cx;
   StageWriter& w;
@@ -80,7 +85,7 @@ struct NormRule {
 
   void batch_norm(ValueId g) {
     const NormView v = norm_view(n, fwd_shape(operand(0)));
-    const ValueId rstd = w.unary(K::Rsqrt, w.add(w.reshape(cx.primal(operand(2)), v.param), w.constant(n.attr_float("eps"))));
+    const ValueId rstd = running_rstd(n, w, cx.primal(operand(2)), v.param);
     const ValueId scale = has(3) ? w.mul(w.reshape(cx.primal(operand(3)), v.param), rstd) : rstd;
     cx.accumulate(operand(0), w.mul(g, scale));
     if (has(3)) {
@@ -102,7 +107,7 @@ Status norm_vjp(SweepContext& cx, ValueId v, ValueId grad) {
 
 ValueId batch_norm_elementwise(const Node& n, StageWriter& w, const std::vector<ValueId>& operands) {
   const NormView v = norm_view(n, w.shape(operands[0]));
-  ValueId scale = w.unary(K::Rsqrt, w.add(w.reshape(operands[2], v.param), w.constant(n.attr_float("eps"))));
+  ValueId scale = running_rstd(n, w, operands[2], v.param);
   if (operands.size() > 3) scale = w.mul(w.reshape(operands[3], v.param), scale);
   ValueId y = w.mul(w.sub(operands[0], w.reshape(operands[1], v.param)), scale);
   if (operands.size() > 4) y = w.add(y, w.reshape(operands[4], v.param));

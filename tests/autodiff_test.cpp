@@ -301,7 +301,8 @@ TEST(Autodiff, NormsMatchFiniteDifferences) {
   const std::string conv6 = "  - {name: x, shape: [2, 3, 7, 8], init: normal}\n"
                             "  - {name: w, shape: [6, 3, 3, 3], init: normal}\n";
   const std::string conv6b = conv6 + "  - {name: b, shape: [6]}\n";
-  const std::string affine = "  - {name: gamma, shape: [6], init: normal}\n  - {name: beta, shape: [6], init: normal}\n";
+  const std::string affine =
+      "  - {name: gamma, shape: [6], init: normal}\n  - {name: beta, shape: [6], init: normal}\n";
   check_gradients({"group_norm_affine_gelu_sum", conv6b + affine,
                    "  - {name: z, op: conv2d, args: [x, w, b]}\n"
                    "  - {name: n, op: group_norm, args: [z, gamma, beta], num_groups: 3}\n"
@@ -326,7 +327,8 @@ TEST(Autodiff, NormsMatchFiniteDifferences) {
                    "  - {name: y, op: mul, args: [n, p]}\n",
                    "[y]"});
   check_gradients({"layer_norm_affine_gelu_mean",
-                   kLinearInputs + "  - {name: b, shape: [5]}\n  - {name: lw, shape: [5]}\n  - {name: lb, shape: [5]}\n",
+                   kLinearInputs + "  - {name: b, shape: [5]}\n  - {name: lw, shape: [5]}\n"
+                                   "  - {name: lb, shape: [5]}\n",
                    "  - {name: z, op: linear, args: [x, w, b]}\n"
                    "  - {name: n, op: layer_norm, args: [z, lw, lb], normalized_shape: [5]}\n"
                    "  - {name: g, op: gelu, args: [n]}\n  - {name: y, op: mean, args: [g], dims: [1]}\n",
