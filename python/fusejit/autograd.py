@@ -7,7 +7,9 @@ The forward runs the spec with its saved values (the anchor's output) as extra
 outputs; backward allocates the program's buffers with torch.empty and runs
 each stage (fusejit.Backward) on the gradients' device: CUDA tensors on the
 GPU, CPU tensors on the LLVM CPU backend. Inputs whose requires_grad is False
-get no gradient work (a program is built per set of such inputs, then cached).
+get no gradient work (a program is built per set of such inputs, then cached);
+a gradient fusejit cannot compute yet (a grouped conv's dW) is an error only
+when it is asked for.
 
 On torch >= 2.4 the forward and every stage are torch.library operators
 (fusejit.torch.op_for) and the backward is the forward operator's registered
@@ -20,6 +22,7 @@ import torch
 
 from . import torch as _fj_torch
 from ._kernel import DeviceKernels, _as_spec
+from ._lib import SpecError
 from .backward import Backward
 
 _registered = set()  # forward operators with an autograd formula
@@ -36,7 +39,15 @@ class DifferentiableSpec:
         self._arch, self._config = arch, config
         self._programs = {}  # frozenset(no_grad) -> (Backward, [stage runners])
         self._lock = threading.Lock()
-        self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
+        try:
+            self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
+        except SpecError as e:
+            # a gradient fusejit cannot compute yet (e.g. a grouped conv's dW): the forward is the same without
+            # it; backward raises the error again only if that gradient is asked for (requires_grad)
+            try:
+                self.forward_spec = Backward(self.spec, no_grad=self.input_names).forward
+            except SpecError:
+                raise e from None
         self._forward_kernels = DeviceKernels(self.forward_spec, arch, config, f"fusejit '{self.spec.name}'")
         self._op = None
         if _fj_torch.available():

@@ -13,9 +13,9 @@ kernels directly.
 
 When gradients are wanted (grad mode on and an input or parameter requiring
 grad), the module runs fusejit.autograd: the forward saves what the generated
-backward needs, and loss.backward() runs the backward stages. A chain whose ops
-have no derivative yet (conv2d, norms, pooling) runs forward only, with a
-warning, once, that its outputs are not connected to autograd.
+backward needs, and loss.backward() runs the backward stages. A chain with an
+op that has no derivative (the backward's own gather ops) runs forward only,
+with a warning, once, that its outputs are not connected to autograd.
 """
 import warnings
 

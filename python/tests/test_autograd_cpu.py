@@ -122,6 +122,17 @@ outputs: [z]
     with pytest.raises(fusejit.SpecError, match="grouped conv2d"):
         fusejit.Backward(grouped)
     assert "dX = conv2d" in str(fusejit.Backward(grouped, no_grad=("w",)))
+    # through autograd the gradient fusejit cannot give is an error only when asked for
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(1, 4, 6, 6, generator=g), torch.randn(4, 2, 3, 3, generator=g)
+    fn = fusejit.autograd.function(grouped)
+    xs = x.clone().requires_grad_()
+    fn(xs, w).sum().backward()
+    rx = x.double().requires_grad_()
+    F.conv2d(rx, w.double(), groups=2).sum().backward()
+    assert rel_l2(xs.grad, rx.grad) < 1e-5
+    with pytest.raises(fusejit.SpecError, match="grouped conv2d"):
+        fn(x, w.clone().requires_grad_()).sum().backward()
     with pytest.raises(fusejit.SpecError, match="'nope'"):
         fusejit.Backward(LINEAR_CHAIN, no_grad=("nope",))
     f = fusejit.autograd.function(LINEAR_CHAIN)

@@ -141,21 +141,48 @@ name: nn_linear_norm
 inputs:
   - {name: x, shape: [6, 20]}
   - {name: w, shape: [12, 20]}
+  - {name: ln_w, shape: [12]}
 ops:
   - {name: h, op: linear, args: [x, w]}
-  - {name: y, op: layer_norm, args: [h], normalized_shape: [12]}
+  - {name: y, op: layer_norm, args: [h, ln_w], normalized_shape: [12]}
+outputs: [y]
+"""
+
+# im2col, one of the backward's own gather ops, has no derivative
+NO_BACKWARD = """\
+name: nn_linear_im2col
+inputs:
+  - {name: x, shape: [6, 20]}
+  - {name: w, shape: [12, 20]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: r, op: reshape, args: [h], shape: [1, 2, 6, 6]}
+  - {name: y, op: im2col, args: [r], kernel_size: 3}
 outputs: [y]
 """
 
 
+def test_layer_norm_trains():
+    p, x = make()
+    ln_w = torch.rand(12) + 0.5
+    m = fusejit.nn.Fused(NORMED, w=p["w"], ln_w=ln_w)
+    x = x.requires_grad_()
+    gy = torch.randn(6, 12, generator=torch.Generator().manual_seed(2))
+    (m(x) * gy).sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in (x, p["w"], ln_w)]
+    (F.layer_norm(F.linear(ref[0], ref[1]), (12,), ref[2]) * gy.double()).sum().backward()
+    for got, want in zip((x.grad, m.w.grad, m.ln_w.grad), ref):
+        assert rel_l2(got, want.grad) <= 1e-5
+
+
 def test_warns_once_when_a_chain_has_no_backward():
     p, x = make()
-    m = fusejit.nn.Fused(NORMED, w=p["w"])  # layer_norm has no derivative yet
+    m = fusejit.nn.Fused(NO_BACKWARD, w=p["w"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         y = m(x)
         m(x)
-    assert sum("no backward" in str(w.message) for w in caught) == 1
+    assert sum("no backward" in str(w.message) and "im2col" in str(w.message) for w in caught) == 1
     assert not y.requires_grad
 
 
