@@ -184,34 +184,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     auto x = [&] { return em.load_param(a.operands[0]); };
     auto w = [&] { return em.load_param(a.operands[1]); };
     if (wgmma) {  // linear / matmul on TMA + wgmma; grouped rasterization over a 1-D grid
-      const DType dt = g.node(a.operands[0]).type.dtype;
-      const int elem = dt == DType::F32 ? 4 : 2, bk = 128 / elem;
-      auto view = [&](ValueId v, int64_t view_rows, int64_t view_cols, int box_rows, int box_cols) {
-        return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, view_rows, view_cols, box_rows, box_cols};
-      };
-      tensor_maps = {view(a.operands[0], rows, geo.k, wt.bm, bk),
-                     kp.b_transposed >= 0       ? TensorMapSpec{{BufferKind::Scratch, kp.b_transposed}, 4, false, geo.n,
-                                                                geo.k, wt.bn, bk}  // B^T [N, K] from the staging kernel
-                     : geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
-                                                : view(a.operands[1], geo.n, geo.k, wt.bn, bk)};
-      if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them
-        tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
-        tensor_maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
-      }
-      for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x 128 bytes, 128-byte swizzle
-        const DType ot = g.node(v).type.dtype;
-        const int eb = static_cast<int>(dtype_size(ot));
-        tensor_maps.push_back(TensorMapSpec{plan.buffer.at(v), eb, ot == DType::BF16, rows, geo.n, wt.bm, 128 / eb, true});
-      }
+      tensor_maps = gemm_tensor_maps(g, plan, kp, geo, rows);
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       // Units of work (one per tile, or per K range of a split tile); the runtime launches one block per SM at most.
-      const int64_t units = wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
+      // Clusters: a unit is a pair of tiles, one block each.
+      const int64_t units = wt.cluster_m > 1 ? (m_tiles + 1) / 2 * n_tiles * 2
+                                             : wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
       if (units > int_max) return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 units of work");
       launch.grid = {static_cast<unsigned>(units), 1, 1};
       launch.persistent = true;
+      launch.cluster = wt.cluster_m;
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
@@ -548,6 +533,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                              s.ns + "::run(p, fj::GemmMaps{" + operand_maps + "}" + out_map_args +
                                  ", fj::align_smem_1024(smem_raw));"},
                             1, map_params);
+    if (wt.cluster_m > 1) s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m) + ", 1, 1)";
   } else if (mma) {
     const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes)

@@ -23,9 +23,10 @@ std::string kind_enum(const std::string& kind) {
 std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
   std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
-  if (b_n_major || t.pingpong)
+  if (b_n_major || t.pingpong || t.cluster_m > 1)
     args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
             (t.pingpong ? "true" : "false");
+  if (t.cluster_m > 1) args += ", /*kClusterM=*/" + std::to_string(t.cluster_m);
   return "using Tile = fj::WgmmaTile<" + args + ">;" + (b_n_major ? "  // B [K, N]" : "");
 }
 
@@ -50,6 +51,34 @@ int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved
   int chunk = 64;
   while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
   return chunk;
+}
+
+std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, const KernelPlan& kp,
+                                            const AnchorGeometry& geo, int64_t rows) {
+  const WgmmaConfig& wt = kp.wgmma;
+  const Node& a = g.node(kp.root);
+  const DType dt = g.node(a.operands[0]).type.dtype;
+  const int elem = dt == DType::F32 ? 4 : 2, bk = 128 / elem;
+  auto view = [&](ValueId v, int64_t view_rows, int64_t view_cols, int box_rows, int box_cols) {
+    return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, view_rows, view_cols, box_rows, box_cols};
+  };
+  const int b_rows = wt.bn / wt.cluster_m;  // a cluster's blocks load a share of B's tile each
+  std::vector<TensorMapSpec> maps = {
+      view(a.operands[0], rows, geo.k, wt.bm, bk),
+      kp.b_transposed >= 0 ? TensorMapSpec{{BufferKind::Scratch, kp.b_transposed}, 4, false, geo.n, geo.k, b_rows,
+                                           bk}  // B^T [N, K] from the staging kernel
+      : geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
+                                 : view(a.operands[1], geo.n, geo.k, b_rows, bk)};
+  if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them
+    maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
+    maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
+  }
+  for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x 128 bytes, 128-byte swizzle
+    const DType ot = g.node(v).type.dtype;
+    const int eb = static_cast<int>(dtype_size(ot));
+    maps.push_back(TensorMapSpec{plan.buffer.at(v), eb, ot == DType::BF16, rows, geo.n, wt.bm, 128 / eb, true});
+  }
+  return maps;
 }
 
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {

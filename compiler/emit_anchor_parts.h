@@ -25,6 +25,12 @@ int mma_copy_bytes(int64_t ld, int elem_bytes);
 // shared memory the ring leaves (at least 16; ping-pong: half of it each).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
+// The TMA views of a linear / matmul on wgmma: A [rows, K] in BM-row boxes; B
+// ([N, K] boxes of BN / cluster rows, or [K, N] 64-column boxes); 3xTF32's
+// residuals; the TMA-stored outputs (BM rows x 128 bytes).
+std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, const KernelPlan& kp,
+                                            const AnchorGeometry& geo, int64_t rows);
+
 // The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);
 

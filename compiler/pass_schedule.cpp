@@ -166,6 +166,30 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear and matmul");
   if (geo.op != OpKind::Conv2d) tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
+  // matmul's 16-bit B [K, N] loads in 64-column boxes: a cluster's blocks one each at least
+  const bool b_n_major = geo.op == OpKind::Matmul && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
+  const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
+  if (!ctx.heur.wgmma_cluster && !ctx.heur.wgmma && sixteen_bit && geo.op != OpKind::Conv2d && !tile.pingpong &&
+      tile.split_k == 1 && !(b_n_major && tile.bn < 128) &&
+      ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn) >= kSm90Sms) {
+    // 16-bit GEMMs of a wave of tiles or more: 2-block clusters sharing B, 16
+    // row tiles a raster group (H100, bias+relu, vs cooperative 128x256: 4096^3
+    // 0.185 -> 0.180 ms, 8192^3 1.422 -> 1.392, 16384x2048x2048 0.200 -> 0.186;
+    // tf32 gained nothing: 0.345 -> 0.347, 2.911 -> 2.918, 0.365 -> 0.361).
+    tile.cluster_m = 2;
+    tile.raster_group = 16;
+  }
+  if (ctx.heur.wgmma_cluster && *ctx.heur.wgmma_cluster > 1) {
+    if (geo.op == OpKind::Conv2d) return Error("codegen config: wgmma_cluster applies to linear and matmul");
+    if (b_n_major && tile.bn < 128)
+      return Error("codegen config: wgmma_cluster=2 with B [K, N] needs a tile at least 128 wide, got " + tile.str());
+    if (tile.pingpong && ctx.heur.wgmma_schedule == "auto") {  // the default's ping-pong: cooperative instead
+      tile.pingpong = false;
+      if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
+    }
+    if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
+    tile.cluster_m = *ctx.heur.wgmma_cluster;
+  }
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)
     return Error("codegen: wgmma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +

@@ -19,6 +19,7 @@ std::string WgmmaConfig::str() const {
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << ", " << stages << " stages, raster group " << raster_group;
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
+  if (cluster_m > 1) s << ", " << cluster_m << "-block clusters sharing B";
   return s.str();
 }
 
@@ -74,6 +75,9 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.pingpong && t.bm == 128 && t.bn > 128)
     return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
+  if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
+  if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
+    return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
   if (three_tf32 && t.bn > 128)
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
@@ -229,6 +233,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (!parse_int(val, num) || num < 0)
         return Error("codegen config: split_from must be a tile index >= 0, got '" + val + "'");
       h.split_from = num;
+    } else if (key == "wgmma_cluster") {
+      if (val != "1" && val != "2") return Error("codegen config: wgmma_cluster must be 1 or 2, got '" + val + "'");
+      h.wgmma_cluster = val == "2" ? 2 : 1;
     } else if (key == "tma_slots") {
       if (!parse_int(val, num) || num < 1 || num > 8)
         return Error("codegen config: tma_slots must be an integer in [1, 8], got '" + val + "'");

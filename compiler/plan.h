@@ -35,7 +35,9 @@ std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma", "mma"
 // 64): two consumers take alternate tiles whole, one's epilogue overlapping
 // the other's mainloop; each has its own epilogue shared memory. Split-K
 // (templates/wgmma_schedule.cuh): tiles from split_from on are computed as
-// split_k K ranges, each a unit of work of its own.
+// split_k K ranges, each a unit of work of its own. cluster_m = 2: clusters
+// of two blocks on vertically adjacent tiles share B's k-tiles (TMA
+// multicast; cooperative, no split-K, not 3xTF32).
 struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)
@@ -43,6 +45,7 @@ struct WgmmaConfig {
   int tma_slots = 2;     // shared-memory slots per TMA-stored output (128-byte column chunks)
   int split_k = 1;       // K ranges per split tile (1: none)
   int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
+  int cluster_m = 1;       // blocks per cluster along M (1 or 2)
   int consumers() const { return pingpong ? 2 : bm / 64; }
   int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
   std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
@@ -84,6 +87,7 @@ struct Heuristics {
   std::optional<MmaConfig> mma;      // override for the mma.sync anchor's tile
   std::optional<int> split_k;        // override for the anchor's split-K (1: none), wgmma or mma.sync
   std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
+  std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
@@ -97,7 +101,7 @@ struct Heuristics {
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
-// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), tma_slots=1..8, conv_patch=0|1,
+// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 

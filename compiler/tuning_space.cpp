@@ -68,6 +68,11 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
           if (split == 1 || (split * 4 <= k_tiles && small_tiles * split <= 2 * cg::sm_count_guess(arch)))
             out.push_back("split_k=" + std::to_string(split));
     }
+    // the default tile with and without 2-block clusters sharing B (linear, or a B tile of two 64-column boxes)
+    if (g.node(*anchor).op != OpKind::Conv2d && !three_tf32 && (g.node(*anchor).op == OpKind::Linear || geo.n >= 128)) {
+      out.push_back("wgmma_cluster=1");
+      out.push_back("wgmma_cluster=2");
+    }
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each

@@ -32,6 +32,7 @@ struct DriverApi {
 #define FJ_DECLARE(f) decltype(&::f) f = nullptr;
   FJ_DRIVER_FUNCTIONS(FJ_DECLARE)
 #undef FJ_DECLARE
+  decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters = nullptr;  // optional (CUDA 12+)
 };
 
 Status check(const DriverApi& api, CUresult r, const char* what) {
@@ -62,6 +63,8 @@ Status load_api(const std::string& library, DriverApi& api) {
     return Error("the CUDA driver " + library + " lacks " FJ_SYMBOL_NAME(f) " (driver too old?)");
   FJ_DRIVER_FUNCTIONS(FJ_RESOLVE)
 #undef FJ_RESOLVE
+  api.cuOccupancyMaxActiveClusters =
+      reinterpret_cast<decltype(api.cuOccupancyMaxActiveClusters)>(dlsym(api.handle, "cuOccupancyMaxActiveClusters"));
   return Status::success();
 }
 
@@ -218,6 +221,22 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes) {
   FJ_TRY(cuda_init());
   return FJ_CU(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                static_cast<int>(bytes));
+}
+
+Expected<int> max_active_clusters(CUfunction f, int cluster, const std::array<unsigned, 3>& block,
+                                  unsigned shared_bytes) {
+  FJ_TRY(cuda_init());
+  if (!api().cuOccupancyMaxActiveClusters) return Error("the CUDA driver lacks cuOccupancyMaxActiveClusters");
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(cluster);
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block[0];
+  config.blockDimY = block[1];
+  config.blockDimZ = block[2];
+  config.sharedMemBytes = shared_bytes;
+  int clusters = 0;
+  FJ_TRY(FJ_CU(cuOccupancyMaxActiveClusters, &clusters, f, &config));
+  return clusters;
 }
 
 Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int rank,

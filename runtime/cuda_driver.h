@@ -80,6 +80,12 @@ class CudaModule {
 // Allows `bytes` of dynamic shared memory (needed above 48 KB).
 Status set_max_dynamic_shared(CUfunction f, unsigned bytes);
 
+// How many clusters of a kernel compiled with __cluster_dims__(cluster, 1, 1)
+// can be resident at once with this block size and dynamic shared memory
+// (cuOccupancyMaxActiveClusters); an Error where the driver lacks the call.
+Expected<int> max_active_clusters(CUfunction f, int cluster, const std::array<unsigned, 3>& block,
+                                  unsigned shared_bytes);
+
 // A TMA tensor map: the driver's CUtensorMap (128 bytes, 128-byte aligned in CUDA 13).
 struct alignas(128) TensorMapBytes {
   unsigned long long opaque[16];

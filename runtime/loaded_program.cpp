@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/log.h"
+
 namespace fusejit {
 namespace {
 
@@ -62,7 +64,16 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
     if (spec.persistent) {  // one block per SM at most; each loops over its tiles
       auto info = device_info(device);
       if (!info) return Error(launch_where + ": " + info.error().message);
-      grid[0] = std::min<unsigned>(grid[0], static_cast<unsigned>(std::max(info->sm_count, 1)));
+      unsigned blocks = static_cast<unsigned>(std::max(info->sm_count, 1));
+      if (spec.cluster > 1) {  // whole clusters, as many as can be resident at once
+        const auto cluster = static_cast<unsigned>(spec.cluster);
+        auto resident = max_active_clusters(*fn, spec.cluster, spec.block, spec.shared_bytes);
+        if (!resident) log::warn(launch_where + ": " + resident.error().message + "; assuming SMs / " + std::to_string(cluster));
+        blocks = resident && *resident > 0 ? static_cast<unsigned>(*resident) * cluster : blocks / cluster * cluster;
+        log::info(launch_where + ": " + std::to_string(blocks / cluster) + " clusters of " + std::to_string(cluster) +
+                  " resident at once");
+      }
+      grid[0] = std::min<unsigned>(grid[0], std::max(blocks, static_cast<unsigned>(spec.cluster)));
     }
     lp->launches_.push_back(Launch{*fn, grid, spec.block, spec.shared_bytes, spec.args, spec.tensor_maps, spec.aligned});
   }

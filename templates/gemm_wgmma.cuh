@@ -28,6 +28,14 @@
 // tensor core and add that to the fp32 accumulators with FADD (the tensor
 // core's own long accumulation truncates: its error would grow with K).
 //
+// 2-CTA clusters (kClusterM = 2, cooperative schedule, not 3xTF32): the two
+// blocks of a cluster take vertically adjacent tiles of one column (rows
+// 2p and 2p + 1 of the tile grid), so they share B's k-tiles: each block's
+// producer loads its own A and half of B, multicast to both blocks' stage
+// (TMA .multicast::cluster); empty[s] counts the consumer warps of both
+// blocks (remote arrivals through mapa), so neither producer refills a
+// stage that the other block still reads. Half the B traffic from L2.
+//
 // Persistent: each block loops over output tiles (wgmma_mainloop, with the
 // operand loads as a policy: wgmma_gemm's here, conv2d's in conv_wgmma.cuh); the producer
 // fills the ring for the next tile while the consumers run the epilogue.
@@ -90,6 +98,37 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaDescriptor* map,
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
       : "memory");
 }
+// The same box multicast to the blocks of `cta_mask` in the cluster, at the
+// same shared-memory offsets, each completing on its own mbarrier there.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDescriptor* map, unsigned long long* bar,
+                                                      int c0, int c1, unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(cta_mask)
+      : "memory");
+}
+// This block's rank in its cluster.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster (barrier.cluster; release / acquire).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// Arrives on the mbarrier at bar's offset in block `cta` of the cluster
+// (release at CTA scope, as a local arrival: the stage's reads are wgmma's,
+// already complete; a .release.cluster arrival made the 4096^3 bf16 GEMM
+// 1.6x slower on the H100).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+}
 // 2-D tile store: the dense box at src -> global at (c0 along the contiguous
 // dim, c1 rows), clipped to the tensor; one bulk async group per commit.
 __device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, const void* src, int c0, int c1) {
@@ -148,11 +187,15 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
 // stored [K][N] (N contiguous), loaded as BN / 64 boxes of 64 n x BK k.
 // kPingPong_: the ping-pong schedule (two consumers, a whole tile each:
 // BM / 64 wgmmas per k step, so BM x BN / 128 accumulators per thread).
-template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false>
+// kClusterM_: 2 for 2-CTA clusters sharing B (the kernel is compiled with
+// __cluster_dims__(2, 1, 1)); K-major B's tensor map box then has BN / 2 rows.
+template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
+          int kClusterM_ = 1>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
   static constexpr bool kBNMajor = kBNMajor_, kPingPong = kPingPong_;
+  static constexpr int kClusterM = kClusterM_;
   static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
   static constexpr int BK = 128 / kElemBytes;
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
@@ -175,6 +218,10 @@ struct WgmmaTile {
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
   static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");
   static_assert(!kPingPong || BM == 64 || BN <= 128, "ping-pong 128-row tiles: at most 128 columns (registers)");
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 blocks");
+  static_assert(kClusterM == 1 || (!kPingPong && kKind != MmaKind::F32x3),
+                "2-CTA clusters: the cooperative schedule, not 3xTF32");
+  static_assert(kClusterM == 1 || !kBNMajor || BN >= 128, "2-CTA clusters, N-major B: at least two 64-column boxes");
   // N-major B: one column of 64 n x BK k (128-byte rows) per TMA box.
   static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
@@ -281,10 +328,24 @@ struct GemmOperands {
   GemmMaps maps;
   int K;
   __device__ __forceinline__ int k_tiles() const { return (K + Tile::BK - 1) / Tile::BK; }
-  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
+  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c,
+                                       unsigned rank = 0) const {
     constexpr int BK = Tile::BK;
     sm90::tma_load_2d(st.a, maps.a, bar, kt * BK, c.m * Tile::BM);
-    if constexpr (Tile::kBNMajor) {
+    if constexpr (Tile::kClusterM > 1) {  // this block's share of B, multicast to the cluster
+      constexpr unsigned short kAll = (1u << Tile::kClusterM) - 1;
+      if constexpr (Tile::kBNMajor) {
+#pragma unroll
+        for (int j = 0; j < Tile::BN / 64; ++j)
+          if (j % Tile::kClusterM == static_cast<int>(rank))
+            sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar,
+                                        c.n * Tile::BN + 64 * j, kt * BK, kAll);
+      } else {
+        constexpr int kRows = Tile::BN / Tile::kClusterM;
+        sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + rank * kRows * 128, maps.b, bar, kt * BK,
+                                    c.n * Tile::BN + rank * kRows, kAll);
+      }
+    } else if constexpr (Tile::kBNMajor) {
 #pragma unroll
       for (int j = 0; j < Tile::BN / 64; ++j)
         sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::BN + 64 * j,
@@ -325,6 +386,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   constexpr int S = Tile::kStages, BK = Tile::BK;
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
+  constexpr int kCluster = Tile::kClusterM;
   // full: TMA landed; empty: consumers done with a stage; turn[c]
   // (ping-pong): the other consumer has started the last k-tile of its tile.
   __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
@@ -339,30 +401,53 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       sm90::mbar_init(&full[s], 1);
-      sm90::mbar_init(&empty[s], kStageReaders * 4);  // one arrival per reading warp
+      sm90::mbar_init(&empty[s], kStageReaders * 4 * kCluster);  // one arrival per reading warp of the cluster
     }
     for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
-  const WgmmaWork work{order, split, ops.k_tiles()};
+  if constexpr (kCluster > 1)
+    sm90::cluster_sync();  // both blocks' barriers exist before the first multicast or remote arrival
+  else
+    __syncthreads();
+  // Clusters: a unit of work is a pair of vertically adjacent tiles; block
+  // `rank` takes row 2p + rank (past the last row for odd row counts: it
+  // loads and computes zeros for its partner's sake and stores nothing).
+  const unsigned rank = kCluster > 1 ? sm90::cluster_rank() : 0;
+  const TileOrder units =
+      kCluster > 1 ? TileOrder{(order.m_tiles + kCluster - 1) / kCluster, order.n_tiles, max(order.group / kCluster, 1)}
+                   : order;
+  const WgmmaWork work{units, split, ops.k_tiles()};
+  const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
+  auto tile_at = [&](int tile) {
+    TileCoord c = units.at(tile);
+    c.m = c.m * kCluster + static_cast<int>(rank);
+    return c;
+  };
 
   if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
     if (threadIdx.x == 0) {
       prefetch_maps(ops.maps);
       int it = 0;  // k-tiles loaded so far
-      for (int u = blockIdx.x; u < work.count(); u += gridDim.x) {
+      for (int u = first_unit; u < work.count(); u += unit_stride) {
         const WorkUnit w = work.unit(u);
-        const TileCoord c = order.at(w.tile);
+        const TileCoord c = tile_at(w.tile);
         for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
-          sm90::mbar_expect_tx(&full[s], (kA + kB) * Tile::kOperandCopies);
-          ops.load(StageTiles{a_ring + s * kA, b_ring + s * kB, a_lo_ring + s * kA, b_lo_ring + s * kB}, &full[s], kt,
-                   c);
+          sm90::mbar_expect_tx(&full[s], (kA + kB) * Tile::kOperandCopies);  // clusters: B half from each block
+          const StageTiles st{a_ring + s * kA, b_ring + s * kB, a_lo_ring + s * kA, b_lo_ring + s * kB};
+          if constexpr (kCluster > 1)
+            ops.load(st, &full[s], kt, c, rank);
+          else
+            ops.load(st, &full[s], kt, c);
         }
       }
+    }
+    if constexpr (kCluster > 1) {  // stay until the partner no longer writes or arrives here
+      __syncwarp();
+      sm90::cluster_sync();
     }
     return;
   }
@@ -376,10 +461,16 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   // ... and down an N-major B column (kStepK rows of 128 bytes)
   constexpr int kBStep16 = Tile::kBNMajor ? (Tile::kStepK * 128) >> 4 : kStepBytes16;
   constexpr int kHalfA16 = (64 * 128) >> 4;  // 64 rows further down A
+  // Stage s is free again for this block's producer (and, in a cluster, the partner's multicast).
+  auto release = [&](int s) {
+    if (!warp_leader) return;
+    sm90::mbar_arrive(&empty[s]);
+    if constexpr (kCluster > 1) sm90::mbar_arrive_cluster(&empty[s], rank ^ 1u);
+  };
   int it = 0;     // k-tiles consumed so far (by this block)
   int local = 0;  // this block's units so far
 #pragma unroll 1
-  for (int u = blockIdx.x; u < work.count(); u += gridDim.x, ++local) {
+  for (int u = first_unit; u < work.count(); u += unit_stride, ++local) {
     const WorkUnit w = work.unit(u);
     if constexpr (Tile::kPingPong) {
       if (local % 2 != consumer) {  // the other consumer's unit
@@ -446,15 +537,16 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
                                                              b_desc + k * kBStep16);
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: release its stage
-        if (kt > w.kt0 && warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
+        if (kt > w.kt0) release((it - 1) % S);
       }
       sm90::wgmma_wait<0>();
-      if (warp_leader) sm90::mbar_arrive(&empty[(it - 1) % S]);
+      release((it - 1) % S);
     }
     if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[frag.consumer()])) continue;  // not the tile's last range
-    const TileCoord c = order.at(w.tile);
-    epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
+    const TileCoord c = tile_at(w.tile);
+    if (kCluster == 1 || c.m < order.m_tiles) epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }
+  if constexpr (kCluster > 1) sm90::cluster_sync();  // the partner's last remote arrivals are done
 }
 
 // The GEMM: A [M][K] and B (K-major [N][K] or N-major [K][N]) over k in [0, K).

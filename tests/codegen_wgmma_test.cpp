@@ -277,6 +277,63 @@ TEST(CodegenWgmma, PingPongWhenAsked) {
   EXPECT_NE(bad.error().message.find("bn must be at most 128"), std::string::npos) << bad.error().message;
 }
 
+// wgmma_cluster=2: clusters of two blocks on vertically adjacent tiles share
+// B (each loads half of B's k-tile, multicast to both): __cluster_dims__ in
+// the kernel, the launch's cluster, B's TMA box halved (K-major) or whole
+// 64-column boxes split (N-major), the grid a multiple of 2; errors where the
+// schedule cannot run it.
+TEST(CodegenWgmma, TwoBlockClustersWhenAsked) {
+  const Graph g = linear_chain(Precision::BF16, 1000, 520, 700, "", DType::BF16);
+  EXPECT_EQ(generate(g).launches.at(0).cluster, 1);  // 24 tiles: not by default
+  // By default for 16-bit GEMMs of a wave of tiles or more (not tf32: no gain measured).
+  const Program big = generate(linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16));
+  EXPECT_EQ(big.launches.at(0).cluster, 2) << big.plan_text;
+  EXPECT_NE(big.plan_text.find("raster group 16, 2-block clusters sharing B"), std::string::npos) << big.plan_text;
+  EXPECT_EQ(generate(linear_chain(Precision::TF32, 4096, 4096, 4096)).launches.at(0).cluster, 1);
+  EXPECT_EQ(generate(linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16), "sm_90a", "wgmma_cluster=1")
+                .launches.at(0).cluster, 1);
+  const Program p = generate(g, "sm_90a", "wgmma_cluster=2,wgmma_tile=128x256x4");
+  EXPECT_NE(p.plan_text.find("2-block clusters sharing B"), std::string::npos) << p.plan_text;
+  const LaunchSpec& l = p.launches.at(0);
+  EXPECT_EQ(l.cluster, 2);
+  EXPECT_EQ(l.grid[0], 4u * 3u * 2u);  // 8 row tiles in 4 pairs x 3 column tiles, a block each
+  EXPECT_NE(p.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  EXPECT_NE(p.source.find("/*kClusterM=*/2"), std::string::npos);
+  ASSERT_EQ(l.tensor_maps.size(), 2u);
+  EXPECT_EQ(l.tensor_maps[0].box_rows, 128);  // A: the block's own rows
+  EXPECT_EQ(l.tensor_maps[1].box_rows, 128);  // B: half of the tile's 256 columns
+  // Odd row tiles: the last pair's second block computes past M and stores nothing.
+  const Program odd = generate(linear_chain(Precision::TF32, 257, 96, 130), "sm_90a", "wgmma_cluster=2");
+  EXPECT_EQ(odd.launches.at(0).cluster, 2) << odd.plan_text;
+  EXPECT_EQ(odd.launches.at(0).grid[0] % 2, 0u);
+  // The default's ping-pong and split-K give way to the cooperative schedule, whole tiles.
+  const Program pp = generate(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16), "sm_90a", "wgmma_cluster=2");
+  EXPECT_EQ(pp.plan_text.find("ping-pong"), std::string::npos) << pp.plan_text;
+  const Program sk = generate(linear_chain(Precision::BF16, 32, 8192, 1024, "", DType::BF16), "sm_90a", "wgmma_cluster=2");
+  EXPECT_EQ(sk.plan_text.find("split-K"), std::string::npos) << sk.plan_text;
+  // matmul's bf16 B [K, N]: the 64-column boxes split between the blocks.
+  const Program mm = generate(matmul_chain(Precision::BF16, 2, 300, 200, 384), "sm_90a",
+                             "wgmma_cluster=2,wgmma_tile=128x128x4");
+  EXPECT_NE(mm.source.find("/*kBNMajor=*/true, /*kPingPong=*/false, /*kClusterM=*/2"), std::string::npos) << mm.plan_text;
+  for (const Program* prog : {&p, &odd, &mm}) {
+    auto cubin = compile_to_cubin(prog->source, prog->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << prog->name << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << prog->name << "\n" << cubin->log;
+  }
+  auto error_of = [](const Graph& graph, const std::string& config) {
+    auto r = generate_program(graph, {"sm_90a", config});
+    return r.ok() ? std::string("(no error)") : r.error().message;
+  };
+  EXPECT_NE(error_of(g, "wgmma_cluster=3").find("wgmma_cluster must be 1 or 2"), std::string::npos);
+  EXPECT_NE(error_of(g, "wgmma_cluster=2,wgmma_schedule=pingpong").find("cooperative schedule"), std::string::npos);
+  EXPECT_NE(error_of(g, "wgmma_cluster=2,split_k=2").find("without split-K"), std::string::npos);
+  EXPECT_NE(error_of(linear_chain(Precision::FP32, 4096, 4096, 4096), "wgmma_cluster=2").find("not 3xTF32"),
+            std::string::npos);
+  EXPECT_NE(error_of(matmul_chain(Precision::BF16, 0, 256, 256, 256), "wgmma_cluster=2,wgmma_tile=128x64x4")
+                .find("at least 128 wide"),
+            std::string::npos);
+}
+
 // tma_store=1: a pointwise epilogue writes its outputs from the accumulators
 // to two swizzled shared-memory slots of BM rows x 128 bytes and out by TMA
 // bulk stores, a chunk of columns at a time (a 128x256 tile keeps its four

@@ -162,6 +162,57 @@ TEST(GpuGemm, SplitKMatchesReference) { run_cases("mainloop=mma,split_k=3"); }
 TEST(GpuGemm, WgmmaSplitKMatchesReference) { run_cases("split_k=3"); }
 TEST(GpuGemm, WgmmaSplitKLastTilesMatchReference) { run_cases("split_k=4,split_from=1,wgmma_schedule=pingpong"); }
 
+// 2-block clusters sharing B by TMA multicast (wgmma_cluster=2): odd row-tile
+// counts (the last pair's second block stores nothing), 64- and 128-row
+// tiles, 256-wide tiles, TMA-stored outputs, and fused row reductions
+// (3xTF32 cases are a config error there and skipped by run_cases).
+TEST(GpuGemm, TwoBlockClustersMatchReference) { run_cases("wgmma_cluster=2"); }
+TEST(GpuGemm, WideTwoBlockClustersMatchReference) { run_cases("wgmma_cluster=2,wgmma_tile=128x256x4x4"); }
+TEST(GpuGemm, TwoBlockClustersWithTmaStoresMatchReference) {
+  run_cases("wgmma_cluster=2,tma_store=1,wgmma_tile=128x128x6x2");
+}
+
+// matmul on clusters: bf16 / f16 B [K, N] (N-major: the blocks split its
+// 64-column boxes), tf32 B transposed to [N, K] first, broadcast batches.
+TEST(GpuGemm, TwoBlockClusterMatmulsMatchReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  CheckOptions check;
+  check.time = false;
+  check.samples = 20000;
+  struct Case {
+    Precision p;
+    int64_t batch, m, k, n;
+    std::string config;
+  };
+  const Case cases[] = {{Precision::BF16, 0, 1000, 520, 704, "wgmma_cluster=2,wgmma_tile=128x128x4"},
+                        {Precision::F16, 3, 333, 256, 384, "wgmma_cluster=2,wgmma_tile=64x256x4"},
+                        {Precision::TF32, 2, 200, 136, 250, "wgmma_cluster=2"},
+                        {Precision::BF16, 0, 2048, 1024, 2048, "wgmma_cluster=2,wgmma_tile=128x256x4x8"}};
+  for (const Case& c : cases) {
+    const DType dt = c.p == Precision::BF16 ? DType::BF16 : c.p == Precision::F16 ? DType::F16 : DType::F32;
+    GraphBuilder g(c.p, "cluster_matmul");
+    auto a = c.batch ? g.input("a", {c.batch, c.m, c.k}, dt) : g.input("a", {c.m, c.k}, dt);
+    auto b = g.input("b", {c.k, c.n}, dt);
+    auto bias = g.input("bias", {c.n}, dt);
+    g.output("y", g.matmul(a, b).add(bias).gelu());
+    auto graph = g.build();
+    ASSERT_TRUE(graph) << graph.error().str();
+    CompileOptions opts;
+    opts.config = c.config;
+    auto kernel = engine.compile(*graph, opts);
+    ASSERT_TRUE(kernel) << c.config << ": " << kernel.error().str();
+    const std::string name = (*kernel)->name() + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
+                             std::to_string(c.n) + " '" + c.config + "'";
+    auto arch = Engine::device_arch();
+    if (arch && *arch == "sm_90a") EXPECT_NE((*kernel)->name().find("wgmma"), std::string::npos) << name;
+    check.seed = static_cast<uint64_t>(c.m * 31 + c.n);
+    auto r = check_kernel(**kernel, *graph, check);
+    ASSERT_TRUE(r) << name << ": " << r.error().str();
+    EXPECT_TRUE(r->pass) << name << ":\n" << r->summary();
+  }
+}
+
 // NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
 // a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet).
 TEST(GpuGemm, NanAndInfPropagate) {
