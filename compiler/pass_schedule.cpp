@@ -169,13 +169,17 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   // matmul's 16-bit B [K, N] loads in 64-column boxes: a cluster's blocks one each at least
   const bool b_n_major = geo.op == OpKind::Matmul && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
   const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
-  if (!ctx.heur.wgmma_cluster && !ctx.heur.wgmma && sixteen_bit && geo.op != OpKind::Conv2d && !tile.pingpong &&
-      tile.split_k == 1 && !(b_n_major && tile.bn < 128) &&
+  const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
+                                                               [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
+  if (!ctx.heur.wgmma_cluster && !ctx.heur.wgmma && sixteen_bit && cheap_epilogue && geo.op != OpKind::Conv2d &&
+      !tile.pingpong && tile.split_k == 1 && !(b_n_major && tile.bn < 128) &&
       ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn) >= kSm90Sms) {
-    // 16-bit GEMMs of a wave of tiles or more: 2-block clusters sharing B, 16
-    // row tiles a raster group (H100, bias+relu, vs cooperative 128x256: 4096^3
-    // 0.185 -> 0.180 ms, 8192^3 1.422 -> 1.392, 16384x2048x2048 0.200 -> 0.186;
-    // tf32 gained nothing: 0.345 -> 0.347, 2.911 -> 2.918, 0.365 -> 0.361).
+    // 16-bit GEMMs of a wave of tiles or more with cheap epilogues: 2-block
+    // clusters sharing B, 16 row tiles a raster group (H100, bias+relu, vs
+    // cooperative 128x256: 4096^3 0.185 -> 0.180 ms, 8192^3 1.422 -> 1.392,
+    // 16384x2048x2048 0.200 -> 0.186; tf32 gained nothing: 0.345 -> 0.347,
+    // 2.911 -> 2.918, 0.365 -> 0.361; gelu, row logsumexp and softmax chains
+    // lost 1-3%: bench_gemm_*_20261125-080506_cluster_default.md).
     tile.cluster_m = 2;
     tile.raster_group = 16;
   }

@@ -27,13 +27,11 @@
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
-namespace {
-
 // Ops a few instructions long: the fully unrolled TMA epilogue inlines the
 // chain once per accumulator, and with transcendental ones (gelu, sigmoid,
 // exp, ...) it measured slower than the staged global stores (H100, bf16
 // 4096^3 bias + gelu 0.224 vs 0.220 ms; 4096x64x4096 0.063 vs 0.054).
-bool cheap(OpKind op) {
+bool cheap_epilogue_op(OpKind op) {
   switch (op) {
     case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Hardtanh: case OpKind::Clamp: case OpKind::Abs:
     case OpKind::Neg: case OpKind::Square: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
@@ -43,8 +41,6 @@ bool cheap(OpKind op) {
       return is_anchor(op);
   }
 }
-
-}  // namespace
 
 void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
@@ -57,7 +53,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   if (!asked) {  // auto: linear / matmul epilogues of cheap ops, where the slots fit beside the ring as it is
     if (kp.mma_kind == "f32x3") return;  // not measured: its ring is twice as deep
     for (ValueId v : kp.region.nodes)
-      if (!cheap(ctx.node(v).op)) return;
+      if (!cheap_epilogue_op(ctx.node(v).op)) return;
   }
   if (kp.wgmma.pingpong) return keep_global("the ping-pong schedule overlaps its epilogues already");
   if (ctx.node(kp.root).op == OpKind::Conv2d) return keep_global("conv2d writes NCHW (tiles are pixel patches, not [M, N] boxes)");

@@ -70,6 +70,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan);
 // stores, which overlap the next tile's mainloop; the ring gives up stages
 // (down to 3) to make room. Sets KernelPlan::tma_stores, or a note why not.
 void choose_tma_stores(PlanContext& ctx, Plan& plan);
+// Epilogue ops a few instructions long (relu, clamp, +, *, ...): the wgmma
+// epilogue's defaults (TMA stores, 2-block clusters) are measured on those.
+bool cheap_epilogue_op(OpKind op);
 
 // Helpers shared by the passes (plan.cpp).
 // Grows `region` with the unplaced elementwise nodes after `after` (in order)
