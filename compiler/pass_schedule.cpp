@@ -303,11 +303,18 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int el
     // (bench_gemm --tuned, 2026-11-24): 64x16 won over 64x64 + split-K by
     // 1.16-1.52x on 100x1000x500 (linear fp32, matmul bf16) and 32x8192x1024
     // (linear fp32); 64x32 on the fp32 matmul.
-    const int narrowest = geo.op == OpKind::Matmul && elem_bytes == 4 ? 32 : 16;
-    if (!ctx.heur.mma && narrowest < tile.bn && narrowest >= min_bn) {
-      tile.bn = narrowest;
-      want = std::max<int64_t>(2, std::min<int64_t>({ceil_div(sms, tiles(tile)), k_tiles / 4, max_split_k(k_tiles)}));
-    }
+    // Deep K (a conv's dW: K = N*Ho*Wo): 64x32 tiles, 4 stages, about six
+    // 128-thread blocks an SM (H100, 3xTF32 [64, 8258048] x [72, 8258048]:
+    // 64x32x4 split 256 3.43 ms, split 512 3.52, 64x64x4 split 256 4.23,
+    // 64x16x3 split 27 (one block an SM) 6.36, wgmma + residual split 7.61).
+    const bool deep = k_tiles >= 4096;
+    const int narrowest = deep || (geo.op == OpKind::Matmul && elem_bytes == 4) ? 32 : 16;
+    const int64_t blocks_per_sm = deep ? 6 : 1;
+    if (!ctx.heur.mma && narrowest < tile.bn && narrowest >= min_bn) tile.bn = narrowest;
+    if (!ctx.heur.mma && deep) tile.stages = 4;
+    if (!ctx.heur.mma && (tile.bn == narrowest || deep))
+      want = std::max<int64_t>(2, std::min<int64_t>({ceil_div(blocks_per_sm * sms, tiles(tile)), k_tiles / 4,
+                                                     max_split_k(k_tiles)}));
     tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));  // no empty split
   }
   constexpr int64_t kMaxWorkspace = int64_t{256} << 20;

@@ -226,8 +226,8 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
       h.mma = t;
     } else if (key == "split_k") {
-      if (!parse_int(val, num) || num < 1 || num > 32)
-        return Error("codegen config: split_k must be an integer in [1, 32], got '" + val + "'");
+      if (!parse_int(val, num) || num < 1 || num > 1024)
+        return Error("codegen config: split_k must be an integer in [1, 1024], got '" + val + "'");
       h.split_k = static_cast<int>(num);
     } else if (key == "split_from") {
       if (!parse_int(val, num) || num < 0)

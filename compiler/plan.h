@@ -101,7 +101,7 @@ struct Heuristics {
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
-// split_k=1..32, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
+// split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
