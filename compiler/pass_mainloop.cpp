@@ -46,10 +46,10 @@ constexpr int64_t kMinKFor3xTf32Conv = 256;
 constexpr int64_t kMinRowsFor3xTf32Wgmma = 512;
 // ... or from this K on, where wgmma splits K (pass_schedule's with_wgmma_split_k),
 constexpr int64_t kMinKFor3xTf32WgmmaSplit = 2048;
-// ... unless the output is at most one 128x128 tile and K has 4096 k-tiles or
+// ... unless the output has at most 2^17 elements and K has 4096 k-tiles or
 // more (a conv's dW): then the residual-split kernel, which reads and writes
 // both operands, costs more than the GEMM, and mma.sync splits in registers.
-constexpr int64_t kMaxOutputForDeep3xTf32Mma = 128 * 128;
+constexpr int64_t kMaxOutputForDeep3xTf32Mma = int64_t{1} << 17;
 constexpr int64_t kMinKForDeep3xTf32Mma = 4096 * 32;
 
 // Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
@@ -128,8 +128,9 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     // 512x1024x1024 0.060 vs 0.027. bf16 and tf32 stay on wgmma (mma.sync split-K was 1.2-2x slower there).
     // Since wgmma splits K too (bench_gemm_*_20261125-000219_fp32_wgmma_split.md, mma.sync split-K vs wgmma
     // split-K): 100x1000x500 0.0141 vs 0.0206 ms, 256x4096x512 0.0488 vs 0.0368, 32x8192x1024 0.0634 vs 0.0643.
-    // H100, 3xTF32 [64, 8258048] x [72, 8258048] (seed 3's conv dW): mma.sync 64x32, split-K 256, 3.43 ms;
-    // wgmma split-K after the residual-split kernel 7.61 ms.
+    // H100, 3xTF32 linear, mma.sync 64x32 split-K vs wgmma split-K after the residual-split kernel:
+    // [64, 8258048] x [72, 8258048] (seed 3's conv dW) 3.35 vs 7.61 ms; [128, 2032128] x [576, 2032128]
+    // (seed 1's) 9.36 vs 14.43 ms.
     why_not_wgmma = "3xTF32 on a small grid: mma.sync with split-K " + std::to_string(split.split_k) +
                     " over K=" + std::to_string(geo.k) + " fills more SMs" +
                     (geo.k >= kMinKForDeep3xTf32Mma ? " and splits the operands in registers (no residual-split kernel over them)" : "");
