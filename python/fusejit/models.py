@@ -5,10 +5,9 @@ the same parameters under the same names (so load_state_dict works both ways),
 initialized as PyTorch does, and compiles one kernel per input shape, dtype
 and device at first use (cached on the module).
 
-Gradients: GemmBiasRelu trains (its generated backward runs when gradients are
-wanted: fusejit.autograd); the conv chains have no backward yet, so their outputs
-are not connected to autograd (a warning says so once when gradients would be
-expected).
+Gradients: when they are wanted, the chain's generated backward runs
+(fusejit.autograd): all three train. A chain fusejit cannot differentiate
+(none of these) would run forward only, with a warning once.
 Precision: precision=None picks it from the input's dtype (float32 -> "fp32",
 float16 -> "f16", bfloat16 -> "bf16"); pass "tf32" to opt into TF32.
 """
