@@ -81,6 +81,11 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
                                               const EmitFn& emit);
 // dX of conv2d `conv`: the conv of dZ with the flipped weight, shaped `x_shape`.
 ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape);
+// dW of conv2d from the buffers dZ^T [Cout, N, Ho, Wo] and im2col(x) [Cin*kh*kw, N*Ho*Wo]: a linear over
+// K = N*Ho*Wo; grouped, im2col(x) per group transposed [g, N*Ho*Wo, Cin/g*kh*kw] and a batched matmul
+// (W's layout [Cout, Cin/g, kh, kw] either way).
+ValueId conv_wgrad(const Node& conv, StageWriter& w, const std::string& dz_t, const TensorType& dz_t_type,
+                   const std::string& cols, const TensorType& cols_type);
 
 // Adds the contributions of d(loss)/d(value v) = `grad` to v's operands.
 // Errors for ops without a derivative yet.

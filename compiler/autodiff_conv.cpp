@@ -3,7 +3,8 @@
 //        transposed with its taps reversed, padding dilation*(k-1) - padding,
 //        stride 1 (a strided conv's dZ spread out first: insert_zeros);
 //   dW = dZ^T [Cout, N*Ho*Wo] (dZ with N and C swapped) times im2col(x)^T: a linear with both operands
-//        K-major over K = N*Ho*Wo (groups 1; grouped dW not yet).
+//        K-major over K = N*Ho*Wo; grouped: per group, a batched matmul of dZ^T [g, Cout/g, P] and
+//        im2col(x) per group transposed, [g, P, Cin/g*kh*kw] (conv_wgrad).
 #include "compiler/autodiff.h"
 #include "ir/passes.h"
 
@@ -53,9 +54,6 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
                          "'" + wn + "' with each group transposed and its taps reversed, for dX");
   }
   if (want_w) {
-    if (groups != 1)
-      return node_error(fwd, conv, "backward: the gradient of '" + wn + "' of a grouped conv2d (groups " +
-                                       std::to_string(groups) + ") is not supported yet (mark it no_grad)");
     const int64_t pixels = zs[0] * zs[2] * zs[3];
     out.dz_t = emit(w.transpose(dz, 0, 1), "tmp_dz_t", BufferRole::Temporary,
                     "dZ with N and C swapped, read by dW as [Cout, N*Ho*Wo]");
@@ -63,10 +61,27 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
               {"stride", stride},
               {"padding", pad},
               {"dilation", dil}};
-    out.cols = emit(w.op(OpKind::Im2col, {primal(x)}, a, {xs[1] * ws[2] * ws[3], pixels}), "tmp_" + xn + "_cols",
-                    BufferRole::Temporary, "im2col('" + xn + "') [Cin*kh*kw, N*Ho*Wo], for dW");
+    const int64_t ck = xs[1] * ws[2] * ws[3];
+    const ValueId cols = w.op(OpKind::Im2col, {primal(x)}, a, {ck, pixels});
+    if (groups == 1)
+      out.cols = emit(cols, "tmp_" + xn + "_cols", BufferRole::Temporary,
+                      "im2col('" + xn + "') [Cin*kh*kw, N*Ho*Wo], for dW");
+    else  // group g's rows are a contiguous block; the batched matmul of dW wants [K, N] = [P, Cin/g*kh*kw]
+      out.cols = emit(w.transpose(w.reshape(cols, {groups, ck / groups, pixels}), 1, 2), "tmp_" + xn + "_cols_t",
+                      BufferRole::Temporary, "im2col('" + xn + "') per group, transposed: [g, N*Ho*Wo, Cin/g*kh*kw], for dW");
   }
   return out;
+}
+
+ValueId conv_wgrad(const Node& conv, StageWriter& w, const std::string& dz_t, const TensorType& dz_t_type,
+                   const std::string& cols, const TensorType& cols_type) {
+  const int64_t groups = conv.attr_int("groups");
+  const int64_t cout = dz_t_type.shape[0], pixels = numel(dz_t_type.shape) / cout;
+  // dZ^T [Cout, N, Ho, Wo] read as [Cout, N*Ho*Wo]; grouped, as [g, Cout/g, N*Ho*Wo] (group g's rows).
+  if (groups == 1)
+    return w.linear(w.input(dz_t, {dz_t_type.dtype, {cout, pixels}}), w.input(cols, cols_type));
+  const ValueId a = w.input(dz_t, {dz_t_type.dtype, {groups, cout / groups, pixels}});
+  return w.matmul(a, w.input(cols, cols_type));  // [g, Cout/g, Cin/g*kh*kw]: W's layout
 }
 
 ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape) {

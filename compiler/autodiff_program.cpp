@@ -312,9 +312,7 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
         return s;
     if (!dz_t.empty() && !a_t.empty())
       if (Status s = stage(wt, "dW = dZ^T im2col(X)^T", [&](StageWriter& w) {
-            const TensorType& t = p_.buffer(dz_t)->type;  // [Cout, N, Ho, Wo] read as [Cout, N*Ho*Wo]
-            return w.linear(w.input(dz_t, {t.dtype, {t.shape[0], numel(t.shape) / t.shape[0]}}),
-                            w.input(a_t, p_.buffer(a_t)->type));
+            return conv_wgrad(an, w, dz_t, p_.buffer(dz_t)->type, a_t, p_.buffer(a_t)->type);
           }); !s)
         return s;
     return {};

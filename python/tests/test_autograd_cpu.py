@@ -110,29 +110,29 @@ def test_backward_program_description():
 
 
 def test_errors():
-    grouped = """\
+    padded = """\
 name: ad_conv
 inputs:
   - {name: x, shape: [1, 4, 6, 6]}
-  - {name: w, shape: [4, 2, 3, 3]}
+  - {name: w, shape: [3, 4, 1, 1]}
 ops:
-  - {name: z, op: conv2d, args: [x, w], groups: 2}
+  - {name: z, op: conv2d, args: [x, w], padding: 1}
 outputs: [z]
 """
-    with pytest.raises(fusejit.SpecError, match="grouped conv2d"):
-        fusejit.Backward(grouped)
-    assert "dX = conv2d" in str(fusejit.Backward(grouped, no_grad=("w",)))
+    with pytest.raises(fusejit.SpecError, match=r"padding <= dilation \* \(kernel - 1\)"):
+        fusejit.Backward(padded)
+    assert "dW = dZ^T im2col(X)^T" in str(fusejit.Backward(padded, no_grad=("x",)))
     # through autograd the gradient fusejit cannot give is an error only when asked for
     g = torch.Generator().manual_seed(5)
-    x, w = torch.randn(1, 4, 6, 6, generator=g), torch.randn(4, 2, 3, 3, generator=g)
-    fn = fusejit.autograd.function(grouped)
-    xs = x.clone().requires_grad_()
-    fn(xs, w).sum().backward()
-    rx = x.double().requires_grad_()
-    F.conv2d(rx, w.double(), groups=2).sum().backward()
-    assert rel_l2(xs.grad, rx.grad) < 1e-5
-    with pytest.raises(fusejit.SpecError, match="grouped conv2d"):
-        fn(x, w.clone().requires_grad_()).sum().backward()
+    x, w = torch.randn(1, 4, 6, 6, generator=g), torch.randn(3, 4, 1, 1, generator=g)
+    fn = fusejit.autograd.function(padded)
+    ws = w.clone().requires_grad_()
+    fn(x, ws).sum().backward()
+    rw = w.double().requires_grad_()
+    F.conv2d(x.double(), rw, padding=1).sum().backward()
+    assert rel_l2(ws.grad, rw.grad) < 1e-5
+    with pytest.raises(fusejit.SpecError, match="padding <= dilation"):
+        fn(x.clone().requires_grad_(), w).sum().backward()
     with pytest.raises(fusejit.SpecError, match="'nope'"):
         fusejit.Backward(LINEAR_CHAIN, no_grad=("nope",))
     f = fusejit.autograd.function(LINEAR_CHAIN)

@@ -53,7 +53,6 @@ SMALL = {
 # whose gradients must be left out (requires_grad off) for the others to be checked; None: no gradient at all
 # (the forward is still checked).
 EXPECTED_ERRORS = {
-    "conv_grouped_dilated_maxpool": ("the gradient of 'w' of a grouped conv2d (groups 4) is not supported yet", {"w"}),
     # an f32 parameter (scale) after a bf16 conv makes dZ f32; the conv's GEMMs need bf16
     "conv_softplus_global_pool_bf16": ("tmp_dz is f32 but the bf16 GEMMs of conv2d 'c' need bf16", {"x", "w"}),
     # the backward's own gather ops (im2col, insert_zeros, the pools' backward) have no derivative
