@@ -106,10 +106,14 @@ int run_emit(const std::vector<std::string>& argv) {
   if (a.flags.count("plan")) {
     std::printf("%s", program->plan_text.c_str());
     for (const auto& l : program->launches)
-      std::printf("launch %s grid=(%u,%u,%u)%s block=(%u,%u,%u) smem=%u%s%s\n", l.kernel.c_str(), l.grid[0],
-                  l.grid[1], l.grid[2], l.persistent ? " tiles, persistent over min(tiles, SMs) blocks," : "",
+      std::printf("launch %s grid=(%u,%u,%u)%s block=(%u,%u,%u) smem=%u%s%s%s\n", l.kernel.c_str(), l.grid[0],
+                  l.grid[1], l.grid[2],
+                  !l.persistent       ? ""
+                  : l.cluster > 1 ? " blocks of tile pairs, persistent over the clusters that fit (2 blocks each),"
+                                  : " tiles, persistent over min(tiles, SMs) blocks,",
                   l.block[0], l.block[1], l.block[2], l.shared_bytes,
                   l.tensor_maps.empty() ? "" : (" tensor_maps=" + std::to_string(l.tensor_maps.size())).c_str(),
+                  l.cluster > 1 ? (" cluster=(" + std::to_string(l.cluster) + ",1,1)").c_str() : "",
                   l.operand_staging ? " (operand staging for the next launch)" : "");
     return 0;
   }
