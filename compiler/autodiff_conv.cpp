@@ -1,10 +1,13 @@
 // conv2d's backward as fusejit stages (PyTorch's convolution_backward):
 //   dX = conv2d(dZ, W'), W' [Cin, Cout/groups, kh, kw] each group's W
 //        transposed with its taps reversed, padding dilation*(k-1) - padding,
-//        stride 1 (a strided conv's dZ spread out first: insert_zeros);
+//        stride 1 (a strided conv's dZ spread out first: insert_zeros; a negative padding is a crop of
+//        dZ there, then padding 0);
 //   dW = dZ^T [Cout, N*Ho*Wo] (dZ with N and C swapped) times im2col(x)^T: a linear with both operands
 //        K-major over K = N*Ho*Wo; grouped: per group, a batched matmul of dZ^T [g, Cout/g, P] and
 //        im2col(x) per group transposed, [g, P, Cin/g*kh*kw] (conv_wgrad).
+#include <algorithm>
+
 #include "compiler/autodiff.h"
 #include "ir/passes.h"
 
@@ -26,23 +29,29 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
   const std::string& wn = fwd.node(wt).name;
   ConvOperands out;
   if (want_x) {
-    std::vector<int64_t> extra(2, 0);  // the input rows / columns the forward's last window left out
+    // dX = conv2d(dZ', W') with stride 1 and padding p' = dilation*(k-1) - padding, dZ' = dZ spread stride apart
+    // (insert_zeros). Where padding exceeds dilation*(k-1), p' < 0: a conv with padding -e is the conv with
+    // padding 0 over its input cropped by e at each side, so insert_zeros crops dZ' by e (conv_dgrad pads 0).
+    std::vector<int64_t> extra(2, 0), crop(2, 0);  // extra: the input rows / columns the last window left out
     for (size_t i = 0; i < 2; ++i) {
-      if (pad[i] > dil[i] * (ws[2 + i] - 1))
-        return node_error(fwd, conv, "backward: the gradient of '" + xn + "' needs padding <= dilation * (kernel - 1)"
-                                     " (padding " + attr_str(an.attrs.at("padding")) + "; mark it no_grad to train "
-                                     "the rest)");
       extra[i] = (xs[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) % stride[i];
+      crop[i] = std::max<int64_t>(0, pad[i] - dil[i] * (ws[2 + i] - 1));  // dZ' keeps H + dil*(k-1) >= 1
     }
-    if (stride[0] == 1 && stride[1] == 1) {
+    const bool cropped = crop[0] > 0 || crop[1] > 0;
+    if (stride[0] == 1 && stride[1] == 1 && !cropped) {
       out.dz = emit(dz, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd.describe(conv));
-    } else {  // dZ's pixels spread stride apart: then dX is the same stride-1 conv
+    } else {  // dZ's pixels spread stride apart and / or cropped: then dX is a stride-1 conv with padding >= 0
       Shape spread = zs;
-      for (size_t i = 0; i < 2; ++i) spread[2 + i] = (zs[2 + i] - 1) * stride[i] + 1 + extra[i];
-      const ValueId z = w.op(OpKind::InsertZeros, {dz}, {{"stride", stride}, {"extra", extra}}, spread);
-      out.dz = emit(z, "tmp_dz_spread", BufferRole::Temporary,
-                    "dZ of " + fwd.describe(conv) + " with zeros between its pixels (stride " +
-                        attr_str(an.attrs.at("stride")) + ")");
+      for (size_t i = 0; i < 2; ++i) spread[2 + i] = (zs[2 + i] - 1) * stride[i] + 1 + extra[i] - 2 * crop[i];
+      const ValueId z = w.op(OpKind::InsertZeros, {dz}, {{"stride", stride}, {"extra", extra}, {"crop", crop}}, spread);
+      const bool strided = stride[0] != 1 || stride[1] != 1;
+      std::string what = "dZ of " + fwd.describe(conv);
+      if (strided) what += " with zeros between its pixels (stride " + attr_str(an.attrs.at("stride")) + ")";
+      if (cropped)
+        what += std::string(strided ? " and" : "") + " cropped by " + std::to_string(crop[0]) + "x" +
+                std::to_string(crop[1]) + " at each side (padding " + attr_str(an.attrs.at("padding")) +
+                " > dilation * (kernel - 1))";
+      out.dz = emit(z, strided ? "tmp_dz_spread" : "tmp_dz_cropped", BufferRole::Temporary, what);
     }
     const int64_t co = ws[0], cig = ws[1], kh = ws[2], kw = ws[3];
     const ValueId wv = primal(wt);
@@ -89,7 +98,9 @@ ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipp
   const auto& dil = conv.attr_ints("dilation");
   const Shape& wf = w.shape(w_flipped);
   AttrMap a{{"stride", std::vector<int64_t>{1, 1}},
-            {"padding", std::vector<int64_t>{dil[0] * (wf[2] - 1) - pad[0], dil[1] * (wf[3] - 1) - pad[1]}},
+            // a negative padding is the crop conv_backward_operands gave dZ (insert_zeros): 0 here
+            {"padding", std::vector<int64_t>{std::max<int64_t>(0, dil[0] * (wf[2] - 1) - pad[0]),
+                                             std::max<int64_t>(0, dil[1] * (wf[3] - 1) - pad[1])}},
             {"dilation", dil},
             {"groups", conv.attr_int("groups")}};
   return w.op(OpKind::Conv2d, {dz, w_flipped}, a, x_shape);

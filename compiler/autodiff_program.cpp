@@ -167,10 +167,20 @@ Expected<BackwardProgram> Builder::run() {
     add_buffer(name, fwd_.node(o.value).type, BufferRole::OutputGrad, "the gradient of output '" + o.name + "'");
     accumulate(o.value, w.input(name, fwd_.node(o.value).type));
   }
+  // Only nodes between a wanted input (or the anchor) and an output take their
+  // derivative: an op without one (im2col) off every wanted path is no error.
+  std::vector<bool> reaches(fwd_.nodes.size(), false);
+  for (ValueId v = 0; v < static_cast<ValueId>(fwd_.nodes.size()); ++v) {
+    const Node& n = fwd_.node(v);
+    if (n.op == OpKind::Input) reaches[v] = wants(v);
+    else if (anchor && v == *anchor) reaches[v] = true;
+    else
+      for (ValueId o : n.operands) reaches[v] = reaches[v] || reaches[o];
+  }
   SweepContext cx{fwd_, w, primal, accumulate};
   for (ValueId v = static_cast<ValueId>(fwd_.nodes.size()) - 1; v >= 0; --v) {
     const OpKind op = fwd_.node(v).op;
-    if (op == OpKind::Input || op == OpKind::Constant || (anchor && v == *anchor)) continue;
+    if (op == OpKind::Input || op == OpKind::Constant || (anchor && v == *anchor) || !reaches[v]) continue;
     auto it = grad_of.find(v);
     if (it == grad_of.end()) continue;
     if (Status s = apply_vjp(cx, v, it->second); !s) return s.error();
@@ -219,23 +229,38 @@ Expected<BackwardProgram> Builder::run() {
     p_.input_grads[name] = emit(it->second, "grad_" + name, BufferRole::InputGrad, "the gradient of '" + name + "'");
   }
 
+  // A GEMM operand in the anchor's dtype: a gradient of another dtype (f32
+  // where an f32 parameter meets a 16-bit epilogue) is cast in this stage.
+  const DType gemm_dtype = anchor_dtype(fwd_.precision);
+  auto gemm_operand = [&](ValueId v, const std::string& what) {
+    Graph probe = eg;  // the stage so far, typed as prepare_graph will type it
+    if (!normalize_attrs(probe) || !infer_types(probe)) return v;  // prepare_graph reports it
+    const DType dt = probe.node(v).type.dtype;
+    if (dt == gemm_dtype) return v;
+    p_.notes.push_back(what + " is " + std::string(dtype_name(dt)) + ": the epilogue stage casts it to " +
+                       std::string(dtype_name(gemm_dtype)) + " for the " +
+                       std::string(precision_name(fwd_.precision)) + " GEMMs");
+    return w.unary(OpKind::Cast, v, {{"dtype", std::string(dtype_name(gemm_dtype))}});
+  };
+
   std::string dz, dz_t, a_t, b_t;
   if (anchor) {
     const Node& an = fwd_.node(*anchor);
     auto it = grad_of.find(*anchor);
     if (it == grad_of.end()) return Error("backward: no output depends differentiably on " + fwd_.describe(*anchor));
-    const ValueId dzv = it->second;
+    const ValueId dzv_own = it->second;
     const Shape& zs = an.type.shape;
     const ValueId x = an.operands[0], wt = an.operands[1];
     const bool want_x = wants(x), want_w = wants(wt);
     if (an.op != OpKind::Matmul && an.operands.size() == 3 && wants(an.operands[2])) {
       const ValueId bias = an.operands[2];  // linear: over the leading dims; conv2d: over N, H, W
-      ValueId gb = an.op == OpKind::Linear ? w.sum_to(dzv, fwd_.node(bias).type.shape)
-                                           : w.reduce(OpKind::Sum, dzv, {0, 2, 3}, /*keepdim=*/false);
+      ValueId gb = an.op == OpKind::Linear ? w.sum_to(dzv_own, fwd_.node(bias).type.shape)
+                                           : w.reduce(OpKind::Sum, dzv_own, {0, 2, 3}, /*keepdim=*/false);
       if (auto pb = grad_of.find(bias); pb != grad_of.end()) gb = w.add(gb, pb->second);
       p_.input_grads[fwd_.node(bias).name] =
           emit(gb, "grad_" + fwd_.node(bias).name, BufferRole::InputGrad, "the gradient of the anchor's bias");
     }
+    const ValueId dzv = want_x || want_w ? gemm_operand(dzv_own, "dZ") : dzv_own;
     if (an.op == OpKind::Linear) {
       const int64_t n_out = zs.back(), m = numel(zs) / n_out;
       if (want_x) dz = emit(dzv, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd_.describe(*anchor));
@@ -250,11 +275,13 @@ Expected<BackwardProgram> Builder::run() {
       const Shape& bs = fwd_.node(wt).type.shape;
       if (want_x || want_w) dz = emit(dzv, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd_.describe(*anchor));
       if (want_x && bs.size() > 2)
-        b_t = emit(w.transpose(primal(wt), -2, -1), "tmp_" + fwd_.node(wt).name + "_t", BufferRole::Temporary,
+        b_t = emit(w.transpose(gemm_operand(primal(wt), "'" + fwd_.node(wt).name + "'"), -2, -1),
+                   "tmp_" + fwd_.node(wt).name + "_t", BufferRole::Temporary,
                    "'" + fwd_.node(wt).name + "' with its last two dims swapped");
       if (want_w) {
-        ValueId at = bs.size() == 2 ? w.transpose(w.reshape(primal(x), {numel(as) / as.back(), as.back()}), 0, 1)
-                                    : w.transpose(primal(x), -2, -1);
+        const ValueId xv = gemm_operand(primal(x), "'" + fwd_.node(x).name + "'");
+        ValueId at = bs.size() == 2 ? w.transpose(w.reshape(xv, {numel(as) / as.back(), as.back()}), 0, 1)
+                                    : w.transpose(xv, -2, -1);
         a_t = emit(at, "tmp_" + fwd_.node(x).name + "_t", BufferRole::Temporary,
                    "'" + fwd_.node(x).name + "' transposed for dB");
       }
@@ -278,7 +305,7 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
     if (!b.empty() && p_.buffer(b)->type.dtype != want)
       return Error("backward: " + std::string(b) + " is " + std::string(dtype_name(p_.buffer(b)->type.dtype)) +
                    " but the " + std::string(precision_name(fwd_.precision)) + " GEMMs of " + fwd_.describe(anchor) +
-                   " need " + std::string(dtype_name(want)) + " (an f32 parameter in a 16-bit epilogue?)");
+                   " need " + std::string(dtype_name(want)) + " (the epilogue stage did not cast it; please report)");
   auto dtype_of = [&](const std::string& b) { return p_.buffer(b)->type.dtype; };
 
   // One GEMM stage: `gemm` builds the product in the writer; the epilogue's

@@ -235,6 +235,11 @@ Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad) {
                        n.op == K::Rsqrt || n.op == K::Pow || n.op == K::Max || n.op == K::Min ||
                        n.op == K::LogSumExp || op_category(n.op) == OpCategory::Normalize;
   if (needs_y) r.y = cx.primal(v);
+  if (n.op == K::Cast) {  // the gradient converted back to the operand's dtype (PyTorch's ToCopyBackward)
+    const DType from = cx.fwd.node(n.operands[0]).type.dtype;
+    cx.accumulate(n.operands[0], cx.w.unary(K::Cast, grad, {{"dtype", std::string(dtype_name(from))}}));
+    return {};
+  }
   switch (op_category(n.op)) {
     case OpCategory::Unary: {
       const ValueId d = r.unary_derivative();

@@ -419,6 +419,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       smem_floats = std::max<int64_t>(smem_floats, (row_sharers + 2) * tile_m);
       const std::string value_head = "[&](float acc, int m, int n) -> float {";
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
+      if (op_category(rn.op) == OpCategory::Normalize) {  // softmax along N (pass_fuse_softmax.cpp)
+        const std::string row = shape.per_batch_rows ? "(long long)z * kM + m" : "(long long)m";
+        append(run, softmax_tail_epilogue(em, tail, shape, lambda(value_head, shape.coords, value_call), row,
+                                          row_sharers, smem_floats));
+        continue;
+      }
       if (tail.spatial) {  // per-channel partials over this tile's pixels (one image)
         const PartialBuffers& pb = plan.partials.at(tail.op);
         const int threads = wgmma ? (wt.pingpong ? 128 : wt.consumers() * 128) : mma ? mt.threads() : t.threads();

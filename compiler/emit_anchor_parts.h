@@ -66,6 +66,15 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
                                             const std::string& fn, bool pairs, const std::string& coord_call,
                                             const std::string& column_args = "");
 
+// A softmax / log_softmax fused into the epilogue (pass_fuse_softmax.cpp):
+// the fj::tile_row_softmax call, `value` the lambda of its input (at m, n),
+// `row` the row's index in the softmax's [rows, N] view (from m);
+// `row_sharers` is Frag::kRowSharers. Raises `smem_floats` to the epilogue
+// shared memory it needs (row statistics, then the staged stores).
+std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const AnchorShape& shape,
+                                               std::vector<std::string> value, const std::string& row,
+                                               int64_t row_sharers, int64_t& smem_floats);
+
 // The inputs `tree` reads along its last coordinate only (a bias over N),
 // every load of them so, at most `max`: the wgmma epilogue stages their
 // values for a tile's columns in shared memory (KernelEmitter::emit_tree's

@@ -56,6 +56,10 @@ std::string op_expression(const Node& n, const std::vector<std::string>& a) {
     case OpKind::Maximum: return "fj::op::maximum(" + a[0] + ", " + a[1] + ")";
     case OpKind::Pow: return "fj::op::pow_(" + a[0] + ", " + a[1] + ")";
     case OpKind::Erf: return "fj::op::erf_(" + a[0] + ")";
+    case OpKind::Cast:  // values are floats: a cast to 16 bits rounds, one to f32 is exact
+      if (n.type.dtype == DType::BF16) return "fj::op::to_bf16(" + a[0] + ")";
+      if (n.type.dtype == DType::F16) return "fj::op::to_f16(" + a[0] + ")";
+      return a[0];
     case OpKind::Gt: return "fj::op::gt(" + a[0] + ", " + a[1] + ")";
     case OpKind::Ge: return "fj::op::ge(" + a[0] + ", " + a[1] + ")";
     case OpKind::Lt: return "fj::op::lt(" + a[0] + ", " + a[1] + ")";

@@ -139,10 +139,18 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
       s.constants.push_back({"kW", xs[3], "input columns"});
       s.constants.push_back({"kSH", st[0], "row spacing"});
       s.constants.push_back({"kSW", st[1], "column spacing"});
+      const std::vector<int64_t> crop = r.attrs.count("crop") ? r.attr_ints("crop") : std::vector<int64_t>{0, 0};
       inner.push_back("const long long plane = (long long)e / (" + int_literal(os[2] * os[3]) + ");");
-      inner.push_back("const bool hit = i2 % kSH == 0 && i3 % kSW == 0 && i2 / kSH < kH && i3 / kSW < kW;");
+      if (crop[0] != 0 || crop[1] != 0) {  // the spread position: the result's, shifted by the crop
+        s.constants.push_back({"kCH", crop[0], "rows cropped at each side"});
+        s.constants.push_back({"kCW", crop[1], "columns cropped at each side"});
+        inner.push_back("const long long sr = (long long)i2 + kCH, sc = (long long)i3 + kCW;");
+      } else {
+        inner.push_back("const long long sr = i2, sc = i3;");
+      }
+      inner.push_back("const bool hit = sr % kSH == 0 && sc % kSW == 0 && sr / kSH < kH && sc / kSW < kW;");
       inner.push_back("const float v = hit ? fj::load_as_float(" + x +
-                      ", (plane * kH + i2 / kSH) * kW + i3 / kSW) : 0.f;");
+                      ", (plane * kH + sr / kSH) * kW + sc / kSW) : 0.f;");
       break;
     }
     case OpKind::Im2col: {

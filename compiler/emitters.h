@@ -53,6 +53,9 @@ std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned
                                       const std::vector<std::string>& inner);
 std::string post_call(const std::string& fn, const std::string& value, int rank);
 
+// emit_softmax_finish.cpp: the RowFinish kernel of a softmax fused in parts.
+Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& plan, int index);
+
 // emit_gather.cpp: flip, im2col and the pools' backward, one thread an
 // output element, the fused consumers applied before the store.
 Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, int index);

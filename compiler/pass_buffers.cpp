@@ -40,13 +40,14 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
                  : patches ? conv_patch(geo, anchor.tile_m()).tiles_per_image
                            : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();
+      const bool softmax = op_category(g.node(v).op) == OpCategory::Normalize;  // rows of [.., N], not a reduction
       pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;
-      pb.rows = g.node(v).type.numel();
+      pb.rows = g.node(v).type.numel() / (softmax ? geo.n : 1);
       const int64_t bytes = pb.tiles * pb.rows * 4;
       pb.sums = static_cast<int>(plan.scratch.size());
       plan.scratch.push_back({bytes, "per-tile partials of " + g.describe(v) + " (f32[" + std::to_string(pb.tiles) +
                                          "," + std::to_string(pb.rows) + "])"});
-      if (g.node(v).op == OpKind::LogSumExp) {
+      if (g.node(v).op == OpKind::LogSumExp || softmax) {
         pb.maxima = static_cast<int>(plan.scratch.size());
         plan.scratch.push_back({bytes, "per-tile row maxima of " + g.describe(v)});
       }
@@ -154,6 +155,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     if (!store) continue;
     add_buffer(v);
     region_of(plan.kernels[static_cast<size_t>(k)], v).stores.push_back(v);
+  }
+  // A partly fused softmax: the epilogue's exp(y - tile max) goes to the
+  // softmax's own buffer (scaled there in place), else to an f32 scratch.
+  for (auto& [v, pb] : plan.partials) {
+    if (op_category(g.node(v).op) != OpCategory::Normalize) continue;
+    auto it = plan.buffer.find(v);
+    if (it != plan.buffer.end()) {
+      pb.stage = it->second;
+      continue;
+    }
+    pb.stage = BufferRef{BufferKind::Scratch, static_cast<int>(plan.scratch.size())};
+    plan.scratch.push_back({g.node(v).type.numel() * 4, g.describe(v) + " before its rows are scaled (f32)"});
   }
   // Views: the operand's buffer (contiguous, the same elements in row-major order).
   for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -4,7 +4,8 @@
 // pool's backward) gets a kernel of its own that reads its input from memory,
 // and the elementwise nodes that consume its result fuse into its store. The
 // partial row reductions of the anchor (of one shape) share one RowFinish
-// kernel, which runs the consumers of all of them.
+// kernel, which runs the consumers of all of them; a partly fused softmax
+// gets a RowFinish kernel of its own, which scales its elements in place.
 // Leaf expressions get a kernel only when something needs them in memory
 // (a graph output, or the input of a reduction/softmax/pool or of a view).
 // Views (reshapes of a value in memory) get none: the buffer is read as the
@@ -173,9 +174,12 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
     } else if (k.kind == KernelKind::RowFinish) {
       // One kernel finishes every partial row reduction of this shape (their
       // inputs are all in the anchor kernel, so none depends on another).
+      // A softmax's finish scales its own elements: a kernel of its own.
       k.root = v;
+      auto softmax = [&](ValueId r) { return op_category(ctx.node(r).op) == OpCategory::Normalize; };
       for (const auto& [r, pb] : plan.partials)
-        if (!ctx.placed(r) && ctx.node(r).type.shape == n.type.shape) {
+        if (!ctx.placed(r) && ctx.node(r).type.shape == n.type.shape && softmax(r) == softmax(v) &&
+            (!softmax(v) || r == v)) {
           k.finishes.push_back(r);
           ctx.kernel_of[static_cast<size_t>(r)] = index;
         }
@@ -192,7 +196,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
     std::vector<ValueId> sources = placed.finishes;
     if (placed.root >= 0 && sources.empty()) sources.push_back(placed.root);
     grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
-    if (placed.kind == KernelKind::RowFinish) {
+    if (placed.kind == KernelKind::RowFinish && op_category(n.op) != OpCategory::Normalize) {
       grow_row_broadcast(ctx, placed, index);
       fuse_reduction_across_rows(ctx, placed, index);
     }

@@ -12,6 +12,14 @@
 
 namespace fusejit::cg {
 
+int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp) {
+  // 3xTF32 on wgmma keeps a second accumulator: tiles at most 128 wide (validate_wgmma).
+  return kp.mainloop == Mainloop::Wgmma ? (ctx.heur.wgmma ? ctx.heur.wgmma->bn : kp.mma_kind == "f32x3" ? 128 : 256)
+         : kp.mainloop == Mainloop::Mma ? (ctx.heur.mma ? ctx.heur.mma->bn : 128)
+         : ctx.heur.tile                ? ctx.heur.tile->bn
+                                        : 128;
+}
+
 void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   if (!kp.tails.empty()) return;  // a fused pool already owns the epilogue
@@ -21,13 +29,7 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
   std::set<ValueId> in(inside.begin(), inside.end());
   const int rank = static_cast<int>(geo.out.size());
   const int64_t col_dim = geo.op == OpKind::Conv2d ? 1 : rank - 1;
-  // 3xTF32 on wgmma keeps a second accumulator: tiles at most 128 wide (validate_wgmma).
-  const int max_cols = kp.mainloop == Mainloop::Wgmma ? (ctx.heur.wgmma ? ctx.heur.wgmma->bn
-                                                         : kp.mma_kind == "f32x3" ? 128
-                                                                                   : 256)
-                       : kp.mainloop == Mainloop::Mma ? (ctx.heur.mma ? ctx.heur.mma->bn : 128)
-                       : ctx.heur.tile                ? ctx.heur.tile->bn
-                                                      : 128;
+  const int64_t max_cols = max_epilogue_cols(ctx, kp);
 
   std::set<ValueId> seen;
   for (ValueId v : inside) {

@@ -60,16 +60,25 @@ int max_stages(WgmmaConfig t, bool three_tf32) {
   return t.stages;
 }
 
-WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t min_bn) {
+// The tile with the least cost: waves of tiles over the SMs x the tile's
+// area / its efficiency. 176 and 192 columns (K-major B, linear / matmul
+// only) cut a wave where 128 and 256 leave one mostly idle: 512x4096x11008
+// takes 252 tiles of 128x176 (2 waves) instead of 344 of 128x128 (2.6).
+// H100, against the previous 128x128 ping-pong default (`fusejit run`, one
+// call, bench/results/wgmma_tile176_sweep_H100_20261125.log): bf16 bias+relu
+// 0.0817 -> 0.0758 ms, gelu 0.0876 -> 0.0814, row logsumexp 0.0880 -> 0.0813,
+// f16 0.0831 -> 0.0766, tf32 0.1469 -> 0.1337; 128x192 0.0775 (bf16 relu).
+WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t min_bn, bool odd_widths) {
   struct Shape {
     int bm, bn;
     double efficiency;  // tensor-core efficiency relative to 128x256 (operand reuse per wgmma)
   };
-  const Shape shapes[] = {{128, 256, 1.0}, {128, 128, 0.85}, {64, 256, 0.8}, {64, 128, 0.7}, {128, 64, 0.65},
-                          {64, 64, 0.5}};
+  const Shape shapes[] = {{128, 256, 1.0}, {128, 192, 0.92}, {128, 176, 0.9}, {128, 128, 0.85}, {64, 256, 0.8},
+                          {64, 128, 0.7}, {128, 64, 0.65}, {64, 64, 0.5}};
   WgmmaConfig best;
   double best_cost = -1;
   for (const Shape& sh : shapes) {
+    if ((sh.bn == 176 || sh.bn == 192) && !odd_widths) continue;  // measured with K-major B only
     WgmmaConfig t;
     t.bm = sh.bm;
     t.bn = sh.bn;
@@ -130,7 +139,18 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
   for (const FusedTail& t : kp.tails)
     if (!t.partial && op_category(ctx.node(t.op).op) != OpCategory::Pool) min_bn = geo.n;
-  WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma : heuristic_wgmma(geo, three_tf32, min_bn);
+  // matmul's 16-bit B [K, N] loads in 64-column boxes (tiles 64, 128 or 256 wide; a cluster's blocks one each)
+  const bool b_n_major = geo.op == OpKind::Matmul && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
+  if (ctx.heur.wgmma && b_n_major && ctx.heur.wgmma->bn % 64)
+    return Error("codegen config: a 16-bit matmul reads B [K, N] in 64-column boxes: wgmma_tile " +
+                 ctx.heur.wgmma->str() + " must be a multiple of 64 wide");
+  WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma
+                                    : heuristic_wgmma(geo, three_tf32, min_bn,
+                                                      !b_n_major && geo.op != OpKind::Conv2d &&
+                                                          ctx.heur.wgmma_cluster.value_or(1) == 1);
+  const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
+  const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
+                                                               [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
   if (ctx.heur.wgmma_schedule == "pingpong") {
     if (!ctx.heur.wgmma) {
       tile.bm = 64;
@@ -149,6 +169,21 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     // columns: 4096^3 bf16 0.226 ms, 5 stages 0.199).
     tile.pingpong = true;
     tile.stages = std::max(2, max_stages(tile, false) - 1);
+  } else if (ctx.heur.wgmma_schedule == "auto" && !ctx.heur.wgmma && sixteen_bit && !cheap_epilogue &&
+             geo.op != OpKind::Conv2d && tile.bm == 128 && tile.bn == 256 && geo.k <= 4096 &&
+             ceil_div(geo.m, 64) * ceil_div(geo.n, 256) >= 2 * kSm90Sms) {
+    // A costly epilogue (gelu, partial row reductions, softmax) over a short
+    // K: 64x256 ping-pong tiles, whose epilogues overlap the other consumer's
+    // mainloop. H100 bf16, cooperative 128x256 -> ping-pong 64x256 (5 stages):
+    // 16384x2048x2048 gelu 0.239 -> 0.226 ms, row logsumexp 0.225 -> 0.191;
+    // 4096^3 gelu 0.206 -> 0.205, row logsumexp 0.199 -> 0.191; but 8192^3
+    // gelu 1.462 -> 1.507 (the epilogue's share shrinks as K grows). tf32
+    // lost on 7 of 8 (4096^3 gelu 0.364 -> 0.382, row logsumexp 0.359 ->
+    // 0.365; won only 16384x2048x2048 row logsumexp 0.382 -> 0.364): 16-bit only.
+    tile.bm = 64;
+    tile.raster_group *= 2;
+    tile.pingpong = true;
+    tile.stages = max_stages(tile, false);
   }
   for (const FusedTail& t : kp.tails) {  // conv on wgmma: a fused pool's windows must tile the patches
     const Node& pn = ctx.node(t.op);
@@ -166,13 +201,8 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear and matmul");
   if (geo.op != OpKind::Conv2d) tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
-  // matmul's 16-bit B [K, N] loads in 64-column boxes: a cluster's blocks one each at least
-  const bool b_n_major = geo.op == OpKind::Matmul && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
-  const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
-  const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
-                                                               [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
   if (!ctx.heur.wgmma_cluster && !ctx.heur.wgmma && sixteen_bit && cheap_epilogue && geo.op != OpKind::Conv2d &&
-      !tile.pingpong && tile.split_k == 1 && !(b_n_major && tile.bn < 128) &&
+      !tile.pingpong && tile.split_k == 1 && !(b_n_major && tile.bn < 128) && tile.bn % 64 == 0 &&
       ceil_div(geo.m, tile.bm) * ceil_div(geo.n, tile.bn) >= kSm90Sms) {
     // 16-bit GEMMs of a wave of tiles or more with cheap epilogues: 2-block
     // clusters sharing B, 16 row tiles a raster group (H100, bias+relu, vs

@@ -74,6 +74,8 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
       return keep_global("TMA needs rows of a multiple of 16 bytes and " + g.describe(v) + " has " +
                          std::to_string(geo.n * elem));
     if (elem_bytes && elem != elem_bytes) return keep_global("the outputs' elements differ in size");
+    if ((kp.wgmma.bn * elem) % 128)
+      return keep_global("a tile " + std::to_string(kp.wgmma.bn) + " columns wide is not whole 128-byte chunks");
     elem_bytes = elem;
     tiles += wgmma_store_tile_bytes(with_slots);
   }

@@ -40,6 +40,16 @@ void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_b
 // matmul: the last dim; conv: the channels) into the epilogue when one tile
 // spans N, with their elementwise consumers.
 void fuse_row_reductions(PlanContext& ctx, Plan& plan);
+// The widest tile the anchor's mainloop (or the config) allows: a row
+// reduction or softmax spanning more columns is finished from per-tile partials.
+int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp);
+
+// pass_fuse_softmax.cpp: softmax / log_softmax along a linear's or matmul's
+// N into the epilogue: whole when one tile spans N; else the epilogue stores
+// exp(y - the tile's row max) and per-tile partials, and a RowFinish kernel
+// scales each element in place (no fp32 copy of y, no second row pass);
+// that wide form only with softmax_parts=1. CUDA only (the CPU backend runs a row kernel).
+void fuse_row_softmax(PlanContext& ctx, Plan& plan);
 
 // pass_fuse_spatial.cpp: a reduction over a conv's output pixels
 // (global_avg_pool; sum, mean, max, min over dims [2, 3]) as per-tile,

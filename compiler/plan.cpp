@@ -67,7 +67,8 @@ int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return t.tma_slots * int6
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
   if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128 (one or two consumer warpgroups)");
-  if (t.bn != 64 && t.bn != 128 && t.bn != 256) return bad("bn must be 64, 128 or 256");
+  if (t.bn != 64 && t.bn != 128 && t.bn != 176 && t.bn != 192 && t.bn != 256)
+    return bad("bn must be 64, 128, 176, 192 or 256");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
@@ -78,6 +79,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
   if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
     return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
+  if (t.cluster_m > 1 && t.bn % 64) return bad("2-block clusters take tiles 64, 128 or 256 wide");
   if (three_tf32 && t.bn > 128)
     return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
@@ -263,11 +265,12 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
-               key == "pool_first") {
+               key == "pool_first" || key == "softmax_parts") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
        : key == "fuse_reductions" ? h.fuse_reductions
+       : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {
@@ -276,7 +279,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, conv_patch, fuse_pool, pool_first, fuse_reductions, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, conv_patch, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

@@ -92,6 +92,7 @@ struct Heuristics {
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
+  bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
   PointwiseConfig pointwise;
@@ -102,7 +103,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -221,12 +222,16 @@ struct FusedTail {
 };
 
 // Scratch of a partial row reduction: [tiles][rows] floats (and the row
-// maxima, same layout, for logsumexp).
+// maxima, same layout, for logsumexp and softmax; a softmax's rows are its
+// [.., N] shape's rows).
 struct PartialBuffers {
   int64_t tiles = 0, rows = 0;
   int64_t reduced = 0;  // elements each row combines (a mean's divisor)
   int sums = -1;    // scratch index: per-tile partials (sums / max / min / exp-sums)
-  int maxima = -1;  // scratch index: per-tile maxima (logsumexp only)
+  int maxima = -1;  // scratch index: per-tile maxima (logsumexp, softmax)
+  // softmax / log_softmax: where the epilogue stores exp(y - tile max) (log:
+  // y - tile max) for the finish kernel to scale in place.
+  std::optional<BufferRef> stage;
 };
 
 struct KernelPlan {

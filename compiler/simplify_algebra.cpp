@@ -4,7 +4,8 @@
 //   x * 1, 1 * x, x / 1, pow(x, 1), x - 0, x + -0, neg(neg(x)) -> x   exact
 //   (x op1 a) op2 b -> x op (a . b)   for op in {*, /} or in {+, -}
 // Deliberately not folded: x - x (NaN for ±inf), x * 0 and 0 * x (NaN for
-// ±inf and NaN), x + 0 (turns -0 into +0, so 1 / (x + 0) is +inf not -inf).
+// ±inf and NaN), x + 0 (turns -0 into +0, so 1 / (x + 0) is +inf not -inf),
+// a cast to x's own dtype (x computes unrounded, in fp32: the cast rounds it).
 // Scalar chains fold only where the intermediate cannot overflow or flush to
 // 0 while the folded op does not (or the other way round): both factors
 // scale the same way (|a|, |b| both >= 1 or both <= 1), both offsets have

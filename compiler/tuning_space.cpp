@@ -41,10 +41,14 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
   if (uses(g, arch, "_wgmma_")) {
     const bool three_tf32 = g.precision == Precision::FP32;
     const int64_t rows = cg::flatten_batch_rows(geo).m;  // the wgmma path's M
+    // 176 / 192 columns: K-major B only (linear; tf32 / fp32 matmul reads B transposed), not conv
+    const OpKind op = g.node(*anchor).op;
+    const bool k_major_b = op == OpKind::Linear || (op == OpKind::Matmul && (g.precision == Precision::TF32 || three_tf32));
     for (int bm : {128, 64}) {
       if (bm > 2 * rows && bm > 64) continue;
-      for (int bn : {256, 128, 64}) {
+      for (int bn : {256, 192, 176, 128, 64}) {
         if (bn > 2 * geo.n && bn > 64) continue;
+        if ((bn == 176 || bn == 192) && !k_major_b) continue;
         cg::WgmmaConfig t;
         t.bm = bm;
         t.bn = bn;

@@ -80,6 +80,13 @@ Status normalize_attrs(Graph& g) {
       if (a != "none" && a != "tanh")
         return node_error(g, id, "'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
     }
+    if (n.op == OpKind::Cast) {  // stored canonical ("float16" -> "f16"): prints and hashes alike
+      const std::optional<DType> dt = parse_dtype(n.attr_string("dtype"));
+      if (!dt)
+        return node_error(g, id, "'dtype' must be \"f32\", \"bf16\" or \"f16\", got \"" + n.attr_string("dtype") +
+                                     "\"");
+      n.attrs["dtype"] = std::string(dtype_name(*dt));
+    }
     if (n.op == OpKind::Clamp || n.op == OpKind::Hardtanh) {
       const char* lo = n.op == OpKind::Clamp ? "min" : "min_val";
       const char* hi = n.op == OpKind::Clamp ? "max" : "max_val";

@@ -117,6 +117,7 @@ Value Value::clamp(std::optional<double> lo, std::optional<double> hi) const {
 }
 
 Value Value::erf() const { return unary(OpKind::Erf); }
+Value Value::cast(DType dtype) const { return unary(OpKind::Cast, {{"dtype", std::string(dtype_name(dtype))}}); }
 
 Value Value::add(Value o) const { return binary(OpKind::Add, o); }
 Value Value::add(double c) const { return binary(OpKind::Add, c); }

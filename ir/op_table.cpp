@@ -68,6 +68,8 @@ std::vector<OpInfo> build_table() {
   unary(OpKind::Clamp, {opt("min", K::Float, -kInf, "lower bound"), opt("max", K::Float, kInf, "upper bound")},
         "min(max(x, min), max)");
   unary(OpKind::Erf, {}, "erf(x)");
+  unary(OpKind::Cast, {req("dtype", K::String, "the result's dtype: \"f32\", \"bf16\" or \"f16\"")},
+        "x converted to dtype (round to nearest even), as x.to(dtype)");
 
   auto binary = [&](OpKind op, std::string s) { add(op, C::Binary, 2, 2, {"a", "b"}, {}, std::move(s)); };
   binary(OpKind::Add, "a + b");
@@ -167,9 +169,10 @@ std::vector<OpInfo> build_table() {
       "over the window's elements, divided as the forward divides");
   add(OpKind::InsertZeros, C::Gather, 1, 1, {"x"},
       {req("stride", K::Pair, "the spacing of x's pixels in the result"),
-       opt("extra", K::Pair, pair(0), "zero rows and columns appended at the end")},
-      "x [N,C,H,W] spread out: [N, C, (H-1)*stride+1+extra, (W-1)*stride+1+extra], x[n,c,i,j] at "
-      "(i*stride, j*stride), 0 elsewhere (the dZ of a strided conv's dX)");
+       opt("extra", K::Pair, pair(0), "zero rows and columns appended at the end"),
+       opt("crop", K::Pair, pair(0), "rows and columns then removed at each side")},
+      "x [N,C,H,W] spread out: [N, C, (H-1)*stride+1+extra-2*crop, (W-1)*stride+1+extra-2*crop], x[n,c,i,j] at "
+      "(i*stride-crop, j*stride-crop), 0 elsewhere (the dZ of a strided or over-padded conv's dX)");
 
   // Names come from the one list in ir.h, so the table and the enum cannot drift.
   static const char* const kNames[] = {

@@ -70,7 +70,10 @@ class Inference {
     switch (op_category(n.op)) {
       case OpCategory::Leaf: return leaf(id);
       case OpCategory::Anchor: return anchor(id);
-      case OpCategory::Unary: n.type = in(id, 0); return {};
+      case OpCategory::Unary:
+        n.type = in(id, 0);
+        if (n.op == OpKind::Cast) n.type.dtype = parse_dtype(n.attr_string("dtype")).value_or(n.type.dtype);
+        return {};
       case OpCategory::Binary: return binary(id);
       case OpCategory::Reduction: return reduction(id);
       case OpCategory::Normalize: return normalize(id);
@@ -400,12 +403,18 @@ class Inference {
       if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
       const auto& s = n.attr_ints("stride");
       const auto& e = n.attr_ints("extra");
+      const auto& c = n.attr_ints("crop");
       if (e[0] < 0 || e[1] < 0) return err(id, "'extra' must be non-negative, got " + attr_str(n.attrs.at("extra")));
+      if (c[0] < 0 || c[1] < 0) return err(id, "'crop' must be non-negative, got " + attr_str(n.attrs.at("crop")));
       Shape out = x.shape;
       for (size_t i = 0; i < 2; ++i) {
-        if (s[i] > kMaxNumel / x.shape[2 + i] || e[i] > kMaxNumel)
+        if (s[i] > kMaxNumel / x.shape[2 + i] || e[i] > kMaxNumel || c[i] > kMaxNumel)
           return err(id, "the result has more than 2^48 elements");
-        out[2 + i] = (x.shape[2 + i] - 1) * s[i] + 1 + e[i];
+        const int64_t spread = (x.shape[2 + i] - 1) * s[i] + 1 + e[i];
+        if (spread - 2 * c[i] < 1)
+          return err(id, "'crop' " + attr_str(n.attrs.at("crop")) + " removes every " + (i == 0 ? "row" : "column") +
+                             " of the " + std::to_string(spread) + (i == 0 ? " spread rows" : " spread columns"));
+        out[2 + i] = spread - 2 * c[i];
       }
       if (Status st = check_shape_size(id, out); !st) return st;
       n.type = {x.dtype, out};

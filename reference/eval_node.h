@@ -247,7 +247,8 @@ double gather_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
     return ctx.value(x, from);
   }
   if (p.op == OpKind::InsertZeros) {
-    const int64_t j = idx % q.out_w, i = idx / q.out_w % q.out_h, plane = idx / (q.out_w * q.out_h);
+    // (i, j) in the spread tensor: the result's position shifted by the crop (ph, pw)
+    const int64_t j = idx % q.out_w + q.pw, i = idx / q.out_w % q.out_h + q.ph, plane = idx / (q.out_w * q.out_h);
     if (i % q.sh || j % q.sw || i / q.sh >= q.in_h || j / q.sw >= q.in_w) return 0.0;
     return ctx.value(x, (plane * q.in_h + i / q.sh) * q.in_w + j / q.sw);
   }

@@ -101,6 +101,7 @@ Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
     const Shape& in = g.node(n.operands[0]).type.shape;
     q.sh = n.attr_ints("stride").at(0), q.sw = n.attr_ints("stride").at(1);
     q.in_h = in.at(2), q.in_w = in.at(3), q.out_h = n.type.shape.at(2), q.out_w = n.type.shape.at(3);
+    if (n.attrs.count("crop")) q.ph = n.attr_ints("crop").at(0), q.pw = n.attr_ints("crop").at(1);  // the crop
     return {};
   }
   Shape in, out;
@@ -257,6 +258,7 @@ Expected<std::vector<NodePlan>> build_plans(const Graph& g) {
             p.p1 = n.attr_float("max");
             break;
           case OpKind::Gelu: p.gelu_tanh = n.attr_string("approximate") == "tanh"; break;
+          case OpKind::Cast: p.cast_to = n.type.dtype; break;
           default: break;
         }
         break;

@@ -68,6 +68,7 @@ struct NodePlan {
   double constant = 0;      // Constant nodes
   double p0 = 0, p1 = 0;    // unary parameters (slope, alpha, beta/threshold, min/max)
   bool gelu_tanh = false;
+  DType cast_to = DType::F32;  // cast
   BroadcastMap bcast[2];
   ReductionPlan reduction;
   NormalizePlan normalize;

@@ -46,6 +46,8 @@ inline double apply_unary(const NodePlan& p, double x) {
     case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
     case OpKind::Square: return x * x;
     case OpKind::Erf: return std::erf(x);
+    // Through float, as a kernel converts its fp32 value (NaN stays NaN, overflow gives inf).
+    case OpKind::Cast: return round_to_dtype(static_cast<float>(x), p.cast_to);
     default: return nan_value();  // not a unary op (build_plans never lets this happen)
   }
 }

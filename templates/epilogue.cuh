@@ -380,6 +380,42 @@ __device__ __forceinline__ void tile_row_partials(const Frag& frag, int m0, int 
   Frag::sync();
 }
 
+// Softmax (kLog: log_softmax) of value(acc, m, n) along the tile's rows.
+// Whole (kPartial false; the tile spans N, n0 == 0): store(v, m, n) gets the
+// result. kPartial (N wider than the tile): store_part(sum, row_max, m) gets
+// the tile's partial log-sum-exp of each row (as tile_row_partials), and
+// store(v, m, n) gets exp(value - row_max) (log: value - row_max), which a
+// finish kernel scales by the row's exp(row_max - logsumexp); a tile row of
+// -inf only stores 0 (log: -inf). The stores go through shared memory kChunk
+// columns at a time (tile_pointwise_staged: a warp's stores contiguous), or
+// straight from the fragment with kChunk 0. smem: (S + 2) * BM floats as
+// tile_row_combine, then kTileRows * (kChunk + 8) for the staging. value pure.
+template <bool kLog, bool kPartial, int kChunk, int BM, int kThreads, class Frag, class ValueF, class PartF,
+          class StoreF>
+__device__ __forceinline__ void tile_row_softmax(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                 const ValueF& value, const PartF& store_part, const StoreF& store) {
+  tile_row_combine<LogSumExpOp, BM, kThreads>(frag, m0, n0, M, N, smem, value);
+  const float* total = smem + Frag::kRowSharers * BM;
+  const float* row_max = total + BM;
+  if constexpr (kPartial)
+    for (int r = frag.thread(); r < BM; r += kThreads)
+      if (m0 + r < M) store_part(total[r], row_max[r], m0 + r);
+  const auto f = [&](float acc, int m, int n) {
+    const float v = value(acc, m, n), mx = row_max[m - m0];
+    if constexpr (kPartial) {
+      if (mx == neg_inf()) store(kLog ? neg_inf() : 0.f, m, n);
+      else store(kLog ? v - mx : expf(v - mx), m, n);
+    } else {
+      store(kLog ? (v - mx) - logf(total[m - m0]) : expf(v - mx) / total[m - m0], m, n);
+    }
+  };
+  if constexpr (kChunk > 0)
+    tile_pointwise_staged<kChunk>(frag, m0, n0, M, N, smem + (Frag::kRowSharers + 2) * BM, f);
+  else
+    tile_pointwise(frag, m0, n0, M, N, f);
+  Frag::sync();
+}
+
 // Combines kTiles per-tile partials of one row, in tile order: partial(t)
 // and (logsumexp) row_max(t) read tile t's values.
 template <class Op, int kTiles, class PartialF, class MaxF>
@@ -397,6 +433,92 @@ __device__ __forceinline__ float combine_partials(const PartialF& partial, const
   } else {
     float a = Op::identity();
     for (int t = 0; t < kTiles; ++t) a = Op::combine(a, partial(t));
+    return a;
+  }
+}
+
+// Finishes one row of a softmax fused in parts (tile_row_softmax<kLog,
+// true>), the whole block on the row: its log-sum-exp L from the tiles'
+// partials (the threads fold tiles t = thread, thread + kThreads, ...,
+// combined in a fixed order), then element n of column tile t = n / kTileN
+// becomes stage(n) * exp(row_max(t) - L) (log: stage(n) + row_max(t) - L) and
+// goes to store(n, v); NaN everywhere if L is not finite (as PyTorch's).
+// partial(t), row_max(t): tile t's values for this row. smem: kThreads / 32 floats.
+template <bool kLog, int kTiles, int kTileN, int kThreads, class PartialF, class MaxF, class StageF, class StoreF>
+__device__ __forceinline__ void softmax_finish_row(int len, const PartialF& partial, const MaxF& row_max,
+                                                   const StageF& stage, const StoreF& store, float* smem) {
+  float mx = neg_inf();
+  for (int t = threadIdx.x; t < kTiles; t += kThreads) mx = max_nan(mx, row_max(t));
+  mx = group_combine<kThreads, kThreads>(mx, [](float a, float b) { return max_nan(a, b); }, smem);
+  float s = 0.f;
+  if (is_finite(mx))
+    for (int t = threadIdx.x; t < kTiles; t += kThreads) {
+      const float m_t = row_max(t);
+      if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
+    }
+  s = group_combine<kThreads, kThreads>(s, [](float a, float b) { return a + b; }, smem);
+  const float lse = is_finite(mx) ? mx + logf(s) : __int_as_float(0x7fffffff);
+  // Each tile's shift (kLog) or scale, in shared memory when the row has few tiles.
+  constexpr bool kCached = kTiles <= 1024;
+  __shared__ float cached[kCached ? kTiles : 1];
+  const auto factor = [&](int t) {
+    const float shift = row_max(t) - lse;  // a tile row of -inf: stage 0 (log: -inf) stays so
+    return kLog ? shift : expf(shift);
+  };
+  if constexpr (kCached) {
+    for (int t = threadIdx.x; t < kTiles; t += kThreads) cached[t] = factor(t);
+    __syncthreads();
+  }
+  for (int n = threadIdx.x; n < len; n += kThreads) {
+    const float f = kCached ? cached[n / kTileN] : factor(n / kTileN), e = stage(n);
+    store(n, kLog ? e + f : e * f);
+  }
+}
+
+// combine_partials over a block: 32 rows at a time, lane = row, warp w of
+// kWarps folds tiles w, w + kWarps, ... in order, then the warps' results are
+// merged in warp order (deterministic). Every thread of the block calls it
+// (row_ok: this lane's row exists); lanes of warp 0 get their row's value.
+// smem: 2 * kWarps * 32 floats.
+template <class Op, int kTiles, int kWarps, class PartialF, class MaxF>
+__device__ __forceinline__ float combine_partials_block(bool row_ok, const PartialF& partial, const MaxF& row_max,
+                                                        float* smem) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* part = smem;                  // [kWarps][32]
+  float* part_max = smem + kWarps * 32;  // [kWarps][32] (logsumexp)
+  __syncthreads();  // smem may still be read by a previous call
+  if constexpr (Op::kLogSumExp) {
+    float mx = neg_inf(), s = 0.f;
+    if (row_ok) {
+      for (int t = warp; t < kTiles; t += kWarps) mx = max_nan(mx, row_max(t));
+      if (is_finite(mx))
+        for (int t = warp; t < kTiles; t += kWarps) {
+          const float m_t = row_max(t);
+          if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
+        }
+    }
+    part[warp * 32 + lane] = s;
+    part_max[warp * 32 + lane] = mx;
+    __syncthreads();
+    if (warp != 0) return 0.f;
+    mx = neg_inf();
+    for (int w = 0; w < kWarps; ++w) mx = max_nan(mx, part_max[w * 32 + lane]);
+    if (!is_finite(mx)) return mx;
+    s = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float m_w = part_max[w * 32 + lane];
+      if (m_w != neg_inf()) s += part[w * 32 + lane] * expf(m_w - mx);
+    }
+    return mx + logf(s);
+  } else {
+    float a = Op::identity();
+    if (row_ok)
+      for (int t = warp; t < kTiles; t += kWarps) a = Op::combine(a, partial(t));
+    part[warp * 32 + lane] = a;
+    __syncthreads();
+    if (warp != 0) return 0.f;
+    a = Op::identity();
+    for (int w = 0; w < kWarps; ++w) a = Op::combine(a, part[w * 32 + lane]);
     return a;
   }
 }

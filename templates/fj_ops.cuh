@@ -49,6 +49,21 @@ __device__ __forceinline__ float minimum(float a, float b) { return min_nan(a, b
 __device__ __forceinline__ float maximum(float a, float b) { return max_nan(a, b); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ float erf_(float x) { return erff(x); }
+// cast: x rounded to bf16 / f16 (to nearest, ties to even; overflow -> inf,
+// NaN stays NaN), as __float2bfloat16_rn / __float2half_rn, and back to float.
+// Bit operations and cvt: no cuda_bf16.h / cuda_fp16.h needed.
+__device__ __forceinline__ float to_bf16(float x) {
+  if (is_nan(x)) return x;
+  const unsigned u = __float_as_uint(x);
+  return __uint_as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+__device__ __forceinline__ float to_f16(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+  return r;
+}
 // Comparisons: 1 or 0, false where an operand is NaN (PyTorch's bool result).
 __device__ __forceinline__ float gt(float a, float b) { return a > b ? 1.f : 0.f; }
 __device__ __forceinline__ float ge(float a, float b) { return a >= b ? 1.f : 0.f; }

@@ -168,15 +168,21 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
   if constexpr (kKind == MmaKind::BF16) {
     if constexpr (BN == 64) mma_bf16_m64n64<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_bf16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 176) mma_bf16_m64n176<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 192) mma_bf16_m64n192<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_bf16_m64n256<kTransB>(acc, a, b, scale_d);
   } else if constexpr (kKind == MmaKind::F16) {
     if constexpr (BN == 64) mma_f16_m64n64<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_f16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 176) mma_f16_m64n176<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 192) mma_f16_m64n192<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_f16_m64n256<kTransB>(acc, a, b, scale_d);
   } else {
     static_assert(kTransB == 0, "tf32 wgmma reads K-major B only");
     if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b, scale_d);
+    if constexpr (BN == 176) mma_tf32_m64n176(acc, a, b, scale_d);
+    if constexpr (BN == 192) mma_tf32_m64n192(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b, scale_d);
   }
 }
@@ -213,7 +219,9 @@ struct WgmmaTile {
   // Registers per thread after setmaxnreg (producer / consumers).
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 1 ? 232 : 224;
   static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
-  static_assert(BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
+  static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
+  static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
   static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,19 @@ inline Status run_reference_stage(const Graph& g, Buffers& buffers, bool round =
 
 // The program's input gradients (by forward input name) for `inputs` and the
 // output gradients `out_grads` (in Graph::outputs order of the original forward).
+// Upstream gradients for every output of g: standard normal values, seeded.
+inline std::vector<HostTensor> random_out_grads(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<HostTensor> out;
+  for (const Output& o : g.outputs) {
+    HostTensor t{g.node(o.value).type, {}};
+    for (int64_t i = 0; i < t.type.numel(); ++i) t.data.push_back(normal(rng));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 inline Expected<std::map<std::string, HostTensor>> backward_on_reference(const BackwardProgram& p,
                                                                           const std::vector<HostTensor>& inputs,
                                                                           const std::vector<HostTensor>& out_grads,

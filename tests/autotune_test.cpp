@@ -155,6 +155,15 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
     }
   EXPECT_GE(pingpong, 4);
   EXPECT_GE(tall, 2);
+  // 176 / 192 columns for K-major B; a 16-bit matmul reads B [K, N] in 64-column boxes: none, each legal.
+  EXPECT_TRUE(std::any_of(bf16.begin(), bf16.end(), [](const std::string& c) { return c.find("x176x") != std::string::npos; }));
+  GraphBuilder mm(Precision::BF16);
+  mm.output("y", mm.matmul(mm.input("a", {512, 256}), mm.input("b", {256, 4096})).relu());
+  const Graph matmul = mm.build().take();
+  for (const auto& c : tuning_candidates(matmul, "sm_90a")) {
+    EXPECT_TRUE(c.find("x176x") == std::string::npos && c.find("x192x") == std::string::npos) << c;
+    if (c.rfind("wgmma_tile=", 0) == 0) EXPECT_TRUE(generate_program(matmul, {"sm_90a", c})) << c;
+  }
   // 3xTF32 keeps a second accumulator: no 256-wide wgmma tiles, and each legal.
   const Graph fp32 = linear(Precision::FP32, 4096);
   for (const auto& c : tuning_candidates(fp32, "sm_90a")) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <tuple>
 
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
@@ -186,13 +187,44 @@ Graph linear_with(int n, const std::string& ops, const std::string& outputs) {
   return spec(head + ops + "outputs: " + outputs + "\n");
 }
 
-TEST(CodegenSource, SoftmaxOverLinearNFallsBackWithANote) {
-  Program p = emit(linear_with(100, "  - {name: s, op: softmax, args: [h], dim: -1}\n", "[s]"));
-  ASSERT_EQ(testing::chain_launches(p), 2u) << p.plan_text;
-  EXPECT_EQ(testing::chain_scratch(p).size(), 1u);
-  EXPECT_NE(p.plan_text.find("softmax %"), std::string::npos);
-  EXPECT_NE(p.plan_text.find("not fused into the anchor epilogue"), std::string::npos) << p.plan_text;
-  EXPECT_NE(p.source.find("fj::softmax_rows<"), std::string::npos);
+TEST(CodegenSource, SoftmaxAlongNFusesWholeOrInPartsElseFallsBackWithANote) {
+  const std::string ops = "  - {name: s, op: softmax, args: [h], dim: -1}\n  - {name: y, op: mul, args: [s, 3.0]}\n";
+  // One tile spans N: normalized in the epilogue, the consumer after it, one kernel.
+  Program whole = emit(linear_with(100, ops, "[y]"), "mainloop=ffma");
+  ASSERT_EQ(whole.launches.size(), 1u) << whole.plan_text;
+  EXPECT_TRUE(whole.scratch.empty());
+  EXPECT_NE(whole.source.find("fj::tile_row_softmax<false, false"), std::string::npos);
+  EXPECT_NE(whole.plan_text.find("softmax %3 fused into the epilogue"), std::string::npos) << whole.plan_text;
+  EXPECT_EQ(whole.launches[0].kernel, "fj_linear_softmax_mul");
+
+  // Wider N: per-tile partials and exp(h - tile max) in the softmax's buffer
+  // (scratch here: y is the output), scaled by a finish kernel that also runs the mul.
+  Program wide = emit(linear_with(300, ops, "[y]"), "mainloop=ffma,softmax_parts=1");
+  ASSERT_EQ(wide.launches.size(), 2u) << wide.plan_text;
+  EXPECT_NE(wide.source.find("fj::tile_row_softmax<false, true"), std::string::npos);
+  EXPECT_NE(wide.source.find("fj::softmax_finish_row<false, kTiles, kTileN"), std::string::npos);
+  EXPECT_EQ(wide.launches[1].kernel, "fj_softmax_finish_mul");
+  ASSERT_EQ(wide.scratch.size(), 3u) << wide.plan_text;
+  EXPECT_EQ(wide.scratch[0].bytes, 3 * 64 * 4) << "3 column tiles x 64 rows";
+  EXPECT_EQ(wide.scratch[2].bytes, 64 * 300 * 4) << "the scaled values' stage";
+  // An output softmax is its own stage: no full-size scratch.
+  Program out = emit(linear_with(300, "  - {name: s, op: log_softmax, args: [h], dim: 1}\n", "[s]"), "softmax_parts=1");
+  ASSERT_EQ(testing::chain_launches(out), 2u) << out.plan_text;
+  EXPECT_EQ(testing::chain_scratch(out).size(), 2u) << out.plan_text;
+  EXPECT_NE(out.source.find("fj::tile_row_softmax<true, true"), std::string::npos);
+
+  // Along another dim, disabled, or wider than a tile by default: the output
+  // goes to memory and a row kernel normalizes it.
+  const std::string along1 = "  - {name: s, op: softmax, args: [h], dim: 1}\n";
+  for (const auto& [n, other, config] : {std::tuple<int, std::string, std::string>{100, "  - {name: s, op: softmax, args: [h], dim: 0}\n", ""},
+                                         {100, along1, "fuse_reductions=0"},
+                                         {300, along1, "mainloop=ffma"}}) {
+    Program p = emit(linear_with(n, other, "[s]"), config);
+    ASSERT_EQ(testing::chain_launches(p), 2u) << p.plan_text;
+    EXPECT_EQ(testing::chain_scratch(p).size(), 1u);
+    EXPECT_NE(p.plan_text.find("not fused into the epilogue"), std::string::npos) << p.plan_text;
+    EXPECT_NE(p.source.find("fj::softmax_rows<"), std::string::npos);
+  }
 }
 
 TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
@@ -208,7 +240,7 @@ TEST(CodegenSource, RowReductionsFuseWholeOrAsPerTilePartials) {
 
   // Wider N: each column tile stores per-row partials (and row maxima for
   // logsumexp); a second kernel combines them and runs the tanh.
-  Program wide = emit(linear_with(300, ops, "[y]"), "mainloop=ffma");
+  Program wide = emit(linear_with(300, ops, "[y]"), "mainloop=ffma,softmax_parts=1");
   ASSERT_EQ(wide.launches.size(), 2u) << wide.plan_text;
   EXPECT_NE(wide.plan_text.find("N=300 is wider than one tile"), std::string::npos) << wide.plan_text;
   EXPECT_NE(wide.source.find("fj::tile_row_partials<fj::LogSumExpOp"), std::string::npos);

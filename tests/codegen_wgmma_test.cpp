@@ -238,6 +238,35 @@ TEST(CodegenWgmma, MatmulWithOneBRunsWgmmaNMajor) {
 
 // Ping-pong (64-row tiles, two consumers taking turns) when the config asks;
 // cooperative by default (measured faster on the H100), never for 3xTF32.
+// 176 and 192 columns where they cut a wave (K-major B only), valid in configs, never N-major or clustered.
+TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
+  for (Precision p : {Precision::BF16, Precision::TF32}) {
+    const Program mlp = generate(linear_chain(p, 512, 4096, 11008, "", operand_type(p)));  // 252 tiles: 2 waves
+    EXPECT_NE(mlp.plan_text.find("tile 128x176, 5 stages"), std::string::npos) << mlp.plan_text;
+    EXPECT_EQ(mlp.launches.at(0).grid[0], 252u);
+    EXPECT_NE(mlp.source.find("fj::WgmmaTile<128, 176, 5"), std::string::npos);
+  }
+  const Program square = generate(linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16));
+  EXPECT_EQ(square.plan_text.find("tile 128x176"), std::string::npos) << square.plan_text;
+  const Program asked = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",
+                                 "wgmma_tile=128x176x4,tma_store=1");
+  EXPECT_NE(asked.plan_text.find("tile 128x176, 4 stages"), std::string::npos) << asked.plan_text;
+  EXPECT_NE(asked.plan_text.find("not whole 128-byte chunks"), std::string::npos) << "176 bf16 columns: no TMA stores";
+  const Program three_chunks = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",
+                                        "wgmma_tile=128x192x4");
+  EXPECT_NE(three_chunks.plan_text.find("TMA bulk"), std::string::npos) << three_chunks.plan_text;
+  auto matmul = generate_program(matmul_chain(Precision::BF16, 0, 512, 4096, 11008, "", DType::BF16),
+                                 {"sm_90a", "wgmma_tile=128x176x4"});
+  ASSERT_FALSE(matmul.ok());
+  EXPECT_NE(matmul.error().str().find("64-column boxes"), std::string::npos) << matmul.error().str();
+  const Program n_major = generate(matmul_chain(Precision::BF16, 0, 512, 4096, 11008, "", DType::BF16));
+  EXPECT_EQ(n_major.plan_text.find("x176"), std::string::npos) << n_major.plan_text;
+  auto clustered = generate_program(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16),
+                                    {"sm_90a", "wgmma_tile=128x176x4,wgmma_cluster=2"});
+  ASSERT_FALSE(clustered.ok());
+  EXPECT_NE(clustered.error().str().find("64, 128 or 256 wide"), std::string::npos) << clustered.error().str();
+}
+
 TEST(CodegenWgmma, PingPongWhenAsked) {
   const Graph g = linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16);
   EXPECT_EQ(generate(g).plan_text.find("ping-pong"), std::string::npos);
@@ -252,7 +281,7 @@ TEST(CodegenWgmma, PingPongWhenAsked) {
   EXPECT_EQ(asked.plan_text.find("ping-pong"), std::string::npos) << asked.plan_text;
   // 128x128 tiles, two per SM or more: ping-pong by default (not for 3xTF32).
   for (Precision p : {Precision::BF16, Precision::TF32}) {
-    const Program wide = generate(linear_chain(p, 512, 4096, 11008, "", operand_type(p)));
+    const Program wide = generate(linear_chain(p, 1024, 4096, 9472, "", operand_type(p)));  // 592 tiles
     EXPECT_NE(wide.plan_text.find("tile 128x128 ping-pong, 5 stages"), std::string::npos) << wide.plan_text;
   }
   EXPECT_EQ(generate(linear_chain(Precision::FP32, 512, 4096, 11008)).plan_text.find("ping-pong"), std::string::npos);
@@ -475,13 +504,13 @@ TEST(CodegenWgmma, SplitKForSmallGrids) {
             std::string::npos);
   // Asked for: the last wave of 344 128x128 tiles in 4 ranges (264 + 80 x 4 units); ranges never empty.
   const Graph wide = linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16);
-  const Program last = generate(wide, "sm_90a", "split_k=4,split_from=264");
+  const Program last = generate(wide, "sm_90a", "wgmma_tile=128x128x5,wgmma_schedule=pingpong,split_k=4,split_from=264");
   EXPECT_NE(last.plan_text.find("ping-pong, 5 stages, raster group 8, split-K 4 from tile 264"), std::string::npos)
       << last.plan_text;
   EXPECT_EQ(last.launches.at(0).grid[0], 264u + 80u * 4u);
   const Program deep = generate(linear_chain(Precision::BF16, 64, 320, 64, "", DType::BF16), "sm_90a", "split_k=4");
   EXPECT_NE(deep.plan_text.find("split-K 3"), std::string::npos) << deep.plan_text;  // 5 k-tiles: 2 + 2 + 1
-  const Program none = generate(wide, "sm_90a", "split_k=4,split_from=400");
+  const Program none = generate(wide, "sm_90a", "wgmma_tile=128x128x5,split_k=4,split_from=400");
   EXPECT_EQ(none.plan_text.find("split-K"), std::string::npos) << none.plan_text;
   auto bad = generate_program(wide, {"sm_90a", "split_from=-1"});
   ASSERT_FALSE(bad.ok());

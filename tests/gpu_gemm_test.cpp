@@ -1,7 +1,8 @@
 // GPU: the GEMM mainloops against fp64. Linear chains over ragged shapes
 // (M = 1, odd N, K not a multiple of the tile's K, tiles hanging over every
 // edge) x precision (fp32 = 3xTF32, tf32, bf16, f16) x epilogue kind
-// (pointwise, gelu, x*sigmoid(x)*2, whole-row and partial row reductions),
+// (pointwise, gelu, x*sigmoid(x)*2, whole-row and partial row reductions, softmax and
+// log_softmax along N: whole in the epilogue, a row kernel, or in parts),
 // with the default plan, forced wgmma tiles and forced mma.sync, each at its mode's
 // tolerance with NaN-poisoned outputs (check_kernel). NaN and Inf inputs
 // propagate as in PyTorch. Skipped without a CUDA device.
@@ -44,6 +45,8 @@ Expected<Graph> build(const GemmCase& c) {
     y = y.mul(s).mul(2.0);
   }
   if (c.tail == "logsumexp") y = y.logsumexp({-1});
+  if (c.tail == "softmax") y = y.softmax(-1);
+  if (c.tail == "log_softmax") y = y.log_softmax(-1);
   if (c.tail == "sum") y = y.sum({-1}, true);
   if (c.tail == "max") y = y.max({-1});
   if (c.tail == "mean") y = y.mean({-1});
@@ -60,6 +63,19 @@ std::vector<GemmCase> cases() {
   int t = 0;
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], tails[t++ % 7]});
+  // Row reductions over 18 or more column tiles: the finish spreads tiles over a block's warps.
+  out.push_back({Precision::FP32, 70, 40, 4500, "mean"});
+  out.push_back({Precision::TF32, 70, 40, 4500, "logsumexp"});
+  out.push_back({Precision::BF16, 70, 40, 4500, "sum"});
+  out.push_back({Precision::F16, 70, 40, 4500, "max"});
+  // Softmax along N: whole in the epilogue (one tile spans N) or in parts (per-tile partials, a finish kernel).
+  out.push_back({Precision::FP32, 100, 1000, 500, "softmax"});
+  out.push_back({Precision::TF32, 257, 96, 130, "log_softmax"});
+  out.push_back({Precision::BF16, 512, 64, 11000, "softmax"});
+  out.push_back({Precision::F16, 33, 37, 45, "log_softmax"});
+  out.push_back({Precision::BF16, 129, 520, 257, "log_softmax"});
+  out.push_back({Precision::F16, 300, 72, 1000, "softmax"});
+  out.push_back({Precision::FP32, 64, 4096, 64, "softmax"});
   return out;
 }
 
@@ -106,6 +122,12 @@ TEST(GpuGemm, DefaultPlansMatchReference) { run_cases(""); }
 TEST(GpuGemm, SmallWgmmaTilesMatchReference) { run_cases("wgmma_tile=64x64x2x1"); }
 TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"); }
 // Ping-pong on every shape (one tile per block included: consumer 1 idles).
+// Tiles 176 and 192 wide (K-major B): the widths that cut a wave on some shapes.
+TEST(GpuGemm, OddWidthWgmmaTilesMatchReference) {
+  run_cases("wgmma_tile=128x176x5");
+  run_cases("wgmma_tile=128x192x4x4");
+  run_cases("wgmma_tile=64x176x6,wgmma_schedule=pingpong");
+}
 TEST(GpuGemm, PingPongMatchesReference) { run_cases("wgmma_schedule=pingpong"); }
 // Outputs through shared-memory tiles and TMA bulk stores (ragged edges clipped by TMA).
 TEST(GpuGemm, TmaStoresMatchReference) { run_cases("tma_store=1"); }
@@ -151,6 +173,9 @@ TEST(GpuGemm, NarrowPingPongMatchesReference) { run_cases("wgmma_tile=64x64x3x2,
 // columns give a codegen error, which run_cases accepts.
 TEST(GpuGemm, TallPingPongMatchesReference) { run_cases("wgmma_tile=128x128x4x4,wgmma_schedule=pingpong"); }
 TEST(GpuGemm, TallNarrowPingPongMatchesReference) { run_cases("wgmma_tile=128x64x5x2,wgmma_schedule=pingpong"); }
+// Softmax along an N wider than a tile in parts: per-tile partials and a finish kernel.
+TEST(GpuGemm, SoftmaxInPartsMatchesReference) { run_cases("softmax_parts=1"); }
+TEST(GpuGemm, SoftmaxInPartsOnMmaMatchesReference) { run_cases("mainloop=mma,softmax_parts=1"); }
 TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 // mma.sync (cp.async copies; the sm_80 path, and sm_90a's where TMA cannot read the rows).
 TEST(GpuGemm, MmaMainloopMatchesReference) { run_cases("mainloop=mma"); }
@@ -214,15 +239,20 @@ TEST(GpuGemm, TwoBlockClusterMatmulsMatchReference) {
 }
 
 // NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
-// a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet).
+// a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet). Softmax
+// over 600 columns (in parts): such rows are NaN, and a bias of -inf over the
+// first 256 columns (whole column tiles of -inf) gives exact zeros there.
 TEST(GpuGemm, NanAndInfPropagate) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
-  for (const char* config : {"", "mainloop=mma"})
+  for (const char* tail : {"gelu", "softmax"})
+  for (const char* config : {"", "mainloop=mma", "softmax_parts=1", "mainloop=mma,softmax_parts=1"})
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}) {
     CompileOptions opts;
     opts.config = config;
-    const GemmCase c{p, 96, 128, 80, "gelu"};
+    const bool softmax = std::string(tail) == "softmax";
+    if (!softmax && std::string(config).find("softmax_parts") != std::string::npos) continue;
+    const GemmCase c{p, 96, 128, softmax ? 600 : 80, tail};
     auto g = build(c);
     ASSERT_TRUE(g) << g.error().str();
     auto kernel = engine.compile(*g, opts);
@@ -232,6 +262,8 @@ TEST(GpuGemm, NanAndInfPropagate) {
     inputs[0].data[3 * c.k + 5] = nan;   // row 3
     inputs[0].data[7 * c.k + 9] = inf;   // row 7
     inputs[0].data[11 * c.k + 2] = -inf; // row 11
+    if (softmax)
+      for (int64_t n = 0; n < 256; ++n) inputs[2].data[static_cast<size_t>(n)] = -inf;  // b
     std::vector<DeviceBuffer> buffers;
     std::vector<DevicePtr> in, out;
     for (const HostTensor& t : inputs) {
@@ -259,6 +291,11 @@ TEST(GpuGemm, NanAndInfPropagate) {
         if (std::isnan(r)) EXPECT_TRUE(std::isnan(v)) << label(c) << " row " << row << " col " << n << ": " << v;
         else EXPECT_EQ(v, r) << label(c) << " row " << row << " col " << n;  // +-Inf, or gelu(-Inf) = 0
       }
+    if (softmax)
+      for (int64_t row = 0; row < c.m; ++row)
+        for (int64_t n = 0; n < 256; ++n)
+          if (!std::isnan((*ref)[0][row * c.n + n]))
+            EXPECT_EQ(result.data[row * c.n + n], 0.f) << label(c) << " row " << row << " col " << n;
     Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), p);
     EXPECT_TRUE(cmp.pass) << label(c) << " (" << (*kernel)->name() << "): " << cmp.summary();
   }

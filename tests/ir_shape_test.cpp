@@ -40,6 +40,20 @@ TEST(ShapeInference, ConvStridePaddingDilationGroups) {
   EXPECT_EQ(out_shape(*graph), (Shape{2, 12, 8, 7}));
 }
 
+TEST(ShapeInference, InsertZerosExtraAndCrop) {
+  GraphBuilder g;
+  using V = std::vector<int64_t>;
+  Value x = g.input("x", {2, 3, 4, 5});
+  g.output("s", g.op(OpKind::InsertZeros, {x}, {{"stride", V{2, 3}}, {"extra", V{1, 0}}}));
+  g.output("c", g.op(OpKind::InsertZeros, {x}, {{"stride", V{2, 3}}, {"extra", V{1, 0}}, {"crop", V{2, 1}}}));
+  g.output("k", g.op(OpKind::InsertZeros, {x}, {{"stride", V{1, 1}}, {"crop", V{1, 2}}}));
+  auto graph = g.build();
+  ASSERT_TRUE(graph) << graph.error().str();
+  EXPECT_EQ(out_shape(*graph, 0), (Shape{2, 3, 8, 13}));           // (4-1)*2+1+1, (5-1)*3+1
+  EXPECT_EQ(out_shape(*graph, 1), (Shape{2, 3, 8 - 4, 13 - 2}));   // minus 2*crop
+  EXPECT_EQ(out_shape(*graph, 2), (Shape{2, 3, 4 - 2, 5 - 4}));    // stride 1: a plain crop
+}
+
 TEST(ShapeInference, LinearMatmulBatch) {
   GraphBuilder g;
   g.output("y", g.linear(g.input("x", {4, 5, 16}), g.input("w", {32, 16}), g.input("b", {32})).gelu());

@@ -228,7 +228,10 @@ ops:
   - {name: s, op: insert_zeros, args: [x], stride: [2, 3], extra: [1, 0]}
   - {name: t, op: insert_zeros, args: [x], stride: 1, extra: [0, 2]}
   - {name: y, op: add, args: [t, 1]}
-outputs: [s, y])"},
+  - {name: c, op: insert_zeros, args: [x], stride: [2, 3], extra: [1, 0], crop: [2, 1]}
+  - {name: k, op: insert_zeros, args: [x], stride: 1, crop: [1, 2]}
+  - {name: kt, op: tanh, args: [k]}
+outputs: [s, y, c, kt])"},
       {"avg_pool2d_backward", R"(
 inputs: [{name: dy, shape: [2, 3, 5, 5]}, {name: dz, shape: [2, 3, 3, 3]}]
 ops:

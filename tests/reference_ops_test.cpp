@@ -63,6 +63,7 @@ const Tensor kPi{{1, 1, 4, 4}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3}}
 const Tensor kNegPi{{1, 1, 4, 4}, {-3, -1, -4, -1, -5, -9, -2, -6, -5, -3, -5, -8, -9, -7, -9, -3}};
 const Tensor kRamp5{{1, 1, 5, 5}, iota(25, 0.0f)};  // 0..24
 const Tensor kNine{{1, 1, 3, 3}, iota(9)};          // 1..9
+const Tensor kCastIn{{2, 3}, {1.00390625f, 1.01171875f, 1.005f, 70000.0f, kNaNf, -1.0f}};
 
 std::vector<HandCase> unary_cases() {
   return {
@@ -313,6 +314,15 @@ std::vector<HandCase> layout_cases() {
   return {
       {"erf", kX, {}, un([](Value v) { return v.erf(); }),
        {-0.9999999845827421, -0.9953222650189527, -0.5204998778130465, 0.0, 0.9661051464753108, 0.9999999845827421}},
+      // cast rounds to nearest, ties to even: 1 + 2^-8 is a bf16 tie (down to 1), 1 + 3 * 2^-8 one up
+      // (to 1 + 2^-6); 1 + 2^-11 an f16 tie; 70000 overflows f16 (inf), is 70144 in bf16; NaN stays NaN;
+      // then back to f32 (exact).
+      {"cast_bf16", kCastIn, {}, un([](Value v) { return v.cast(DType::BF16); }),
+       {1.0, 1.015625, 1.0078125, 70144.0, kNaN, -1.0}},
+      {"cast_f16", kCastIn, {}, un([](Value v) { return v.cast(DType::F16); }),
+       {1.00390625, 1.01171875, 1.0048828125, kInf, kNaN, -1.0}},
+      {"cast_f16_tie_no_anchor", {{1, 2}, {1.00048828125f, 1.00146484375f}}, {},
+       un([](Value v) { return v.cast(DType::F16).cast(DType::F32); }), {1.0, 1.001953125}, true},
       {"gt", kX, {b}, cmp(OpKind::Gt), {0, 0, 0, 0, 1, 0}},
       {"ge", kX, {b}, cmp(OpKind::Ge), {0, 1, 0, 0, 1, 1}},
       {"lt", kX, {b}, cmp(OpKind::Lt), {1, 0, 1, 1, 0, 0}},
@@ -362,6 +372,12 @@ std::vector<HandCase> gather_cases() {
        {1, 1, 2, 2, 1, 1, 2, 2}, true},
       {"insert_zeros", {{1, 1, 2, 2}, {1, 2, 3, 4}}, {},
        op(OpKind::InsertZeros, {{"stride", V{2, 1}}, {"extra", V{0, 1}}}), {1, 2, 0, 0, 0, 0, 3, 4, 0}, true},
+      // spread [1 0 2 / 0 0 0 / 3 0 4 / 0 0 0] (stride 2, extra 1 row), then crop 1 row / 0 columns at each side
+      {"insert_zeros_cropped", {{1, 1, 2, 2}, {1, 2, 3, 4}}, {},
+       op(OpKind::InsertZeros, {{"stride", V{2, 2}}, {"extra", V{1, 0}}, {"crop", V{1, 0}}}), {0, 0, 0, 3, 0, 4}, true},
+      // stride 1: a plain crop of the 3x3 plane's border
+      {"insert_zeros_crop_only", {{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}, {},
+       op(OpKind::InsertZeros, {{"stride", V{1, 1}}, {"crop", V{1, 1}}}), {5}, true},
   };
 }
 

@@ -186,11 +186,11 @@ class RandomGraph {
     }
   }
 
-  // erf, a comparison mask, or a layout op (shape_ follows).
+  // erf, a round trip through a 16-bit cast, a comparison mask, or a layout op (shape_ follows).
   Value layout(Value v, int64_t d) {
     const auto rank = static_cast<int64_t>(shape_.size());
     switch (pick(0, 5)) {
-      case 0: return v.erf();
+      case 0: return pick(0, 1) ? v.erf() : v.cast(pick(0, 1) ? DType::BF16 : DType::F16).cast(DType::F32);
       case 1:  // eq(v, relu(v)): 1 where v >= 0
         return v * v.gt(0.1) + v.ge(v.sigmoid()) - v.lt(-0.2) + v.le(0.0) * v.eq(v.relu());
       case 2: {

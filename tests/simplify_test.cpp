@@ -501,6 +501,23 @@ TEST(Simplify, PointwiseProgramOutputsStayComputed) {
   program(s);
 }
 
+// Casts stay, even to the operand's own dtype: values compute unrounded (in
+// fp32 on a device, fp64 in the reference) and the cast rounds them.
+TEST(Simplify, CastsAreKept) {
+  GraphBuilder b(Precision::BF16, "casts");
+  auto x = b.input("x", {6, 8});
+  auto w = b.input("w", {8, 8});
+  auto h = b.linear(x, w);                                            // bf16
+  b.output("y", h.cast(DType::BF16).relu().cast(DType::F32).cast(DType::F32).cast(DType::F16));
+  auto g = b.build();
+  ASSERT_TRUE(g.ok()) << g.error().str();
+  Graph s = simplified(*g);
+  EXPECT_EQ(count(s, OpKind::Cast), 4) << print_graph(s);
+  EXPECT_EQ(s.node(s.outputs[0].value).type.dtype, DType::F16);
+  expect_same_meaning(*g, s);
+  program(s);
+}
+
 TEST(Simplify, EveryExampleStillGeneratesAndMeansTheSame) {
   namespace fs = std::filesystem;
   int changed = 0;

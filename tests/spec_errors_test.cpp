@@ -236,6 +236,14 @@ const BadSpec kCases[] = {
      "inputs:\n  - {name: x, shape: [2, 3, 2, 2]}\n  - {name: w, shape: [4, 3, 3, 3]}\nops:\n"
      "  - {name: c, op: conv2d, args: [x, w]}\noutputs: [c]\n",
      "conv2d 'c': the 3x3 kernel (dilation 1x1) does not fit the 2x2 input", 5, "{"},
+    {"insert_zeros negative crop",
+     "inputs:\n  - {name: x, shape: [2, 3, 4, 4]}\nops:\n"
+     "  - {name: s, op: insert_zeros, args: [x], stride: 2, crop: [0, -1]}\noutputs: [s]\n",
+     "insert_zeros 's': 'crop' must be non-negative, got [0,-1]", 4, "{"},
+    {"insert_zeros crop removes every row",
+     "inputs:\n  - {name: x, shape: [2, 3, 2, 4]}\nops:\n"
+     "  - {name: s, op: insert_zeros, args: [x], stride: 2, crop: [2, 0]}\noutputs: [s]\n",
+     "insert_zeros 's': 'crop' [2,0] removes every row of the 3 spread rows", 4, "{"},
     {"linear K mismatch",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 9]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\noutputs: [h]\n",
@@ -272,6 +280,15 @@ const BadSpec kCases[] = {
      "  - {name: h, op: linear, args: [x, w]}\n  - {name: g, op: gelu, args: [h], approximate: fast}\n"
      "outputs: [g]\n",
      "gelu 'g': 'approximate' must be \"none\" or \"tanh\", got \"fast\"", 6, "{"},
+    {"cast to an unknown dtype",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: c, op: cast, args: [h], dtype: f64}\n"
+     "outputs: [c]\n",
+     "cast 'c': 'dtype' must be \"f32\", \"bf16\" or \"f16\", got \"f64\"", 6, "{"},
+    {"cast without a dtype",
+     "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
+     "  - {name: h, op: linear, args: [x, w]}\n  - {name: c, op: cast, args: [h]}\noutputs: [c]\n",
+     "cast 'c': missing required attribute 'dtype'", 6, "{"},
     {"clamp bounds reversed",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\n  - {name: c, op: clamp, args: [h], min: 2, max: 1}\n"

@@ -172,6 +172,31 @@ outputs: [y]
   EXPECT_EQ(named(g, "h").type.dtype, DType::BF16);
 }
 
+// cast: the result has the attribute's dtype (aliases stored canonical), the
+// shape of its operand; binary ops promote from there.
+TEST(Spec, CastSetsTheDtype) {
+  Graph g = parse_ok(R"(
+precision: bf16
+inputs:
+  - {name: x, shape: [4, 8]}
+  - {name: w, shape: [16, 8]}
+  - {name: s, shape: [16], dtype: f32}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: hf, op: cast, args: [h], dtype: float32}
+  - {name: y, op: mul, args: [hf, s]}
+  - {name: y16, op: cast, args: [y], dtype: f16}
+  - {name: z, op: cast, args: [h], dtype: bf16}
+outputs: [y16, z]
+)");
+  EXPECT_EQ(named(g, "hf").type, (TensorType{DType::F32, {4, 16}}));
+  EXPECT_EQ(named(g, "hf").attr_string("dtype"), "f32");
+  EXPECT_EQ(named(g, "y").type.dtype, DType::F32);
+  EXPECT_EQ(named(g, "y16").type, (TensorType{DType::F16, {4, 16}}));
+  EXPECT_EQ(named(g, "z").type.dtype, DType::BF16);
+  EXPECT_NE(print_graph(g).find("dtype=\"f32\" : f32[4,16]"), std::string::npos) << print_graph(g);
+}
+
 TEST(Spec, AttributeForms) {
   Graph g = parse_ok(R"(
 inputs:

@@ -239,6 +239,15 @@ struct OpBuilder {
     return b.CreateSelect(b.CreateOr(b.CreateFCmpOGT(a, x), is_nan(a)), a, x);
   }
   Value* min_nan(Value* a, Value* x) { return b.CreateSelect(b.CreateOr(b.CreateFCmpOLT(a, x), is_nan(a)), a, x); }
+  // cast: x rounded to `dt` (to nearest, ties to even, as store_f32 does) and back to f32.
+  Value* round_to(DType dt, Value* x) {
+    if (dt == DType::F16) return b.CreateFPExt(b.CreateFPTrunc(x, b.getHalfTy()), b.getFloatTy());
+    if (dt != DType::BF16) return x;
+    Value* bits = b.CreateBitCast(x, b.getInt32Ty());
+    Value* lsb = b.CreateAnd(b.CreateLShr(bits, 16), 1);
+    Value* rounded = b.CreateAnd(b.CreateAdd(bits, b.CreateAdd(lsb, b.getInt32(0x7FFF))), b.getInt32(0xFFFF0000u));
+    return b.CreateSelect(is_nan(x), x, b.CreateBitCast(rounded, b.getFloatTy()));
+  }
 };
 
 }  // namespace
@@ -292,6 +301,7 @@ Value* emit_op(KernelFunction& kf, const Node& n, const std::vector<Value*>& a) 
     case OpKind::Maximum: return o.max_nan(a[0], a[1]);
     case OpKind::Pow: return kf.call_math("powf", {a[0], a[1]});
     case OpKind::Erf: return kf.call_math("erff", {x});
+    case OpKind::Cast: return o.round_to(n.type.dtype, x);
     // Comparisons: ordered (false with a NaN), then 1 or 0.
     case OpKind::Gt: return b.CreateSelect(b.CreateFCmpOGT(a[0], a[1]), o.c(1), o.c(0));
     case OpKind::Ge: return b.CreateSelect(b.CreateFCmpOGE(a[0], a[1]), o.c(1), o.c(0));

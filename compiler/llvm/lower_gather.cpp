@@ -92,8 +92,9 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
         v = kf.load_f32(in, off);
       } else if (r.op == OpKind::InsertZeros) {
         const auto& st = r.attr_ints("stride");
-        Value* i = at[2];
-        Value* j = at[3];
+        const std::vector<int64_t> crop = r.attrs.count("crop") ? r.attr_ints("crop") : std::vector<int64_t>{0, 0};
+        Value* i = b.CreateAdd(at[2], kf.i64(crop[0]));  // the spread position: shifted by the crop
+        Value* j = b.CreateAdd(at[3], kf.i64(crop[1]));
         Value* hit = b.CreateAnd(b.CreateICmpEQ(b.CreateURem(i, kf.i64(st[0])), kf.i64(0)),
                                  b.CreateICmpEQ(b.CreateURem(j, kf.i64(st[1])), kf.i64(0)));
         Value* si = b.CreateUDiv(i, kf.i64(st[0]));

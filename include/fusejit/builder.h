@@ -80,6 +80,8 @@ class Value {
   Value square() const;
   Value clamp(std::optional<double> min, std::optional<double> max) const;
   Value erf() const;
+  // x converted to `dtype` (rounded to nearest even), PyTorch's x.to(dtype).
+  Value cast(DType dtype) const;
 
   // Binary ops; the other operand a value (broadcast by PyTorch rules) or a scalar.
   Value add(Value o) const;

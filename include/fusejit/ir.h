@@ -85,6 +85,7 @@ struct TensorType {
   X(Square, "square", Unary)                          \
   X(Clamp, "clamp", Unary)                            \
   X(Erf, "erf", Unary)                                \
+  X(Cast, "cast", Unary)                              \
   X(Add, "add", Binary)                               \
   X(Sub, "sub", Binary)                               \
   X(Mul, "mul", Binary)                               \

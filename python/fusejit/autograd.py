@@ -8,7 +8,7 @@ outputs; backward allocates the program's buffers with torch.empty and runs
 each stage (fusejit.Backward) on the gradients' device: CUDA tensors on the
 GPU, CPU tensors on the LLVM CPU backend. Inputs whose requires_grad is False
 get no gradient work (a program is built per set of such inputs, then cached);
-a gradient fusejit cannot compute yet (a padded 1x1 conv's dX) is an error only
+a gradient fusejit cannot compute yet (one through a gather op) is an error only
 when it is asked for.
 
 On torch >= 2.4 the forward and every stage are torch.library operators
@@ -42,7 +42,7 @@ class DifferentiableSpec:
         try:
             self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
         except SpecError as e:
-            # a gradient fusejit cannot compute yet (e.g. a padded 1x1 conv's dX): the forward is the same without
+            # a gradient fusejit cannot compute yet (e.g. through im2col): the forward is the same without
             # it; backward raises the error again only if that gradient is asked for (requires_grad)
             try:
                 self.forward_spec = Backward(self.spec, no_grad=self.input_names).forward

@@ -94,11 +94,12 @@ def _im2col(a, x):  # [N, C*kh*kw, L] -> [C*kh*kw, N*L]
     return cols.permute(1, 0, 2).reshape(cols.shape[1], -1)
 
 
-def _insert_zeros(a, x):  # x's pixels stride apart, extra zero rows / columns at the end
+def _insert_zeros(a, x):  # x's pixels stride apart, extra zero rows / columns at the end, crop at each side
     (sh, sw), (e0, e1), (n, c, h, w) = a["stride"], a["extra"], x.shape
+    ch, cw = a.get("crop", (0, 0))
     out = x.new_zeros(n, c, (h - 1) * sh + 1 + e0, (w - 1) * sw + 1 + e1)
     out[:, :, 0:(h - 1) * sh + 1:sh, 0:(w - 1) * sw + 1:sw] = x
-    return out
+    return out[:, :, ch:out.shape[2] - ch, cw:out.shape[3] - cw]
 
 
 def _batch_norm(a, x, mean, var, weight=None, bias=None):
@@ -132,6 +133,8 @@ OPS = {
     "square": lambda a, x: torch.square(x),
     "clamp": lambda a, x: torch.clamp(x, a["min"], a["max"]),
     "erf": lambda a, x: torch.erf(x),
+    # rounded to the dtype, kept in the evaluation's dtype (native mode then casts each value to its IR dtype)
+    "cast": lambda a, x: x.to(DTYPES[a["dtype"]]).to(x.dtype),
     # binary (comparisons give 1 or 0 in the value's dtype: cast after the call)
     "add": lambda a, x, y: x + y,
     "sub": lambda a, x, y: x - y,
