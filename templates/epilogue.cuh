@@ -416,20 +416,34 @@ __device__ __forceinline__ void tile_row_softmax(const Frag& frag, int m0, int n
   Frag::sync();
 }
 
+// The log-sum-exp merge of tiles t = first, first + step, ... < count, in
+// that order: max_of_tiles is their maximum, sum_exp_of_tiles (for a finite
+// mx) the sum of partial(t) * exp(row_max(t) - mx); -inf tiles add nothing.
+template <class MaxF>
+__device__ __forceinline__ float max_of_tiles(int first, int step, int count, const MaxF& row_max) {
+  float mx = neg_inf();
+  for (int t = first; t < count; t += step) mx = max_nan(mx, row_max(t));
+  return mx;
+}
+template <class PartialF, class MaxF>
+__device__ __forceinline__ float sum_exp_of_tiles(int first, int step, int count, const PartialF& partial,
+                                                  const MaxF& row_max, float mx) {
+  float s = 0.f;
+  for (int t = first; t < count; t += step) {
+    const float m_t = row_max(t);
+    if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
+  }
+  return s;
+}
+
 // Combines kTiles per-tile partials of one row, in tile order: partial(t)
 // and (logsumexp) row_max(t) read tile t's values.
 template <class Op, int kTiles, class PartialF, class MaxF>
 __device__ __forceinline__ float combine_partials(const PartialF& partial, const MaxF& row_max) {
   if constexpr (Op::kLogSumExp) {
-    float mx = neg_inf();
-    for (int t = 0; t < kTiles; ++t) mx = max_nan(mx, row_max(t));
+    const float mx = max_of_tiles(0, 1, kTiles, row_max);
     if (!is_finite(mx)) return mx;
-    float s = 0.f;
-    for (int t = 0; t < kTiles; ++t) {
-      const float m_t = row_max(t);
-      if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
-    }
-    return mx + logf(s);
+    return mx + logf(sum_exp_of_tiles(0, 1, kTiles, partial, row_max, mx));
   } else {
     float a = Op::identity();
     for (int t = 0; t < kTiles; ++t) a = Op::combine(a, partial(t));
@@ -447,15 +461,9 @@ __device__ __forceinline__ float combine_partials(const PartialF& partial, const
 template <bool kLog, int kTiles, int kTileN, int kThreads, class PartialF, class MaxF, class StageF, class StoreF>
 __device__ __forceinline__ void softmax_finish_row(int len, const PartialF& partial, const MaxF& row_max,
                                                    const StageF& stage, const StoreF& store, float* smem) {
-  float mx = neg_inf();
-  for (int t = threadIdx.x; t < kTiles; t += kThreads) mx = max_nan(mx, row_max(t));
+  float mx = max_of_tiles(threadIdx.x, kThreads, kTiles, row_max);
   mx = group_combine<kThreads, kThreads>(mx, [](float a, float b) { return max_nan(a, b); }, smem);
-  float s = 0.f;
-  if (is_finite(mx))
-    for (int t = threadIdx.x; t < kTiles; t += kThreads) {
-      const float m_t = row_max(t);
-      if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
-    }
+  float s = is_finite(mx) ? sum_exp_of_tiles(threadIdx.x, kThreads, kTiles, partial, row_max, mx) : 0.f;
   s = group_combine<kThreads, kThreads>(s, [](float a, float b) { return a + b; }, smem);
   const float lse = is_finite(mx) ? mx + logf(s) : __int_as_float(0x7fffffff);
   // Each tile's shift (kLog) or scale, in shared memory when the row has few tiles.
@@ -490,26 +498,18 @@ __device__ __forceinline__ float combine_partials_block(bool row_ok, const Parti
   if constexpr (Op::kLogSumExp) {
     float mx = neg_inf(), s = 0.f;
     if (row_ok) {
-      for (int t = warp; t < kTiles; t += kWarps) mx = max_nan(mx, row_max(t));
-      if (is_finite(mx))
-        for (int t = warp; t < kTiles; t += kWarps) {
-          const float m_t = row_max(t);
-          if (m_t != neg_inf()) s += partial(t) * expf(m_t - mx);
-        }
+      mx = max_of_tiles(warp, kWarps, kTiles, row_max);
+      if (is_finite(mx)) s = sum_exp_of_tiles(warp, kWarps, kTiles, partial, row_max, mx);
     }
     part[warp * 32 + lane] = s;
     part_max[warp * 32 + lane] = mx;
     __syncthreads();
     if (warp != 0) return 0.f;
-    mx = neg_inf();
-    for (int w = 0; w < kWarps; ++w) mx = max_nan(mx, part_max[w * 32 + lane]);
+    const auto warp_sum = [&](int w) { return part[w * 32 + lane]; };
+    const auto warp_max = [&](int w) { return part_max[w * 32 + lane]; };
+    mx = max_of_tiles(0, 1, kWarps, warp_max);
     if (!is_finite(mx)) return mx;
-    s = 0.f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float m_w = part_max[w * 32 + lane];
-      if (m_w != neg_inf()) s += part[w * 32 + lane] * expf(m_w - mx);
-    }
-    return mx + logf(s);
+    return mx + logf(sum_exp_of_tiles(0, 1, kWarps, warp_sum, warp_max, mx));
   } else {
     float a = Op::identity();
     if (row_ok)

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "fusejit/spec.h"
-#include "tests/autodiff_reference.h"
+#include "tests/gradient_check.h"
 #include "tests/random_chains.h"
 
 namespace fusejit {
@@ -31,58 +31,16 @@ Graph parse(const Case& c) {
   return g ? *g : Graph{};
 }
 
-using testing::random_out_grads;
+using testing::check_graph_gradients;
+using testing::GradCheck;
 
-// Every input's gradient against finite differences: relative L2 <= 1e-5 and
+// Every input's gradient against finite differences (tests/gradient_check.h): relative L2 <= 1e-5 and
 // each element within 1e-4 of the gradient's RMS.
-// Tolerances: the stages pass float32 buffers (Z, dZ) to each other, so a chain that amplifies rounding
-// (divisions, kinks) moves a little from fp64 finite differences; a wrong derivative is off by O(1).
-struct GradTolerance {
-  double rel_l2 = 1e-5, elem = 1e-4;
-};
-void check_graph_gradients(const Graph& g, const BackwardOptions& opt = {}, GradTolerance tol = {});
-
 void check_gradients(const Case& c, const BackwardOptions& opt = {}) {
   SCOPED_TRACE(c.name);
   Graph g = parse(c);
   if (g.nodes.empty()) return;
   check_graph_gradients(g, opt);
-}
-
-void check_graph_gradients(const Graph& g, const BackwardOptions& opt, GradTolerance tol) {
-  auto p = build_backward(g, opt);
-  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
-  auto inputs = make_random_inputs(g, 7);
-  auto out_grads = random_out_grads(g, 11);
-  auto grads = testing::backward_on_reference(*p, inputs, out_grads);
-  ASSERT_TRUE(static_cast<bool>(grads)) << grads.error().message << "\n" << print_backward(*p);
-  const auto ids = g.inputs();
-  for (size_t j = 0; j < ids.size(); ++j) {
-    const std::string& name = g.node(ids[j]).name;
-    const bool skipped = std::find(opt.no_grad.begin(), opt.no_grad.end(), name) != opt.no_grad.end();
-    auto it = grads->find(name);
-    if (skipped) {
-      EXPECT_EQ(it, grads->end()) << name << " was asked not to get a gradient";
-      continue;
-    }
-    const std::vector<double> fd = testing::finite_difference(g, inputs, j, out_grads);
-    double ref2 = 0, err2 = 0, worst = 0;
-    for (double v : fd) ref2 += v * v;
-    const double rms = std::sqrt(ref2 / static_cast<double>(fd.size()));
-    if (it == grads->end()) {  // a zero gradient is left out of the program
-      EXPECT_EQ(rms, 0.0) << name << " has no gradient buffer but a non-zero numeric gradient";
-      continue;
-    }
-    ASSERT_EQ(it->second.data.size(), fd.size()) << name;
-    for (size_t i = 0; i < fd.size(); ++i) {
-      const double e = it->second.data[i] - fd[i];
-      err2 += e * e;
-      worst = std::max(worst, std::fabs(e) / (rms + 1e-30));
-    }
-    const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
-    EXPECT_LT(rel, tol.rel_l2) << name << ": relative L2 error " << rel << "\n" << print_backward(*p);
-    EXPECT_LT(worst, tol.elem) << name << ": worst element error / rms " << worst;
-  }
 }
 
 const std::string kLinearInputs =
@@ -192,7 +150,7 @@ TEST(Autodiff, RandomDifferentiableChains) {
       for (const Node& n : st.graph.nodes) rounds_dz |= n.op == OpKind::Cast;
     SCOPED_TRACE("random chain " + std::to_string(seed) + "\n" + print_graph(*g));
     const Tolerance t16 = tolerance_for(g->precision);
-    check_graph_gradients(*g, {}, rounds_dz ? GradTolerance{t16.rel_l2, t16.max_elem} : GradTolerance{1e-4, 1e-3});
+    check_graph_gradients(*g, {}, rounds_dz ? GradCheck{t16.rel_l2, t16.max_elem} : GradCheck{1e-4, 1e-3});
     cast += rounds_dz;
     ++checked;
     for (const Node& n : g->nodes) {

@@ -10,7 +10,7 @@
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
 #include "runtime/nvrtc_compiler.h"
-#include "tests/autodiff_reference.h"
+#include "tests/gradient_check.h"
 
 namespace fusejit {
 namespace {
@@ -27,35 +27,18 @@ bool has_cast(const Graph& g) {
   return false;
 }
 
-// Every input's gradient from the program (fp64 reference, stage by stage)
-// against central finite differences: relative L2 within `rel_l2`.
+// Every input's gradient (tests/gradient_check.h) within `rel_l2` of central
+// finite differences with a step of 1e-3: a cast to f32 rounds the forward to
+// float, noise a 1e-6 step would amplify.
 void check_gradients(const Graph& g, double rel_l2) {
-  auto p = build_backward(g);
-  ASSERT_TRUE(static_cast<bool>(p)) << p.error().str();
-  auto inputs = make_random_inputs(g, 3);
-  const std::vector<HostTensor> out_grads = testing::random_out_grads(g, 5);
-  auto grads = testing::backward_on_reference(*p, inputs, out_grads);
-  ASSERT_TRUE(static_cast<bool>(grads)) << grads.error().str() << "\n" << print_backward(*p);
-  const auto ids = g.inputs();
-  for (size_t j = 0; j < ids.size(); ++j) {
-    const std::string& name = g.node(ids[j]).name;
-    auto it = grads->find(name);
-    ASSERT_NE(it, grads->end()) << name << " has no gradient\n" << print_backward(*p);
-    // A step of 1e-3: a cast to f32 rounds the forward to float, noise a 1e-6 step would amplify.
-    const std::vector<double> fd = testing::finite_difference(g, inputs, j, out_grads, 1e-3);
-    ASSERT_EQ(it->second.data.size(), fd.size()) << name;
-    double ref2 = 0, err2 = 0;
-    for (size_t i = 0; i < fd.size(); ++i) {
-      const double e = it->second.data[i] - fd[i];
-      ref2 += fd[i] * fd[i];
-      err2 += e * e;
-    }
-    ASSERT_GT(ref2, 0) << name;
-    std::string pairs;
-    for (size_t i = 0; i < fd.size() && i < 8; ++i)
-      pairs += " " + std::to_string(it->second.data[i]) + "/" + std::to_string(fd[i]);
-    EXPECT_LT(std::sqrt(err2 / ref2), rel_l2) << name << " (program/numeric:" << pairs << ")\n" << print_backward(*p);
-  }
+  testing::GradCheck c;
+  c.rel_l2 = rel_l2;
+  c.elem = 1e30;  // the relative L2 only: single elements of a rounded forward move more
+  c.step = 1e-3;
+  c.every_input = true;
+  c.input_seed = 3;
+  c.grad_seed = 5;
+  testing::check_graph_gradients(g, {}, c);
 }
 
 // bf16 -> f32 is exact, so finite differences see no rounding; its
