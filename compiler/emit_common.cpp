@@ -165,6 +165,27 @@ std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode
   return src_.add_function(std::move(f));
 }
 
+std::string KernelEmitter::operand_at(ValueId v, const std::string& index) {
+  if (auto it = plan_.buffer.find(v); it != plan_.buffer.end())
+    return "fj::load_as_float(" + buffer_param(it->second, false) + ", " + index + ")";
+  const Graph& g = ctx_.g;
+  const Shape& shape = g.node(v).type.shape;
+  Region at_element;
+  at_element.domain = shape;
+  const std::string value = emit_tree(build_epilogue_tree(ctx_, plan_, at_element, -1, v, false),
+                                      "fj_value_" + std::to_string(v), g.describe(v) + " at its coordinates");
+  const int rank = static_cast<int>(shape.size());
+  CudaFunction f;
+  f.comment = g.describe(v) + " at flat index `at`, computed from the inputs (the plan keeps it out of memory)";
+  f.prefix = "__device__ __forceinline__ float";
+  f.name = "fj_operand_" + std::to_string(v);
+  f.params = "const Params& p, long long at";
+  const bool narrow = numel(shape) <= std::numeric_limits<int>::max();  // 32-bit index arithmetic
+  f.body = decompose_index(narrow ? "(int)at" : "at", shape, "i", narrow ? "int" : "long long");
+  f.body.push_back("return " + value + "(p" + (rank ? ", " + coord_args(rank) : "") + ");");
+  return src_.add_function(std::move(f)) + "(p, " + index + ")";
+}
+
 std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
                                      const std::vector<BufferRef>& smem_tiles,
                                      const std::vector<BufferRef>& column_loads) {

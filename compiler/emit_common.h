@@ -25,6 +25,11 @@ class KernelEmitter {
   // expression, "p.<name>".
   std::string buffer_param(BufferRef b, bool write);
   std::string load_param(ValueId v) { return buffer_param(plan_.buffer.at(v), false); }
+  // Operand `v` of the kernel's op as a float at flat index `index` (an
+  // expression) of v's shape: a load of its buffer, or, for a leaf expression
+  // the plan left out of memory (PlanContext::recomputes_operand), a call of
+  // a generated function that computes it there from the inputs.
+  std::string operand_at(ValueId v, const std::string& index);
   DType buffer_dtype(BufferRef b) const;
 
   // Emits one device function per tree node and the composed function

@@ -122,11 +122,11 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   s.constants.push_back({"kRows", geo.rows, "outputs"});
   if (columns) s.constants.push_back({"kInner", inner, "consecutive outputs reading consecutive elements"});
   s.constants.push_back({"kLen", geo.len, "elements reduced into each"});
-  const std::string in = em.load_param(x);
-  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
-                                        "the result and its fused consumers, at output coordinates");
   const auto strides = strides_of(xs);
   const bool wide = numel(xs) > kIntMax;
+  const std::string element = em.operand_at(x, "b + " + strided_sum(geo.reduced, strides, "q", wide));
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                        "the result and its fused consumers, at output coordinates");
   const int out_rank = static_cast<int>(r.type.shape.size());
   std::vector<std::string> run = {"fj::reduce_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) +
                                       ", " + reduce_op(r.op) + ">(",
@@ -139,7 +139,7 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   run.push_back("},");
   run.push_back("[&](long long b, int r) -> float {");
   append(run, decompose_index("r", geo.reduced_shape, "q", "int"));
-  run.push_back("return fj::load_as_float(" + in + ", b + " + strided_sum(geo.reduced, strides, "q", wide) + ");");
+  run.push_back("return " + element + ";");
   run.push_back("},");
   run.push_back("[&](long long o, float v) {");
   append(run, decompose_index("o", r.type.shape, "i", "long long"));
@@ -174,7 +174,7 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
   s.constants.push_back({"kRows", rows, "rows"});
   s.constants.push_back({"kLen", len, "row length (dim " + std::to_string(dim) + ")"});
   s.constants.push_back({"kInner", inner, "stride of dim " + std::to_string(dim)});
-  const std::string in = em.load_param(x);
+  const std::string element = em.operand_at(x, "b + (long long)r * kInner");
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                         "the result and its fused consumers, at output coordinates");
   const int rank = static_cast<int>(xs.size());
@@ -183,7 +183,7 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
           (r.op == OpKind::LogSoftmax ? "true" : "false") + ">(",
       "    kRows, kLen,",
       "[&](long long o) -> long long { return (o / kInner) * ((long long)kLen * kInner) + o % kInner; },",
-      "[&](long long b, int r) -> float { return fj::load_as_float(" + in + ", b + (long long)r * kInner); },",
+      "[&](long long b, int r) -> float { return " + element + "; },",
       "[&](long long o, long long b, int r, float v) {",
       "const long long off = b + (long long)r * kInner;"};
   append(run, decompose_index("off", xs, "i", "long long"));
@@ -218,7 +218,7 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
     s.constants.push_back({"kAffineSpan", geo.affine_span, "elements per sample covered by weight/bias"});
     s.constants.push_back({"kAffineDiv", geo.affine_div, "elements per weight/bias entry"});
   }
-  const std::string in = em.load_param(x);
+  const std::string element = em.operand_at(x, "b + r");
   std::vector<std::string> affine_params;
   for (size_t k = 1; k < r.operands.size(); ++k) affine_params.push_back(em.load_param(r.operands[k]));
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
@@ -229,7 +229,7 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
       "fj::norm_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ">(",
       "    kRows, kLen, " + float_literal(r.attr_float("eps")) + ",",
       "[&](long long o) -> long long { return o * kLen; },",
-      "[&](long long b, int r) -> float { return fj::load_as_float(" + in + ", b + r); },",
+      "[&](long long b, int r) -> float { return " + element + "; },",
       "[&](long long o, long long b, int r, float v) {",
       "const " + I + " off = (" + I + ")(b + r);"};
   if (affine) {
@@ -290,7 +290,7 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
   }
   s.structs.push_back(ps);
   s.constants.push_back({"kNumel", numel(os), "pooled elements"});
-  const std::string in = em.load_param(x);
+  const std::string element = em.operand_at(x, two_d ? "base + ih * PoolShape::kW + iw" : "base + iw");
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                         "the pooled value and its fused consumers, at output coordinates");
   const std::string flags = std::string(is_max ? "true" : "false") + ", " + (cip ? "true" : "false");
@@ -300,11 +300,10 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
   inner.push_back("const long long base = (long long)(e / " + out_plane + ") * " + in_plane + ";");
   if (two_d) {
     inner.push_back("const float v = fj::pool2d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 2) + ", i" +
-                    std::to_string(rank - 1) + ", [&](int ih, int iw) { return fj::load_as_float(" + in +
-                    ", base + ih * PoolShape::kW + iw); });");
+                    std::to_string(rank - 1) + ", [&](int ih, int iw) { return " + element + "; });");
   } else {
     inner.push_back("const float v = fj::pool1d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 1) +
-                    ", [&](int iw) { return fj::load_as_float(" + in + ", base + iw); });");
+                    ", [&](int iw) { return " + element + "; });");
   }
   inner.push_back(post_call(post, "v", rank));
   const unsigned grid = grid_for(numel(os), cfg.threads, cfg.max_blocks);

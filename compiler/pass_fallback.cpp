@@ -34,12 +34,52 @@ KernelKind kind_for(OpKind op) {
   return KernelKind::Pointwise;
 }
 
+// What computing leaf expression v at one element costs: the tensors of v's
+// element count it loads (inputs and views of them), and whether it reads
+// any at swapped coordinates (a transpose: strided loads).
+struct LeafCost {
+  int64_t full_size_loads = 0;
+  bool transposed = false;
+};
+LeafCost leaf_cost(const PlanContext& ctx, ValueId v) {
+  const int64_t numel = ctx.node(v).type.numel();
+  LeafCost c;
+  std::set<ValueId> seen;
+  std::vector<ValueId> stack = {v};
+  while (!stack.empty()) {
+    const ValueId u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    const Node& n = ctx.node(u);
+    if (n.op == OpKind::Input || ctx.is_view(u)) {
+      c.full_size_loads += n.type.numel() == numel;
+      continue;
+    }
+    c.transposed = c.transposed || n.op == OpKind::Transpose;
+    stack.insert(stack.end(), n.operands.begin(), n.operands.end());
+  }
+  return c;
+}
+
+// Whether leaf expression v is written out: as a graph output, for a view,
+// or for kernels that read it from memory. Reductions, pools, softmax and
+// norms compute it where they read it instead (no write and read back of a
+// full tensor) unless it reads a transpose (the tiled transpose writing it out
+// keeps the row kernel's loads contiguous) or recomputing costs more
+// full-size loads than writing it once: L loads for each of C readers against
+// L + 1 write + C reads.
 bool needs_memory(const PlanContext& ctx, ValueId v) {
   if (ctx.is_output(v)) return true;
   if (ctx.node(v).op == OpKind::Input || ctx.is_view(v)) return false;  // in memory already (a view: as an input)
-  for (ValueId u : ctx.users[static_cast<size_t>(v)])
-    if (ctx.reads_memory(u)) return true;
-  return false;
+  int64_t readers = 0;
+  for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+    if (!ctx.reads_memory(u)) continue;
+    if (!ctx.recomputes_operand(u, v)) return true;
+    ++readers;
+  }
+  if (readers == 0) return false;
+  const LeafCost c = leaf_cost(ctx, v);
+  return c.transposed || c.full_size_loads * readers > c.full_size_loads + 1 + readers;
 }
 
 std::string label_of(const PlanContext& ctx, ValueId v) {
@@ -185,6 +225,14 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
         }
     } else {
       k.root = v;
+      const ValueId x = n.operands.empty() ? -1 : n.operands[0];
+      if (x >= 0 && ctx.recomputes_operand(v, x) && ctx.leaf_expr[static_cast<size_t>(x)] && ctx.memory_kernel(x) < 0 &&
+          ctx.node(x).op != OpKind::Input && ctx.node(x).op != OpKind::Constant && !ctx.is_view(x)) {
+        std::string ops;
+        for (ValueId u : recomputed_nodes(ctx, x, index).ops) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
+        k.notes.push_back("%" + std::to_string(x) + " (" + ops + ") is computed from the inputs where " +
+                          label_of(ctx, v) + " reads it, not written out and read back");
+      }
       if ((k.kind == KernelKind::Softmax || k.kind == KernelKind::Norm) && ctx.kernel_of[static_cast<size_t>(n.operands[0])] == 0)
         k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) +
                           " not fused into the anchor epilogue: it needs its whole row before writing any "

@@ -399,6 +399,18 @@ bool PlanContext::pointwise(ValueId v) const {
          (op == OpKind::Reshape && mapped_reshape[static_cast<size_t>(v)]);
 }
 
+bool PlanContext::recomputes_operand(ValueId user, ValueId v) const {
+  const Node& n = g.node(user);
+  switch (op_category(n.op)) {
+    case OpCategory::Reduction:
+    case OpCategory::Pool:
+    case OpCategory::Normalize: return true;
+    case OpCategory::Norm:  // x, not weight / bias
+      return std::count(n.operands.begin(), n.operands.end(), v) == 1 && n.operands[0] == v;
+    default: return false;
+  }
+}
+
 int PlanContext::memory_kernel(ValueId v) const {
   const auto i = static_cast<size_t>(v);
   return written_by[i] >= 0 ? written_by[i] : kernel_of[i];

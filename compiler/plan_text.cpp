@@ -84,7 +84,10 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     } else if (kp.root >= 0 && kp.kind != KernelKind::Anchor) {
       const ValueId in = g.node(kp.root).operands[0];
       auto it = plan.buffer.find(in);
-      s << ", reads %" << in << " from " << (it == plan.buffer.end() ? "?" : buffer_str(g, it->second));
+      if (it == plan.buffer.end())
+        s << ", computes %" << in << " from the inputs";
+      else
+        s << ", reads %" << in << " from " << buffer_str(g, it->second);
     }
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");

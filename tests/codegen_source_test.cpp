@@ -268,9 +268,9 @@ TEST(CodegenSource, ValuesReadByLaterKernelsGoToScratchOrOutputs) {
 }
 
 TEST(CodegenSource, LeafExpressionsAreRecomputedOrWrittenWhenARowKernelReadsThem) {
-  // b * 2 feeds the epilogue directly (recomputed per element) and a softmax
-  // (which reads memory: a small kernel writes b * 2 out first).
-  Graph g = spec(R"(
+  // b * 2 feeds the epilogue directly and a softmax: both compute it where
+  // they read it (the softmax through fj_operand_<v>), no kernel writes it.
+  const std::string text = R"(
 name: t
 precision: fp32
 inputs:
@@ -281,19 +281,28 @@ ops:
   - {name: h, op: linear, args: [x, w]}
   - {name: b2, op: mul, args: [b, 2.0]}
   - {name: y, op: add, args: [h, b2]}
-  - {name: s, op: softmax, args: [b2], dim: 0}
-  - {name: z, op: mul, args: [y, s]}
-outputs: [y, z]
-)");
+)";
+  Graph g = spec(text + "  - {name: s, op: softmax, args: [b2], dim: 0}\n"
+                        "  - {name: z, op: mul, args: [y, s]}\noutputs: [y, z]\n");
   Program p = emit(g, "mainloop=ffma");
-  ASSERT_EQ(p.launches.size(), 4u) << p.plan_text;
+  ASSERT_EQ(p.launches.size(), 3u) << p.plan_text;
   EXPECT_EQ(p.launches[0].kernel, "fj_linear_add") << p.plan_text;
   const std::string k0 = p.source.substr(0, p.source.find("namespace k1"));
   EXPECT_TRUE(std::regex_search(k0, std::regex(R"(float fj_mul_\d+\(float a, float b\))"))) << k0;
-  EXPECT_NE(p.plan_text.find("computed from inputs alone"), std::string::npos) << p.plan_text;
-  EXPECT_EQ(p.launches[1].kernel.rfind("fj_write_", 0), 0u) << p.launches[1].kernel;
-  EXPECT_EQ(p.launches[2].kernel, "fj_softmax");
-  EXPECT_EQ(p.launches[3].kernel, "fj_pointwise_mul");
+  EXPECT_NE(p.plan_text.find("is computed from the inputs where softmax"), std::string::npos) << p.plan_text;
+  EXPECT_EQ(p.launches[1].kernel, "fj_softmax");
+  EXPECT_NE(p.source.find("fj_operand_"), std::string::npos);
+  EXPECT_EQ(p.launches[2].kernel, "fj_pointwise_mul");
+  // A view of it (a reshape that moves elements between dims) reads a buffer: a small kernel writes it first.
+  Graph viewed = spec(text + "  - {name: r, op: reshape, args: [b2], shape: [4, 4]}\n"
+                             "  - {name: s, op: softmax, args: [r], dim: 1}\n"
+                             "  - {name: s16, op: reshape, args: [s], shape: [16]}\n"
+                             "  - {name: z, op: mul, args: [y, s16]}\noutputs: [y, z]\n");
+  Program q = emit(viewed, "mainloop=ffma");
+  ASSERT_EQ(q.launches.size(), 4u) << q.plan_text;
+  EXPECT_NE(q.plan_text.find("computed from inputs alone"), std::string::npos) << q.plan_text;
+  EXPECT_EQ(q.launches[1].kernel.rfind("fj_write_", 0), 0u) << q.launches[1].kernel;
+  EXPECT_EQ(q.launches[2].kernel, "fj_softmax");
 }
 
 TEST(CodegenSource, GenerationIsDeterministic) {

@@ -344,5 +344,79 @@ TEST(CpuFusion, FinishKernelBroadcastsOrReducesAcrossRows) {
   }
 }
 
+
+// Reductions, pools, softmax and norms of values computed from inputs alone
+// compute them where they read them (no pointwise kernel writing the value
+// out): sums, extremes and logsumexp over trailing and inner dims, a global
+// average pool, padded 2-D and 1-D pools, softmax along an inner dim, a group
+// norm, broadcast operands, bf16. A transposed value is written out (a tiled
+// transpose; then contiguous row reads), as is a norm's computed weight.
+TEST(CpuFusion, ReductionsAndPoolsComputeLeafOperands) {
+  for (Precision p : {Precision::FP32, Precision::BF16}) {
+    GraphBuilder g(p, "cpu_leaf_operands");
+    auto x = g.input("x", {3, 5, 9, 8});
+    auto bias = g.input("bias", {5, 1, 1});
+    auto h = (x * 2.0 + bias).tanh();              // computed from inputs alone
+    auto t = (x.transpose(2, 3) - bias).sigmoid();  // read at swapped coordinates: written out
+    g.output("rows", h.logsumexp({3}));
+    g.output("inner", h.max({1}, true) + t.sum({2}, true).transpose(2, 3));
+    g.output("gap", t.global_avg_pool());
+    g.output("hgap", h.global_avg_pool());
+    Pool2dOptions pool;
+    pool.kernel = {3, 3};
+    pool.stride = {2, 2};
+    pool.padding = {1, 1};
+    g.output("maxpool", h.max_pool2d(pool));
+    pool.count_include_pad = false;
+    g.output("avgpool", (h * bias).avg_pool2d(pool));
+    Pool1dOptions pool1;
+    pool1.kernel = 3;
+    pool1.padding = 1;
+    g.output("pool1d", (x.reshape({15, 72}) * 0.5).exp().avg_pool1d(pool1));
+    g.output("softmax", h.softmax(1) + t.log_softmax(3).transpose(2, 3));
+    auto gamma = g.input("gamma", {5});
+    g.output("norm", h.group_norm(5, gamma * 2.0, gamma));
+    const std::string label = "leaf operands " + std::string(precision_name(p));
+    auto program = check_graph(g.build(), label);
+    if (!program) continue;
+    const std::string& plan = program->plan_text;
+    for (const char* reader : {"logsumexp", "max %", "global_avg_pool", "max_pool2d", "avg_pool2d", "avg_pool1d",
+                               "softmax", "group_norm"})
+      EXPECT_NE(plan.find(std::string("is computed from the inputs where ") + reader), std::string::npos)
+          << reader << ": " << label << "\n" << plan;
+    // Written out: t (it reads a transpose) and gamma * 2 (a norm's weight), nothing else.
+    int written = 0;
+    for (size_t at = plan.find("written out because"); at != std::string::npos;
+         at = plan.find("written out because", at + 1))
+      ++written;
+    EXPECT_EQ(written, 2) << label << "\n" << plan;
+    EXPECT_NE(plan.find("(transpose %"), std::string::npos) << label << "\n" << plan;
+  }
+}
+
+// A value that loads many full-size inputs and has many readers costs less
+// written once: 3 inputs x 3 readers (9 loads) > 3 loads + a write + 3 reads.
+TEST(CpuFusion, CostlyLeafOperandIsWrittenOnce) {
+  GraphBuilder g(Precision::FP32, "cpu_costly_leaf");
+  auto a = g.input("a", {6, 40});
+  auto s = (a + g.input("b", {6, 40}) * g.input("c", {6, 40})).tanh();
+  g.output("sum", s.sum({1}));
+  g.output("max", s.max({1}));
+  g.output("min", s.min({0}));
+  auto program = check_graph(g.build(), "costly leaf operand");
+  ASSERT_TRUE(program);
+  EXPECT_NE(program->plan_text.find("written out because a reduction/softmax/pool reads it"), std::string::npos)
+      << program->plan_text;
+  // Two readers: 6 loads <= 3 + 1 + 2, so computed where read.
+  GraphBuilder two(Precision::FP32, "cpu_two_readers");
+  auto a2 = two.input("a", {6, 40});
+  auto s2 = (a2 + two.input("b", {6, 40}) * two.input("c", {6, 40})).tanh();
+  two.output("sum", s2.sum({1}));
+  two.output("max", s2.max({1}));
+  program = check_graph(two.build(), "two readers");
+  ASSERT_TRUE(program);
+  EXPECT_EQ(program->launches.size(), 2u) << program->plan_text;
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class KernelFunction {
   // Element `offset` (i64) of the buffer, converted to / from f32.
   llvm::Value* load_f32(BufferRef ref, llvm::Value* offset);
   void store_f32(BufferRef ref, llvm::Value* offset, llvm::Value* v);
+  // Operand v of the kernel's op at flat index `offset` (i64) of v's shape, as
+  // f32: a load of its buffer, or, for a leaf expression the plan keeps out of
+  // memory (PlanContext::recomputes_operand), computed there from the inputs.
+  llvm::Value* load_operand(ValueId v, llvm::Value* offset);
   // Same for a raw element pointer of `dtype`.
   llvm::Value* load_f32(DType dtype, llvm::Value* base, llvm::Value* offset);
   void store_f32(DType dtype, llvm::Value* base, llvm::Value* offset, llvm::Value* v);
@@ -100,6 +105,7 @@ class KernelFunction {
   llvm::Value* begin_ = nullptr;
   llvm::Value* end_ = nullptr;
   std::vector<BufferRef> arg_refs_;
+  std::map<ValueId, EpilogueTree> operand_trees_;  // load_operand's, built once per operand
   std::vector<llvm::Value*> arg_ptrs_;
   llvm::BranchInst* last_latch_ = nullptr;  // the back edge of the last loop() emitted
 };

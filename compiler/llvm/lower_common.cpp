@@ -95,6 +95,18 @@ void KernelFunction::store_f32(DType dt, Value* base, Value* offset, Value* v) {
 
 Value* KernelFunction::load_f32(BufferRef ref, Value* offset) { return load_f32(buffer_dtype(ref), buffer(ref), offset); }
 
+Value* KernelFunction::load_operand(ValueId v, Value* offset) {
+  if (auto it = lc_.plan.buffer.find(v); it != lc_.plan.buffer.end()) return load_f32(it->second, offset);
+  const Shape& shape = lc_.pc.g.node(v).type.shape;
+  auto tree = operand_trees_.find(v);
+  if (tree == operand_trees_.end()) {
+    Region at_element;
+    at_element.domain = shape;
+    tree = operand_trees_.emplace(v, build_epilogue_tree(lc_.pc, lc_.plan, at_element, -1, v, false)).first;
+  }
+  return emit_tree(*this, tree->second, decompose(*this, offset, shape), nullptr);
+}
+
 void KernelFunction::store_f32(BufferRef ref, Value* offset, Value* v) {
   store_f32(buffer_dtype(ref), buffer(ref), offset, v);
 }

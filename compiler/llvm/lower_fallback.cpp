@@ -68,12 +68,11 @@ Expected<CpuLaunch> lower_reduce(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const BufferRef in = lc.plan.buffer.at(x);
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
     Value* base = strided(kf, decompose(kf, o, geo.kept_shape), geo.kept, strides);
     auto element = [&](Value* i) {
       Value* off = trailing ? i : strided(kf, decompose(kf, i, geo.reduced_shape), geo.reduced, strides);
-      return kf.load_f32(in, b.CreateAdd(base, off, "", true, true));
+      return kf.load_operand(x, b.CreateAdd(base, off, "", true, true));
     };
     // Max / min, and logsumexp's first pass: NaN wins.
     auto extreme = [&](bool is_max) {
@@ -128,26 +127,25 @@ Expected<CpuLaunch> lower_softmax(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const BufferRef in = lc.plan.buffer.at(x);
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
     Value* base = b.CreateAdd(b.CreateMul(b.CreateUDiv(o, kf.i64(inner)), kf.i64(len * inner)),
                               b.CreateURem(o, kf.i64(inner)));
     auto offset = [&](Value* i) { return b.CreateAdd(base, b.CreateMul(i, kf.i64(inner)), "", true, true); };
     Value* mx = kf.local(kf.f32(-INFINITY), "max");
     kf.loop(0, len, 1, [&](Value* i) {
-      b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), mx), kf.load_f32(in, offset(i))), mx);
+      b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), mx), kf.load_operand(x, offset(i))), mx);
     }, "k");
     Value* m = b.CreateLoad(kf.f32_type(), mx);
     Value* sum = kf.local(kf.f32(0), "sum");
     kf.loop(0, len, 1, [&](Value* i) {
-      Value* e = kf.call_math("expf", {b.CreateFSub(kf.load_f32(in, offset(i)), m)});
+      Value* e = kf.call_math("expf", {b.CreateFSub(kf.load_operand(x, offset(i)), m)});
       b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), e), sum);
     }, "k");
     Value* s = b.CreateLoad(kf.f32_type(), sum);
     Value* scale = log ? kf.call_math("logf", {s}) : b.CreateFDiv(kf.f32(1), s);
     kf.parallel_loop(kf.i64(0), kf.i64(len), [&](Value* i) {
       Value* off = offset(i);
-      Value* shifted = b.CreateFSub(kf.load_f32(in, off), m);
+      Value* shifted = b.CreateFSub(kf.load_operand(x, off), m);
       Value* v = log ? b.CreateFSub(shifted, scale) : b.CreateFMul(kf.call_math("expf", {shifted}), scale);
       emit_tree(kf, post, decompose(kf, off, xs), v);
     }, "k");
@@ -169,7 +167,6 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const BufferRef in = lc.plan.buffer.at(x);
   std::vector<BufferRef> affine;
   for (size_t k = 1; k < r.operands.size(); ++k) affine.push_back(lc.plan.buffer.at(r.operands[k]));
   Value* len_f = kf.f32(static_cast<double>(geo.len));
@@ -178,19 +175,19 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
     auto offset = [&](Value* i) { return b.CreateAdd(base, i, "", true, true); };
     Value* sum = kf.local(kf.f32(0), "sum");
     kf.loop(0, geo.len, 1, [&](Value* i) {
-      b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), kf.load_f32(in, offset(i))), sum);
+      b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), sum), kf.load_operand(x, offset(i))), sum);
     }, "k");
     Value* mean = b.CreateFDiv(b.CreateLoad(kf.f32_type(), sum), len_f);
     Value* m2 = kf.local(kf.f32(0), "m2");
     kf.loop(0, geo.len, 1, [&](Value* i) {
-      Value* d = b.CreateFSub(kf.load_f32(in, offset(i)), mean);
+      Value* d = b.CreateFSub(kf.load_operand(x, offset(i)), mean);
       b.CreateStore(sum_add(b, b.CreateLoad(kf.f32_type(), m2), b.CreateFMul(d, d)), m2);
     }, "k");
     Value* var = b.CreateFDiv(b.CreateLoad(kf.f32_type(), m2), len_f);
     Value* rstd = b.CreateFDiv(kf.f32(1), kf.call_math("sqrtf", {b.CreateFAdd(var, kf.f32(eps))}));
     kf.parallel_loop(kf.i64(0), kf.i64(geo.len), [&](Value* i) {
       Value* off = offset(i);
-      Value* v = b.CreateFMul(b.CreateFSub(kf.load_f32(in, off), mean), rstd);
+      Value* v = b.CreateFMul(b.CreateFSub(kf.load_operand(x, off), mean), rstd);
       if (!affine.empty()) {
         Value* a = b.CreateUDiv(b.CreateURem(off, kf.i64(geo.affine_span)), kf.i64(geo.affine_div));
         v = b.CreateFMul(v, kf.load_f32(affine[0], a));
@@ -229,7 +226,6 @@ Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const BufferRef in = lc.plan.buffer.at(x);
   auto smax = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSGT(a, c), a, c); };
   auto smin = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSLT(a, c), a, c); };
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
@@ -241,7 +237,7 @@ Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
       Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(SH)), kf.i64(PH));
       Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(SW)), kf.i64(PW));
       auto load = [&](Value* ih, Value* iw) {
-        return kf.load_f32(in, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(W)), iw)));
+        return kf.load_operand(x, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(W)), iw)));
       };
       Value* acc = kf.local(kf.f32(is_max ? -INFINITY : 0.0), "acc");
       Value* v;
