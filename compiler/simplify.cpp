@@ -86,6 +86,7 @@ constexpr Pass kPasses[] = {
     {"layout", simplify::fold_layout},
     {"constants", simplify::fold_constants},
     {"algebra", simplify::fold_algebra},
+    {"pool backward sums", simplify::fold_pool_backward_sums},
     {"cse", simplify::eliminate_common_subexpressions},
 };
 constexpr int kMaxRounds = 8;  // each round shrinks the graph; real graphs settle in 2-3

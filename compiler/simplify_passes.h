@@ -93,6 +93,11 @@ bool fold_layout(const Graph& g, Graph& out, std::vector<std::string>* notes);
 // simplify_constants.cpp: elementwise ops on constants only become a constant.
 bool fold_constants(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
+// simplify_pool_backward.cpp: a sum over H and W of max_pool2d_backward (or of
+// an avg_pool2d_backward whose divisor counts the window's elements) -> the
+// same sum of its gradient operand.
+bool fold_pool_backward_sums(const Graph& g, Graph& out, std::vector<std::string>* notes);
+
 // simplify_cse.cpp: identical nodes (same op, operands, attributes) merge.
 bool eliminate_common_subexpressions(const Graph& g, Graph& out, std::vector<std::string>* notes);
 

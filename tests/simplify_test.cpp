@@ -321,6 +321,35 @@ TEST(Simplify, PoolsWithOneElementWindowsAreTheIdentity) {
   expect_same_meaning(gap, s2);
 }
 
+// sum over H, W of a pool's backward -> the sum of its gradient (a bias's
+// gradient after a pool, in the backward); not where the divisor counts padding.
+TEST(Simplify, SpatialSumsOfPoolBackwardsSumTheGradient) {
+  const std::string head = "name: pb\nprecision: fp32\ninputs:\n  - {name: x, shape: [2, 3, 9, 8]}\n"
+                           "  - {name: g, shape: [2, 3, 5, 4]}\nops:\n";
+  Graph g = spec(head +
+                 "  - {name: m, op: max_pool2d_backward, args: [x, g], kernel_size: 3, stride: 2, padding: 1}\n"
+                 "  - {name: a, op: avg_pool2d_backward, args: [g], input_shape: [2, 3, 9, 8], kernel_size: 3, "
+                 "stride: 2, padding: 1, count_include_pad: false}\n"
+                 "  - {name: sm, op: sum, args: [m], dims: [0, 2, 3], keepdim: true}\n"
+                 "  - {name: sa, op: sum, args: [a], dims: [3, 2]}\n"
+                 "  - {name: y, op: relu, args: [x]}\noutputs: [sm, sa, y]\n");  // x stays used
+  std::vector<std::string> notes;
+  Graph s = simplified(g, &notes);
+  EXPECT_EQ(count(s, OpKind::MaxPool2dBackward) + count(s, OpKind::AvgPool2dBackward), 0) << print_graph(s);
+  EXPECT_EQ(std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
+              return n.find("-> the same sum of its gradient") != std::string::npos;
+            }), 2);
+  expect_same_meaning(g, s, 1e-12);
+  // Stay: the divisor counts padding; the sum leaves W; a mean.
+  Graph stays = spec(head +
+                     "  - {name: a, op: avg_pool2d_backward, args: [g], input_shape: [2, 3, 9, 8], kernel_size: 3, "
+                     "stride: 2, padding: 1}\n"
+                     "  - {name: m, op: max_pool2d_backward, args: [x, g], kernel_size: 3, stride: 2, padding: 1}\n"
+                     "  - {name: sa, op: sum, args: [a], dims: [2, 3]}\n  - {name: sm, op: sum, args: [m], dims: [2]}\n"
+                     "  - {name: mm, op: mean, args: [m], dims: [2, 3]}\noutputs: [sa, sm, mm]\n");
+  EXPECT_EQ(print_graph(simplified(stays)), print_graph(stays));
+}
+
 TEST(Simplify, AnOutputThatWouldAliasAnotherBecomesTimesOne) {
   // t is an output already; sum(t) over its size-1 dim cannot be the same
   // value (each output has its own buffer): it becomes t * 1.
