@@ -5,7 +5,8 @@
 // the maxima. The forward's values are recomputed in the stage (cx.primal).
 // Pooling goes through the pools' backward ops (max: the window's first
 // maximum of the recomputed input, as PyTorch picks it; avg: spread); 1-D
-// pools as 2-D pools of height 1. The norms: autodiff_norm.cpp.
+// pools as 2-D pools of height 1. The gather ops into their adjoints. The
+// norms: autodiff_norm.cpp.
 #include <cmath>
 #include <numbers>
 
@@ -203,9 +204,28 @@ struct Rules {
     return {};
   }
 
-  Status flip(ValueId g) {  // its own inverse
-    cx.accumulate(n.operands[0], w.op(K::Flip, {g}, n.attrs, w.shape(g)));
-    return {};
+  // The gather ops are linear in the operand they move (x's of max_pool2d_backward only picks the
+  // windows' maxima: zero gradient, as PyTorch's zeros_like), so each differentiates into its adjoint
+  // (PyTorch's double-backward rules): flip -> flip, avg_pool2d_backward -> avg_pool2d,
+  // max_pool2d_backward -> max_pool2d_double_backward (w.r.t. grad), im2col -> im2col_backward (col2im),
+  // insert_zeros -> insert_zeros_backward. The adjoints themselves have no derivative yet (false: the caller's error).
+  bool gather(ValueId g) {
+    const bool max_pool = n.op == K::MaxPool2dBackward;
+    const ValueId moved = n.operands[max_pool ? 1 : 0];  // the operand the op moves: grad for the pools
+    const Shape& in = cx.fwd.node(moved).type.shape;
+    AttrMap a = n.attrs;
+    OpKind adjoint = K::Flip;
+    std::vector<ValueId> args = {g};
+    switch (n.op) {
+      case K::Flip: break;
+      case K::AvgPool2dBackward: adjoint = K::AvgPool2d, a.erase("input_shape"); break;
+      case K::MaxPool2dBackward: adjoint = K::MaxPool2dDoubleBackward, args = {x(0), g}; break;
+      case K::Im2col: adjoint = K::Im2colBackward, a["input_shape"] = in; break;
+      case K::InsertZeros: adjoint = K::InsertZerosBackward; break;
+      default: return false;
+    }
+    cx.accumulate(moved, w.op(adjoint, std::move(args), std::move(a), in));
+    return true;
   }
 
   Status layout(ValueId g) {
@@ -254,13 +274,14 @@ Status apply_vjp(SweepContext& cx, ValueId v, ValueId grad) {
     case OpCategory::Pool: return r.pool(grad);
     case OpCategory::Norm: return norm_vjp(cx, v, grad);
     case OpCategory::Gather:
-      if (n.op == K::Flip) return r.flip(grad);
+      if (r.gather(grad)) return {};
       break;
     default: break;
   }
   return node_error(cx.fwd, v, "has no derivative in fusejit yet (backward supports elementwise ops, reductions, "
-                               "softmax, log_softmax, the norms, pooling, flip and layout ops after a linear, "
-                               "matmul or conv2d; not the backward's own gather ops)");
+                               "softmax, log_softmax, the norms, pooling, layout ops and the backward's gather ops "
+                               "after a linear, matmul or conv2d or without one; not their adjoints "
+                               "im2col_backward, max_pool2d_double_backward, insert_zeros_backward)");
 }
 
 }  // namespace fusejit::ad

@@ -1,5 +1,6 @@
-// The gather kernels: flip, im2col and the backward of max / avg pooling (the
-// backward program of conv2d and pooling). One thread an output element
+// The gather kernels: flip, im2col, insert_zeros and the backward of max / avg
+// pooling (the backward program of conv2d and pooling), and their adjoints
+// (im2col_backward, insert_zeros_backward, max_pool2d_double_backward). One thread an output element
 // reads its operands at computed positions (templates/gather.cuh), then the
 // fused elementwise consumers run on the value before the store.
 #include <algorithm>
@@ -72,6 +73,90 @@ Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const K
       "    }",
       "}"};
   return finish_kernel(em, kp, body, {grid, 1, 1}, cfg.threads);
+}
+
+// The window's first maximum of x (the last NaN), as PyTorch picks it and as
+// fj::max_pool2d_backward_at finds it: `arg` (the offset in the plane at
+// `base`, -1 for no element) for the window of output (i2, i3).
+std::vector<std::string> window_argmax_lines(const std::string& x) {
+  return {"const int h0 = (int)i2 * kSH - kPH, w0 = (int)i3 * kSW - kPW;",
+          "float m = fj::neg_inf();",
+          "int arg = -1;  // the window's first maximum (the last NaN), as PyTorch picks it",
+          "for (int a = 0; a < kKH; ++a) {",
+          "const int ih = h0 + a * kDH;",
+          "if (ih < 0 || ih >= kH) continue;",
+          "for (int b = 0; b < kKW; ++b) {",
+          "const int iw = w0 + b * kDW;",
+          "if (iw < 0 || iw >= kW) continue;",
+          "const float xv = fj::load_as_float(" + x + ", base + ih * kW + iw);",
+          "if (arg < 0 || xv > m || fj::is_nan(xv)) arg = ih * kW + iw, m = xv;",
+          "}",
+          "}"};
+}
+
+// The adjoints (insert_zeros_backward, im2col_backward, max_pool2d_double_backward):
+// the lines that compute `v` at output element (i0, i1, i2, i3) = e.
+std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const Shape& os, const std::string& x) {
+  KernelSource& s = em.src();
+  const Graph& g = em.ctx().g;
+  auto constant = [&](const char* name, int64_t v, const char* doc) { s.constants.push_back({name, v, doc}); };
+  auto pair_constants = [&](const char* attr, const char* h, const char* w, const char* doc_h, const char* doc_w) {
+    const auto& a = r.attr_ints(attr);
+    constant(h, a[0], doc_h);
+    constant(w, a[1], doc_w);
+  };
+  std::vector<std::string> lines;
+  if (r.op == OpKind::InsertZerosBackward) {  // x[.., i, j] = grad[.., i * stride - crop, j * stride - crop]
+    const Shape& gs = g.node(r.operands[0]).type.shape;
+    constant("kH", os[2], "result rows");
+    constant("kW", os[3], "result columns");
+    constant("kGH", gs[2], "grad rows");
+    constant("kGW", gs[3], "grad columns");
+    pair_constants("stride", "kSH", "kSW", "row spacing in grad", "column spacing in grad");
+    pair_constants("crop", "kCH", "kCW", "rows cropped at each side", "columns cropped at each side");
+    lines = {"const long long plane = (long long)e / (kH * kW);",
+             "const long long gr = (long long)i2 * kSH - kCH, gc = (long long)i3 * kSW - kCW;",
+             "const bool hit = gr >= 0 && gr < kGH && gc >= 0 && gc < kGW;",
+             "const float v = hit ? fj::load_as_float(" + x + ", (plane * kGH + gr) * kGW + gc) : 0.f;"};
+    return lines;
+  }
+  const Shape& xs = r.op == OpKind::Im2colBackward ? os : g.node(r.operands[0]).type.shape;
+  constant("kH", xs[2], "input rows");
+  constant("kW", xs[3], "input columns");
+  pair_constants("kernel_size", "kKH", "kKW", "window rows", "window columns");
+  pair_constants("stride", "kSH", "kSW", "row step between windows", "column step between windows");
+  pair_constants("padding", "kPH", "kPW", "rows padded at each side", "columns padded at each side");
+  pair_constants("dilation", "kDH", "kDW", "row spacing of the taps", "column spacing of the taps");
+  if (r.op == OpKind::MaxPool2dDoubleBackward) {  // grad (shaped like x) at the window's first maximum of x
+    const std::string gp = em.load_param(r.operands[1]);
+    constant("kOH", os[2], "pooled rows");
+    constant("kOW", os[3], "pooled columns");
+    lines = {"const long long plane = (long long)e / (kOH * kOW);", "const long long base = plane * kH * kW;"};
+    for (const std::string& l : window_argmax_lines(x)) lines.push_back(l);
+    lines.push_back("const float v = arg < 0 ? 0.f : fj::load_as_float(" + gp + ", base + arg);");
+    return lines;
+  }
+  // col2im: x[n, c, h, w] sums the column entries (row (c, i, j), column (n, ho, wo)) whose tap reads it
+  const Shape& cols = g.node(r.operands[0]).type.shape;
+  const auto& k = r.attr_ints("kernel_size");
+  const int64_t ow = (xs[3] + 2 * r.attr_ints("padding")[1] - r.attr_ints("dilation")[1] * (k[1] - 1) - 1) /
+                         r.attr_ints("stride")[1] + 1;
+  constant("kOH", cols[1] / xs[0] / ow, "window rows of the conv's output");
+  constant("kOW", ow, "window columns of the conv's output");
+  constant("kColumns", cols[1], "columns of grad (N * kOH * kOW)");
+  lines = {"float v = 0.f;",
+           "for (int a = 0; a < kKH; ++a) {",
+           "const int top = (int)i2 + kPH - a * kDH;  // the window row's first input row, if tap a reads i2",
+           "if (top < 0 || top % kSH != 0 || top / kSH >= kOH) continue;",
+           "for (int b = 0; b < kKW; ++b) {",
+           "const int left = (int)i3 + kPW - b * kDW;",
+           "if (left < 0 || left % kSW != 0 || left / kSW >= kOW) continue;",
+           "const long long row = ((long long)i1 * kKH + a) * kKW + b;",
+           "const long long col = ((long long)i0 * kOH + top / kSH) * kOW + left / kSW;",
+           "v += fj::load_as_float(" + x + ", row * kColumns + col);",
+           "}",
+           "}"};
+  return lines;
 }
 
 }  // namespace
@@ -188,6 +273,11 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
                         (r.attr_bool("count_include_pad") ? "true" : "false") + ">(i2, i3, " + load_grad + ");");
       break;
     }
+    case OpKind::InsertZerosBackward:
+    case OpKind::Im2colBackward:
+    case OpKind::MaxPool2dDoubleBackward:
+      inner = adjoint_lines(em, r, os, x);
+      break;
     default:
       return Error("codegen: internal error: " + std::string(op_name(r.op)) + " is no gather op");
   }

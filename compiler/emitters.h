@@ -56,8 +56,9 @@ std::string post_call(const std::string& fn, const std::string& value, int rank)
 // emit_softmax_finish.cpp: the RowFinish kernel of a softmax fused in parts.
 Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& plan, int index);
 
-// emit_gather.cpp: flip, im2col and the pools' backward, one thread an
-// output element, the fused consumers applied before the store.
+// emit_gather.cpp: flip, im2col, insert_zeros, the pools' backward and their
+// adjoints, one thread an output element, the fused consumers applied before
+// the store.
 Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, int index);
 
 // A readable kernel name: fj_conv2d_k3_relu_add_maxpool4, fj_softmax_7, ...

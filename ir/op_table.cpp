@@ -173,6 +173,26 @@ std::vector<OpInfo> build_table() {
        opt("crop", K::Pair, pair(0), "rows and columns then removed at each side")},
       "x [N,C,H,W] spread out: [N, C, (H-1)*stride+1+extra-2*crop, (W-1)*stride+1+extra-2*crop], x[n,c,i,j] at "
       "(i*stride-crop, j*stride-crop), 0 elsewhere (the dZ of a strided or over-padded conv's dX)");
+  // The adjoints of the gather ops above (their derivatives: a backward program differentiated once more).
+  add(OpKind::Im2colBackward, C::Gather, 1, 1, {"grad"},
+      {req("input_shape", K::Ints, "the unfolded input's shape [N,C,H,W]"), req("kernel_size", K::Pair, "window"),
+       opt("stride", K::Pair, pair(1), "step between windows"),
+       opt("padding", K::Pair, pair(0), "zero padding on each side"),
+       opt("dilation", K::Pair, pair(1), "spacing of kernel taps")},
+      "col2im, the gradient of im2col for its gradient grad [C*kh*kw, N*Ho*Wo]: each element of the "
+      "input_shape result the sum of the column entries that read it (padding taps read nothing)");
+  add(OpKind::MaxPool2dDoubleBackward, C::Gather, 2, 2, {"x", "grad"},
+      {req("kernel_size", K::Pair, "window"), derived("stride", K::Pair, "step (default: kernel_size)"),
+       opt("padding", K::Pair, pair(0), "implicit -inf padding"), opt("dilation", K::Pair, pair(1), "tap spacing"),
+       opt("ceil_mode", K::Bool, false, "ceil instead of floor for the output size")},
+      "the gradient of max_pool2d_backward(x, .) for its gradient grad [N,C,H,W]: each window's grad at the "
+      "window's first maximum of x (NaN counts as the maximum), shaped like max_pool2d(x)");
+  add(OpKind::InsertZerosBackward, C::Gather, 1, 1, {"grad"},
+      {req("stride", K::Pair, "the spacing of the result's pixels in grad"),
+       opt("extra", K::Pair, pair(0), "zero rows and columns the forward appended at the end"),
+       opt("crop", K::Pair, pair(0), "rows and columns the forward removed at each side")},
+      "the gradient of insert_zeros for its gradient grad [N,C,Hg,Wg]: [N, C, (Hg-1-extra+2*crop)/stride+1, ...], "
+      "element (i, j) = grad[n, c, i*stride-crop, j*stride-crop] (0 outside grad)");
 
   // Names come from the one list in ir.h, so the table and the enum cannot drift.
   static const char* const kNames[] = {

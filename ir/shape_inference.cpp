@@ -1,5 +1,6 @@
 // Type and shape inference, one rule per op category.
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "ir/passes.h"
@@ -376,6 +377,56 @@ class Inference {
     return Shape{in[0], in[1], oh, ow};
   }
 
+  // A gather op's input_shape (or pooled x): 4-D, every dim >= 1, at most 2^48 elements.
+  Status check_input_shape(ValueId id, const Shape& input, const std::string& what) {
+    if (input.size() != 4) return err(id, "the " + what + " input must be 4-D NCHW, got " + shape_str(input));
+    for (int64_t v : input)
+      if (v < 1) return err(id, "'input_shape' " + shape_str(input) + " has a dim < 1");
+    return check_shape_size(id, input);
+  }
+
+  // im2col's columns [C*kh*kw, N*Ho*Wo] of a 4-D `in` under node id's window attributes.
+  Expected<Shape> im2col_shape(ValueId id, const Shape& in) {
+    const Node& n = g_.node(id);
+    auto k = n.attr_ints("kernel_size"), s = n.attr_ints("stride"), p = n.attr_ints("padding"),
+         d = n.attr_ints("dilation");
+    for (size_t i = 0; i < 2; ++i)
+      if (Status st = check_padding(id, in[2 + i], p[i]); !st) return st.error();
+    const int64_t oh = window_out(in[2], k[0], s[0], p[0], d[0], false);
+    const int64_t ow = window_out(in[3], k[1], s[1], p[1], d[1], false);
+    if (oh < 1 || ow < 1) return err(id, "kernel " + hw(k[0], k[1]) + " is larger than the " + hw(in[2], in[3]) + " input");
+    const Shape out = {in[1] * k[0] * k[1], in[0] * oh * ow};
+    if (Status st = check_shape_size(id, out); !st) return st.error();
+    return out;
+  }
+
+  // insert_zeros_backward: the x whose insert_zeros (same stride, extra, crop) is shaped like grad.
+  Status insert_zeros_backward(ValueId id, const TensorType& grad) {
+    Node& n = g_.node(id);
+    if (grad.rank() != 4) return err(id, "grad must be 4-D NCHW, got " + shape_str(grad.shape));
+    const auto& s = n.attr_ints("stride");
+    const auto& e = n.attr_ints("extra");
+    const auto& c = n.attr_ints("crop");
+    if (e[0] < 0 || e[1] < 0) return err(id, "'extra' must be non-negative, got " + attr_str(n.attrs.at("extra")));
+    if (c[0] < 0 || c[1] < 0) return err(id, "'crop' must be non-negative, got " + attr_str(n.attrs.at("crop")));
+    Shape out = grad.shape;
+    for (size_t i = 0; i < 2; ++i) {
+      if (e[i] > kMaxNumel || c[i] > kMaxNumel) return err(id, "'extra' or 'crop' is larger than 2^48");
+      const int64_t spread = grad.shape[2 + i] - 1 - e[i] + 2 * c[i];  // (H - 1) * stride
+      if (spread < 0 || spread % s[i] != 0) {
+        const char* what = i == 0 ? " rows" : " columns";
+        return err(id, "'grad' has " + std::to_string(grad.shape[2 + i]) + what + ": insert_zeros with stride " +
+                           std::to_string(s[i]) + ", extra " + std::to_string(e[i]) + ", crop " +
+                           std::to_string(c[i]) + " gives (H - 1) * " + std::to_string(s[i]) +
+                           (1 + e[i] - 2 * c[i] < 0 ? " - " : " + ") + std::to_string(std::abs(1 + e[i] - 2 * c[i])) +
+                           what + " for no integer H >= 1");
+      }
+      out[2 + i] = spread / s[i] + 1;
+    }
+    n.type = {grad.dtype, out};
+    return {};
+  }
+
   Status gather(ValueId id) {
     Node& n = g_.node(id);
     const TensorType& x = in(id, 0);
@@ -386,19 +437,34 @@ class Inference {
     }
     if (n.op == OpKind::Im2col) {
       if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
-      auto k = n.attr_ints("kernel_size"), s = n.attr_ints("stride"), p = n.attr_ints("padding"),
-           d = n.attr_ints("dilation");
-      for (size_t i = 0; i < 2; ++i)
-        if (Status st = check_padding(id, x.shape[2 + i], p[i]); !st) return st;
-      const int64_t oh = window_out(x.shape[2], k[0], s[0], p[0], d[0], false);
-      const int64_t ow = window_out(x.shape[3], k[1], s[1], p[1], d[1], false);
-      if (oh < 1 || ow < 1)
-        return err(id, "kernel " + hw(k[0], k[1]) + " is larger than the " + hw(x.shape[2], x.shape[3]) + " input");
-      const Shape out = {x.shape[1] * k[0] * k[1], x.shape[0] * oh * ow};
-      if (Status st = check_shape_size(id, out); !st) return st;
-      n.type = {x.dtype, out};
+      Expected<Shape> out = im2col_shape(id, x.shape);
+      if (!out) return out.error();
+      n.type = {x.dtype, *out};
       return {};
     }
+    if (n.op == OpKind::Im2colBackward) {  // grad must be im2col's result for an input_shape input
+      const Shape input = n.attr_ints("input_shape");
+      if (Status st = check_input_shape(id, input, "unfolded"); !st) return st;
+      Expected<Shape> cols = im2col_shape(id, input);
+      if (!cols) return cols.error();
+      if (x.shape != *cols)
+        return err(id, "'grad' is " + shape_str(x.shape) + " but im2col of " + shape_str(input) + " gives " +
+                           shape_str(*cols));
+      n.type = {x.dtype, input};
+      return {};
+    }
+    if (n.op == OpKind::MaxPool2dDoubleBackward) {  // grad is shaped like x; the result like max_pool2d(x)
+      if (x.rank() != 4) return err(id, "x must be 4-D NCHW, got " + shape_str(x.shape));
+      const TensorType& grad = in(id, 1);
+      if (grad.shape != x.shape)
+        return err(id, "'grad' is " + shape_str(grad.shape) + " but x is " + shape_str(x.shape) +
+                           " (grad is a gradient of x)");
+      Expected<Shape> pooled = pooled_shape(id, x.shape);
+      if (!pooled) return pooled.error();
+      n.type = {grad.dtype, *pooled};
+      return {};
+    }
+    if (n.op == OpKind::InsertZerosBackward) return insert_zeros_backward(id, x);
     if (n.op == OpKind::InsertZeros) {
       if (x.rank() != 4) return err(id, "input must be 4-D NCHW, got " + shape_str(x.shape));
       const auto& s = n.attr_ints("stride");
@@ -424,10 +490,7 @@ class Inference {
     const bool is_max = n.op == OpKind::MaxPool2dBackward;
     const Shape input = is_max ? x.shape : n.attr_ints("input_shape");
     const TensorType& grad = is_max ? in(id, 1) : x;
-    if (input.size() != 4) return err(id, "the pooled input must be 4-D NCHW, got " + shape_str(input));
-    for (int64_t v : input)
-      if (v < 1) return err(id, "'input_shape' " + shape_str(input) + " has a dim < 1");
-    if (Status st = check_shape_size(id, input); !st) return st;
+    if (Status st = check_input_shape(id, input, "pooled"); !st) return st;
     Expected<Shape> pooled = pooled_shape(id, input);
     if (!pooled) return pooled.error();
     if (grad.shape != *pooled)

@@ -221,14 +221,69 @@ double pool_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
 }
 
 // The windows of a pool over one axis that hold input position `pos`: calls
-// f(window) for each (in the padded, dilated coordinates of the forward).
+// f(window, tap) for each (in the padded, dilated coordinates of the forward;
+// tap: pos's place in the window).
 template <class F>
-void windows_holding(int64_t pos, int64_t k, int64_t s, int64_t pad, int64_t dil, int64_t out, F&& f) {
+void window_taps_holding(int64_t pos, int64_t k, int64_t s, int64_t pad, int64_t dil, int64_t out, F&& f) {
   for (int64_t t = 0; t < k; ++t) {
     const int64_t start = pos + pad - t * dil;
     if (start < 0 || start % s != 0 || start / s >= out) continue;
-    f(start / s);
+    f(start / s, t);
   }
+}
+template <class F>
+void windows_holding(int64_t pos, int64_t k, int64_t s, int64_t pad, int64_t dil, int64_t out, F&& f) {
+  window_taps_holding(pos, k, s, pad, dil, out, [&](int64_t o, int64_t) { f(o); });
+}
+
+// The first maximum of x's window (oh, ow) in the plane at xbase (the last
+// NaN), as PyTorch's max_pool2d picks it: its offset in the plane, -1 if the
+// window holds no element.
+template <class Ctx>
+int64_t window_argmax(const PoolPlan& q, ValueId x, int64_t xbase, int64_t oh, int64_t ow, Ctx& ctx) {
+  const int64_t y0 = oh * q.sh - q.ph, x0 = ow * q.sw - q.pw;
+  double m = -std::numeric_limits<double>::infinity();
+  int64_t arg = -1;
+  for (int64_t i = 0; i < q.kh; ++i) {
+    const int64_t iy = y0 + i * q.dh;
+    if (iy < 0 || iy >= q.in_h) continue;
+    for (int64_t j = 0; j < q.kw; ++j) {
+      const int64_t ix = x0 + j * q.dw;
+      if (ix < 0 || ix >= q.in_w) continue;
+      const double v = ctx.value(x, xbase + iy * q.in_w + ix);
+      if (arg < 0 || v > m || std::isnan(v)) arg = iy * q.in_w + ix, m = v;
+    }
+  }
+  return arg;
+}
+
+// The adjoints of insert_zeros, im2col and max_pool2d_backward at result element idx.
+template <class Ctx>
+double gather_adjoint_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
+  const PoolPlan& q = p.pool;
+  const ValueId grad = p.operands[p.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0];
+  if (p.op == OpKind::MaxPool2dDoubleBackward) {  // idx = (plane, oh, ow): grad at the window's first maximum
+    const int64_t ow = idx % q.out_w, oh = idx / q.out_w % q.out_h, plane = idx / (q.out_w * q.out_h);
+    const int64_t arg = window_argmax(q, p.operands[0], plane * q.in_h * q.in_w, oh, ow, ctx);
+    return arg < 0 ? 0.0 : ctx.value(grad, plane * q.in_h * q.in_w + arg);
+  }
+  const int64_t w = idx % q.in_w, h = idx / q.in_w % q.in_h, plane = idx / (q.in_w * q.in_h);
+  if (p.op == OpKind::InsertZerosBackward) {  // the spread position of x[.., h, w], shifted by the crop
+    const int64_t r = h * q.sh - q.ph, c = w * q.sw - q.pw;
+    if (r < 0 || r >= q.out_h || c < 0 || c >= q.out_w) return 0.0;
+    return ctx.value(grad, (plane * q.out_h + r) * q.out_w + c);
+  }
+  // col2im: the column entries (row (c, i, j), column (n, ho, wo)) that read x[n, c, h, w]
+  const int64_t c = plane % q.channels, n = plane / q.channels;
+  const int64_t cols = p.numel / (q.channels * q.in_h * q.in_w) * q.out_h * q.out_w;
+  double sum = 0;
+  window_taps_holding(h, q.kh, q.sh, q.ph, q.dh, q.out_h, [&](int64_t ho, int64_t i) {
+    window_taps_holding(w, q.kw, q.sw, q.pw, q.dw, q.out_w, [&](int64_t wo, int64_t j) {
+      const int64_t row = (c * q.kh + i) * q.kw + j, col = (n * q.out_h + ho) * q.out_w + wo;
+      sum += ctx.value(grad, row * cols + col);
+    });
+  });
+  return sum;
 }
 
 template <class Ctx>
@@ -260,6 +315,8 @@ double gather_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
     if (ih < 0 || ih >= q.in_h || iw < 0 || iw >= q.in_w) return 0.0;
     return ctx.value(x, ((n * q.channels + c) * q.in_h + ih) * q.in_w + iw);
   }
+  if (p.op == OpKind::InsertZerosBackward || p.op == OpKind::Im2colBackward || p.op == OpKind::MaxPool2dDoubleBackward)
+    return gather_adjoint_at(p, idx, ctx);
   // The pools' backward at input element idx = (plane, h, w).
   const int64_t w = idx % q.in_w, h = idx / q.in_w % q.in_h, plane = idx / (q.in_w * q.in_h);
   const ValueId grad = p.operands[p.op == OpKind::MaxPool2dBackward ? 1 : 0];
@@ -270,19 +327,7 @@ double gather_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
       const double g = ctx.value(grad, gbase + oh * q.out_w + ow);
       const int64_t y0 = oh * q.sh - q.ph, x0 = ow * q.sw - q.pw;
       if (p.op == OpKind::MaxPool2dBackward) {  // PyTorch: the first maximum, the last NaN
-        double m = -std::numeric_limits<double>::infinity();
-        int64_t arg = -1;
-        for (int64_t i = 0; i < q.kh; ++i) {
-          const int64_t iy = y0 + i * q.dh;
-          if (iy < 0 || iy >= q.in_h) continue;
-          for (int64_t j = 0; j < q.kw; ++j) {
-            const int64_t ix = x0 + j * q.dw;
-            if (ix < 0 || ix >= q.in_w) continue;
-            const double v = ctx.value(x, xbase + iy * q.in_w + ix);
-            if (arg < 0 || v > m || std::isnan(v)) arg = iy * q.in_w + ix, m = v;
-          }
-        }
-        if (arg == h * q.in_w + w) sum += g;
+        if (window_argmax(q, x, xbase, oh, ow, ctx) == h * q.in_w + w) sum += g;
         return;
       }
       int64_t y1 = std::min(y0 + q.kh, q.in_h + q.ph), x1 = std::min(x0 + q.kw, q.in_w + q.pw);

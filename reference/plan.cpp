@@ -88,8 +88,9 @@ Status plan_pool(const Graph& g, ValueId id, NodePlan& p) {
   return {};
 }
 
-// flip, im2col and the pools' backward: the window fields as the forward pool
-// (or im2col's conv) sees them, in = the pooled input, out = the pooled output.
+// flip, im2col, insert_zeros, the pools' backward and their adjoints: the
+// window fields as the forward pool (or im2col's conv) sees them, in = the
+// pooled input, out = the pooled output (insert_zeros: in = x, out = spread).
 Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
   const Node& n = g.node(id);
   PoolPlan& q = p.pool;
@@ -97,17 +98,20 @@ Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
     q.flip_dims = n.attr_ints("dims");
     return {};
   }
-  if (n.op == OpKind::InsertZeros) {
-    const Shape& in = g.node(n.operands[0]).type.shape;
+  const bool adjoint = n.op == OpKind::InsertZerosBackward || n.op == OpKind::Im2colBackward;
+  const Shape& operand = g.node(n.operands[0]).type.shape;
+  if (n.op == OpKind::InsertZeros || n.op == OpKind::InsertZerosBackward) {  // in = x, out = the spread x
+    const Shape& in = adjoint ? n.type.shape : operand;
+    const Shape& out = adjoint ? operand : n.type.shape;
     q.sh = n.attr_ints("stride").at(0), q.sw = n.attr_ints("stride").at(1);
-    q.in_h = in.at(2), q.in_w = in.at(3), q.out_h = n.type.shape.at(2), q.out_w = n.type.shape.at(3);
+    q.in_h = in.at(2), q.in_w = in.at(3), q.out_h = out.at(2), q.out_w = out.at(3);
     if (n.attrs.count("crop")) q.ph = n.attr_ints("crop").at(0), q.pw = n.attr_ints("crop").at(1);  // the crop
     return {};
   }
   Shape in, out;
-  if (n.op == OpKind::Im2col) {
-    in = g.node(n.operands[0]).type.shape;
-    const Shape& cols = n.type.shape;
+  if (n.op == OpKind::Im2col || n.op == OpKind::Im2colBackward) {  // in = x, cols = im2col(x)
+    in = adjoint ? n.type.shape : operand;
+    const Shape& cols = adjoint ? operand : n.type.shape;
     q.channels = in.at(1);
     const auto& k = n.attr_ints("kernel_size");
     const auto& s = n.attr_ints("stride");
@@ -120,9 +124,14 @@ Status plan_gather(const Graph& g, ValueId id, NodePlan& p) {
     q.out_h = cols.at(1) / in.at(0) / q.out_w;
     return {};
   }
-  const bool is_max = n.op == OpKind::MaxPool2dBackward;
-  in = n.type.shape;
-  out = g.node(n.operands[is_max ? 1 : 0]).type.shape;
+  const bool is_max = n.op == OpKind::MaxPool2dBackward || n.op == OpKind::MaxPool2dDoubleBackward;
+  if (n.op == OpKind::MaxPool2dDoubleBackward) {  // the pooled shape out of x's
+    in = operand;
+    out = n.type.shape;
+  } else {
+    in = n.type.shape;
+    out = g.node(n.operands[is_max ? 1 : 0]).type.shape;
+  }
   if (in.size() != 4 || out.size() != 4) return plan_error(g, id, "unexpected pooling shapes");
   const auto& k = n.attr_ints("kernel_size");
   const auto& s = n.attr_ints("stride");

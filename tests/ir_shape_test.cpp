@@ -54,6 +54,30 @@ TEST(ShapeInference, InsertZerosExtraAndCrop) {
   EXPECT_EQ(out_shape(*graph, 2), (Shape{2, 3, 4 - 2, 5 - 4}));    // stride 1: a plain crop
 }
 
+// The adjoints give back their gather op's operand shape.
+TEST(ShapeInference, GatherAdjointsInvertTheirOps) {
+  GraphBuilder g;
+  using V = std::vector<int64_t>;
+  Value x = g.input("x", {2, 3, 9, 11});
+  const AttrMap window = {{"kernel_size", V{3, 2}}, {"stride", V{2, 3}}, {"padding", V{1, 0}}, {"dilation", V{1, 2}}};
+  const Value cols = g.op(OpKind::Im2col, {x}, window);
+  AttrMap with_shape = window;
+  with_shape["input_shape"] = V{2, 3, 9, 11};
+  g.output("cols", cols);
+  g.output("col2im", g.op(OpKind::Im2colBackward, {cols}, with_shape));
+  const AttrMap spread = {{"stride", V{2, 3}}, {"extra", V{1, 2}}, {"crop", V{1, 1}}};
+  g.output("iz", g.op(OpKind::InsertZerosBackward, {g.op(OpKind::InsertZeros, {x}, spread)}, spread));
+  const AttrMap pool = {{"kernel_size", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}, {"ceil_mode", true}};
+  g.output("mp", g.op(OpKind::MaxPool2dDoubleBackward, {x, g.input("dx", {2, 3, 9, 11})}, pool));
+  auto graph = g.build();
+  ASSERT_TRUE(graph) << graph.error().str();
+  // H: (9 + 2 - 3)/2 + 1 = 5; W: (11 - 2 - 1)/3 + 1 = 3 -> [3*3*2, 2*5*3]
+  EXPECT_EQ(out_shape(*graph, 0), (Shape{18, 30}));
+  EXPECT_EQ(out_shape(*graph, 1), (Shape{2, 3, 9, 11}));
+  EXPECT_EQ(out_shape(*graph, 2), (Shape{2, 3, 9, 11}));  // spread [18, 33] cropped to [16, 31], back to [9, 11]
+  EXPECT_EQ(out_shape(*graph, 3), (Shape{2, 3, 5, 6}));   // ceil((9 + 2 - 3)/2) + 1, ceil((11 + 2 - 3)/2) + 1
+}
+
 TEST(ShapeInference, LinearMatmulBatch) {
   GraphBuilder g;
   g.output("y", g.linear(g.input("x", {4, 5, 16}), g.input("w", {32, 16}), g.input("b", {32})).gelu());

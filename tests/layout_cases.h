@@ -240,6 +240,35 @@ ops:
   - {name: h, op: avg_pool2d_backward, args: [dz], input_shape: [2, 3, 7, 8], kernel_size: 3, stride: 3,
      padding: 1, ceil_mode: true}
 outputs: [g, h])"},
+      // the adjoints (double backward): col2im strided, padded and dilated; max_pool2d_double_backward with ties
+      // (relu zeros whole windows), overlapping and ceil-mode windows; insert_zeros_backward with a crop
+      {"im2col_backward", R"(
+inputs: [{name: c, shape: [27, 60]}, {name: d, shape: [18, 182]}]
+ops:
+  - {name: x, op: im2col_backward, args: [c], input_shape: [2, 3, 9, 11], kernel_size: 3, stride: 2, padding: 1}
+  - {name: y, op: im2col_backward, args: [d], input_shape: [2, 3, 9, 11], kernel_size: [2, 3], dilation: [2, 1],
+     padding: [0, 2]}
+  - {name: r, op: relu, args: [y]}
+outputs: [x, r])"},
+      {"max_pool2d_double_backward_ties", R"(
+inputs: [{name: x, shape: [2, 3, 10, 9]}, {name: g, shape: [2, 3, 10, 9]}]
+ops:
+  - {name: u, op: sub, args: [x, 0.6]}
+  - {name: r, op: relu, args: [u]}
+  - {name: a, op: max_pool2d_double_backward, args: [r, g], kernel_size: 3, stride: 2, padding: 1}
+  - {name: b, op: max_pool2d_double_backward, args: [x, g], kernel_size: [2, 3], stride: [2, 2], dilation: [2, 1],
+     ceil_mode: true}
+  - {name: t, op: max_pool2d_double_backward, args: [r, g], kernel_size: 3}
+  - {name: tt, op: tanh, args: [t]}
+outputs: [a, b, tt])"},
+      {"insert_zeros_backward", R"(
+inputs: [{name: s, shape: [2, 3, 8, 13]}, {name: c, shape: [2, 3, 4, 11]}, {name: k, shape: [2, 3, 2, 1]}]
+ops:
+  - {name: a, op: insert_zeros_backward, args: [s], stride: [2, 3], extra: [1, 0]}
+  - {name: b, op: insert_zeros_backward, args: [c], stride: [2, 3], extra: [1, 0], crop: [2, 1]}
+  - {name: d, op: insert_zeros_backward, args: [k], stride: 1, crop: [1, 2]}
+  - {name: y, op: add, args: [b, 1]}
+outputs: [a, y, d])"},
   };
   return cases;
 }

@@ -378,6 +378,28 @@ std::vector<HandCase> gather_cases() {
       // stride 1: a plain crop of the 3x3 plane's border
       {"insert_zeros_crop_only", {{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}, {},
        op(OpKind::InsertZeros, {{"stride", V{1, 1}}, {"crop", V{1, 1}}}), {5}, true},
+      // col2im of the im2col case's shapes: row 0 (tap j = 0) of column (ho, wo) read x[ho, wo], row 1 x[ho, wo + 1]
+      {"im2col_backward", {{2, 4}, {1, 2, 3, 4, 10, 20, 30, 40}}, {},
+       op(OpKind::Im2colBackward, {{"kernel_size", V{1, 2}}, {"input_shape", V{1, 1, 2, 3}}}),
+       {1, 2 + 10, 20, 3, 4 + 30, 40}, true},
+      // all-ones columns of 2x2 windows over a 3x3 plane: each x element counts the windows that read it
+      {"im2col_backward_counts", {{4, 4}, std::vector<float>(16, 1.0f)}, {},
+       op(OpKind::Im2colBackward, {{"kernel_size", V{2, 2}}, {"input_shape", V{1, 1, 3, 3}}}),
+       {1, 2, 1, 2, 4, 2, 1, 2, 1}, true},
+      // 3x3 windows, padding 1, stride 2 over a 2x3 plane: one window row (rows -1..1), window columns starting
+      // at -1 and 1; the padding taps (row -1, columns -1 and 3) read nothing. x column 1 lies in both windows.
+      {"im2col_backward_padded", {{9, 2}, std::vector<float>(18, 1.0f)}, {},
+       op(OpKind::Im2colBackward, {{"kernel_size", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}},
+                                   {"input_shape", V{1, 1, 2, 3}}}),
+       {1, 2, 1, 1, 2, 1}, true},
+      // the plane of max_pool2d_backward's case: window 0 (all 0) picks its first element, window 1 its first 5
+      // (offset 3); grad (x's shape) 1..8 read there
+      {"max_pool2d_double_backward", plane, {{{1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}}},
+       op(OpKind::MaxPool2dDoubleBackward, {{"kernel_size", V{2, 2}}}, true), {1, 4}, true},
+      // grad 1..12 as [4, 3]; stride 2, extra 1 row, crop 1 row: x [3, 2], x[i, j] = grad[2i - 1, 2j] (row -1: 0)
+      {"insert_zeros_backward", {{1, 1, 4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}, {},
+       op(OpKind::InsertZerosBackward, {{"stride", V{2, 2}}, {"extra", V{1, 0}}, {"crop", V{1, 0}}}),
+       {0, 0, 4, 6, 10, 12}, true},
   };
 }
 

@@ -215,7 +215,8 @@ class RandomGraph {
     }
   }
 
-  // flip, im2col, insert_zeros or a pool's backward (its grad: the pool of v itself).
+  // flip, im2col, insert_zeros or a pool's backward (its grad: the pool of v itself), or an adjoint:
+  // col2im of im2col(v), max_pool2d_double_backward, insert_zeros_backward.
   Value gather(GraphBuilder& g, Value v) {
     using V = std::vector<int64_t>;
     const int64_t k = std::min({pick(1, 3), shape_[2], shape_[3]});
@@ -224,8 +225,26 @@ class RandomGraph {
     o.stride = {pick(1, 2), pick(1, 2)};
     const AttrMap window{{"kernel_size", V(o.kernel.begin(), o.kernel.end())},
                          {"stride", V(o.stride.begin(), o.stride.end())}};
-    switch (pick(0, 4)) {
+    switch (pick(0, 7)) {
       case 0: return g.op(OpKind::Flip, {v}, {{"dims", V{pick(0, 3)}}});
+      case 5: {  // grad shaped like v: tanh(v)
+        const Value d = g.op(OpKind::MaxPool2dDoubleBackward, {v, v.tanh()}, window);
+        shape_[2] = pooled(shape_[2], k, o.stride[0], 0, 1, false), shape_[3] = pooled(shape_[3], k, o.stride[1], 0, 1, false);
+        return d;
+      }
+      case 6: {  // extra makes (H - 1 - extra + 2 crop) a multiple of the stride
+        V stride{pick(1, 2), pick(1, 2)}, extra(2), crop{pick(0, 1), pick(0, 1)};
+        for (size_t i = 0; i < 2; ++i) {
+          extra[i] = (shape_[2 + i] - 1 + 2 * crop[i]) % stride[i];
+          shape_[2 + i] = (shape_[2 + i] - 1 - extra[i] + 2 * crop[i]) / stride[i] + 1;
+        }
+        return g.op(OpKind::InsertZerosBackward, {v}, {{"stride", stride}, {"extra", extra}, {"crop", crop}});
+      }
+      case 7: {  // back to v's shape
+        AttrMap a = window;
+        a["input_shape"] = shape_;
+        return g.op(OpKind::Im2colBackward, {g.op(OpKind::Im2col, {v}, window).tanh()}, a);
+      }
       case 1: return g.op(OpKind::MaxPool2dBackward, {v, v.max_pool2d(o).sigmoid()}, window);
       case 2: {
         AttrMap a = window;
@@ -270,7 +289,7 @@ class RandomGraph {
 TEST(ReferenceSampled, AgreesWithDenseOnRandomGraphs) {
   int checked = 0;
   std::set<OpKind> ops;
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {  // 300: enough graphs to use every op
     auto graph = RandomGraph(seed).make();
     ASSERT_TRUE(graph) << "seed " << seed << ": " << graph.error().str();
     for (const Node& n : graph->nodes) ops.insert(n.op);

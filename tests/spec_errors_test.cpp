@@ -244,6 +244,43 @@ const BadSpec kCases[] = {
      "inputs:\n  - {name: x, shape: [2, 3, 2, 4]}\nops:\n"
      "  - {name: s, op: insert_zeros, args: [x], stride: 2, crop: [2, 0]}\noutputs: [s]\n",
      "insert_zeros 's': 'crop' [2,0] removes every row of the 3 spread rows", 4, "{"},
+    {"insert_zeros_backward grad size not reachable",
+     "inputs:\n  - {name: g, shape: [2, 3, 6, 5]}\nops:\n"
+     "  - {name: d, op: insert_zeros_backward, args: [g], stride: 2}\noutputs: [d]\n",
+     "insert_zeros_backward 'd': 'grad' has 6 rows: insert_zeros with stride 2, extra 0, crop 0 gives (H - 1) * 2 + 1 "
+     "rows for no integer H >= 1", 4, "{"},
+    {"insert_zeros_backward negative extra",
+     "inputs:\n  - {name: g, shape: [2, 3, 5, 5]}\nops:\n"
+     "  - {name: d, op: insert_zeros_backward, args: [g], stride: 2, extra: [-1, 0]}\noutputs: [d]\n",
+     "insert_zeros_backward 'd': 'extra' must be non-negative, got [-1,0]", 4, "{"},
+    {"insert_zeros_backward 3-D grad",
+     "inputs:\n  - {name: g, shape: [3, 5, 5]}\nops:\n"
+     "  - {name: d, op: insert_zeros_backward, args: [g], stride: 2}\noutputs: [d]\n",
+     "insert_zeros_backward 'd': grad must be 4-D NCHW, got [3,5,5]", 4, "{"},
+    {"im2col_backward grad is not im2col's shape",
+     "inputs:\n  - {name: g, shape: [18, 8]}\nops:\n"
+     "  - {name: d, op: im2col_backward, args: [g], input_shape: [1, 2, 4, 4], kernel_size: 3}\noutputs: [d]\n",
+     "im2col_backward 'd': 'grad' is [18,8] but im2col of [1,2,4,4] gives [18,4]", 4, "{"},
+    {"im2col_backward input_shape not 4-D",
+     "inputs:\n  - {name: g, shape: [18, 4]}\nops:\n"
+     "  - {name: d, op: im2col_backward, args: [g], input_shape: [2, 4, 4], kernel_size: 3}\noutputs: [d]\n",
+     "im2col_backward 'd': the unfolded input must be 4-D NCHW, got [2,4,4]", 4, "{"},
+    {"im2col_backward missing input_shape",
+     "inputs:\n  - {name: g, shape: [18, 4]}\nops:\n"
+     "  - {name: d, op: im2col_backward, args: [g], kernel_size: 3}\noutputs: [d]\n",
+     "im2col_backward 'd': missing required attribute 'input_shape'", 4, "{"},
+    {"im2col_backward kernel larger than input",
+     "inputs:\n  - {name: g, shape: [18, 4]}\nops:\n"
+     "  - {name: d, op: im2col_backward, args: [g], input_shape: [1, 2, 2, 2], kernel_size: 3}\noutputs: [d]\n",
+     "im2col_backward 'd': kernel 3x3 is larger than the 2x2 input", 4, "{"},
+    {"max_pool2d_double_backward grad not shaped like x",
+     "inputs:\n  - {name: x, shape: [2, 3, 8, 8]}\n  - {name: g, shape: [2, 3, 4, 4]}\nops:\n"
+     "  - {name: d, op: max_pool2d_double_backward, args: [x, g], kernel_size: 2}\noutputs: [d]\n",
+     "max_pool2d_double_backward 'd': 'grad' is [2,3,4,4] but x is [2,3,8,8] (grad is a gradient of x)", 5, "{"},
+    {"max_pool2d_double_backward padding over half the kernel",
+     "inputs:\n  - {name: x, shape: [2, 3, 8, 8]}\n  - {name: g, shape: [2, 3, 8, 8]}\nops:\n"
+     "  - {name: d, op: max_pool2d_double_backward, args: [x, g], kernel_size: 2, padding: 2}\noutputs: [d]\n",
+     "max_pool2d_double_backward 'd': padding 2x2 must be at most half the kernel 2x2", 5, "{"},
     {"linear K mismatch",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 9]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\noutputs: [h]\n",

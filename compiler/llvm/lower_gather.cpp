@@ -1,8 +1,9 @@
-// The gather kernels lowered to LLVM: flip, im2col and the backward of max /
-// avg pooling, one output element at a time (templates/gather.cuh's rules),
+// The gather kernels lowered to LLVM: flip, im2col, insert_zeros, the backward
+// of max / avg pooling and their adjoints, one output element at a time (templates/gather.cuh's rules),
 // the fused consumers applied before the store.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "compiler/llvm/lower.h"
 
@@ -36,9 +37,9 @@ class GatherLowering {
     return b_.CreateAnd(b_.CreateICmpSGE(v, kf_.i64(0)), b_.CreateICmpSLT(v, kf_.i64(hi)));
   }
 
-  // f(o) for each window o along one axis holding input position `pos`.
-  void windows_holding(Value* pos, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
-                       const std::function<void(Value*)>& f, const std::string& name) {
+  // f(o, t) for each window o along one axis holding input position `pos` at its tap t.
+  void window_taps_holding(Value* pos, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
+                           const std::function<void(Value*, Value*)>& f, const std::string& name) {
     kf_.loop(0, k, 1, [&](Value* t) {
       Value* start = b_.CreateSub(b_.CreateAdd(pos, kf_.i64(p)), b_.CreateMul(t, kf_.i64(d)));
       Value* ok = b_.CreateICmpSGE(start, kf_.i64(0));
@@ -46,14 +47,95 @@ class GatherLowering {
       ok = b_.CreateAnd(ok, b_.CreateICmpEQ(b_.CreateURem(safe, kf_.i64(s)), kf_.i64(0)));
       Value* o = b_.CreateUDiv(safe, kf_.i64(s));
       ok = b_.CreateAnd(ok, b_.CreateICmpSLT(o, kf_.i64(out)));
-      kf_.if_then(ok, [&] { f(o); });
+      kf_.if_then(ok, [&] { f(o, t); });
     }, name);
   }
+  void windows_holding(Value* pos, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
+                       const std::function<void(Value*)>& f, const std::string& name) {
+    window_taps_holding(pos, k, s, p, d, out, [&](Value* o, Value*) { f(o); }, name);
+  }
+
+  // The first maximum (the last NaN), as PyTorch picks it, of x's window at (h0, w0) in the plane at
+  // plane_base: stored in `arg` (its offset in the plane; -1: no element), `m` its value.
+  void window_argmax(BufferRef x, Value* plane_base, Value* h0, Value* w0, const Window& q, Value* m, Value* arg) {
+    b_.CreateStore(kf_.f32(-INFINITY), m);
+    b_.CreateStore(kf_.i64(-1), arg);
+    kf_.loop(0, q.kh, 1, [&](Value* i) {
+      Value* ih = b_.CreateAdd(h0, b_.CreateMul(i, kf_.i64(q.dh)));
+      kf_.if_then(in_range(ih, q.h), [&] {
+        kf_.loop(0, q.kw, 1, [&](Value* j) {
+          Value* iw = b_.CreateAdd(w0, b_.CreateMul(j, kf_.i64(q.dw)));
+          kf_.if_then(in_range(iw, q.w), [&] {
+            Value* pos = b_.CreateAdd(b_.CreateMul(ih, kf_.i64(q.w)), iw);
+            Value* xv = kf_.load_f32(x, b_.CreateAdd(plane_base, pos));
+            Value* mv = b_.CreateLoad(kf_.f32_type(), m);
+            Value* take = b_.CreateOr(b_.CreateICmpSLT(b_.CreateLoad(b_.getInt64Ty(), arg), kf_.i64(0)),
+                                      b_.CreateOr(b_.CreateFCmpOGT(xv, mv), b_.CreateFCmpUNO(xv, xv)));
+            b_.CreateStore(b_.CreateSelect(take, xv, mv), m);
+            b_.CreateStore(b_.CreateSelect(take, pos, b_.CreateLoad(b_.getInt64Ty(), arg)), arg);
+          });
+        }, "j");
+      });
+    }, "i");
+  }
+
+  // The adjoints at output coordinates `at` (insert_zeros_backward, im2col_backward,
+  // max_pool2d_double_backward); `per_element`: the loads an element takes.
+  Value* adjoint(const Graph& g, const Node& r, const std::vector<Value*>& at, const Shape& os,
+                 const std::map<ValueId, BufferRef>& buffers, int64_t& per_element);
 
  private:
   KernelFunction& kf_;
   llvm::IRBuilder<>& b_;
 };
+
+Value* GatherLowering::adjoint(const Graph& g, const Node& r, const std::vector<Value*>& at, const Shape& os,
+                               const std::map<ValueId, BufferRef>& buffers, int64_t& per_element) {
+  const BufferRef gbuf = buffers.at(r.operands[r.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0]);
+  const Shape& gs = g.node(r.operands[r.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0]).type.shape;
+  Value* plane = b_.CreateAdd(b_.CreateMul(at[0], kf_.i64(os[1])), at[1]);
+  Value* acc = kf_.local(kf_.f32(0), "acc");
+  b_.CreateStore(kf_.f32(0), acc);
+  if (r.op == OpKind::InsertZerosBackward) {  // grad[.., i * stride - crop, j * stride - crop], 0 outside
+    const auto& st = r.attr_ints("stride");
+    const auto& crop = r.attr_ints("crop");
+    Value* gr = b_.CreateSub(b_.CreateMul(at[2], kf_.i64(st[0])), kf_.i64(crop[0]));
+    Value* gc = b_.CreateSub(b_.CreateMul(at[3], kf_.i64(st[1])), kf_.i64(crop[1]));
+    kf_.if_then(b_.CreateAnd(in_range(gr, gs[2]), in_range(gc, gs[3])), [&] {
+      Value* off = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(plane, kf_.i64(gs[2])), gr), kf_.i64(gs[3])), gc);
+      b_.CreateStore(kf_.load_f32(gbuf, off), acc);
+    });
+    return b_.CreateLoad(kf_.f32_type(), acc);
+  }
+  if (r.op == OpKind::MaxPool2dDoubleBackward) {  // grad (x's shape) at the window's first maximum of x
+    const Window q = window_of(r, gs, os);
+    per_element = q.kh * q.kw;
+    Value* m = kf_.local(kf_.f32(-INFINITY), "max");
+    Value* arg = kf_.local(kf_.i64(-1), "arg");
+    Value* base = b_.CreateMul(plane, kf_.i64(q.h * q.w));
+    window_argmax(buffers.at(r.operands[0]), base, b_.CreateSub(b_.CreateMul(at[2], kf_.i64(q.sh)), kf_.i64(q.ph)),
+                  b_.CreateSub(b_.CreateMul(at[3], kf_.i64(q.sw)), kf_.i64(q.pw)), q, m, arg);
+    Value* a = b_.CreateLoad(b_.getInt64Ty(), arg);
+    kf_.if_then(b_.CreateICmpSGE(a, kf_.i64(0)), [&] { b_.CreateStore(kf_.load_f32(gbuf, b_.CreateAdd(base, a)), acc); });
+    return b_.CreateLoad(kf_.f32_type(), acc);
+  }
+  // col2im: x[n, c, h, w] sums the column entries (row (c, i, j), column (n, ho, wo)) whose tap reads it
+  const auto& k = r.attr_ints("kernel_size");
+  const auto& st = r.attr_ints("stride");
+  const auto& pd = r.attr_ints("padding");
+  const auto& dl = r.attr_ints("dilation");
+  const int64_t ow = (os[3] + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1] + 1, oh = gs[1] / os[0] / ow;
+  per_element = k[0] * k[1];
+  window_taps_holding(at[2], k[0], st[0], pd[0], dl[0], oh, [&](Value* ho, Value* i) {
+    window_taps_holding(at[3], k[1], st[1], pd[1], dl[1], ow, [&](Value* wo, Value* j) {
+      Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(at[1], kf_.i64(k[0])), i), kf_.i64(k[1])), j);
+      Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(at[0], kf_.i64(oh)), ho), kf_.i64(ow)), wo);
+      Value* gv = kf_.load_f32(gbuf, b_.CreateAdd(b_.CreateMul(row, kf_.i64(gs[1])), col));
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(kf_.f32_type(), acc), gv), acc);
+    }, "tw");
+  }, "th");
+  return b_.CreateLoad(kf_.f32_type(), acc);
+}
 
 }  // namespace
 
@@ -130,6 +212,9 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
           b.CreateStore(kf.load_f32(in, off), acc);
         });
         v = b.CreateLoad(kf.f32_type(), acc);
+      } else if (r.op == OpKind::InsertZerosBackward || r.op == OpKind::Im2colBackward ||
+                 r.op == OpKind::MaxPool2dDoubleBackward) {
+        v = gl.adjoint(g, r, at, os, lc.plan.buffer, per_element);
       } else {  // the pools' backward at input (plane, h, w)
         const bool is_max = r.op == OpKind::MaxPool2dBackward;
         const ValueId grad = r.operands[is_max ? 1 : 0];
@@ -163,26 +248,7 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
                                          b.CreateFDiv(gv, b.CreateSIToFP(divisor, kf.f32_type()))), sum);
               return;
             }
-            // the window's first maximum (the last NaN), as PyTorch picks it
-            b.CreateStore(kf.f32(-INFINITY), m);
-            b.CreateStore(kf.i64(-1), arg);
-            kf.loop(0, q.kh, 1, [&](Value* i) {
-              Value* ih = b.CreateAdd(h0, b.CreateMul(i, kf.i64(q.dh)));
-              kf.if_then(gl.in_range(ih, q.h), [&] {
-                kf.loop(0, q.kw, 1, [&](Value* j) {
-                  Value* iw = b.CreateAdd(w0, b.CreateMul(j, kf.i64(q.dw)));
-                  kf.if_then(gl.in_range(iw, q.w), [&] {
-                    Value* pos = b.CreateAdd(b.CreateMul(ih, kf.i64(q.w)), iw);
-                    Value* xv = kf.load_f32(in, b.CreateAdd(b.CreateMul(plane, kf.i64(q.h * q.w)), pos));
-                    Value* mv = b.CreateLoad(kf.f32_type(), m);
-                    Value* take = b.CreateOr(b.CreateICmpSLT(b.CreateLoad(b.getInt64Ty(), arg), kf.i64(0)),
-                                             b.CreateOr(b.CreateFCmpOGT(xv, mv), b.CreateFCmpUNO(xv, xv)));
-                    b.CreateStore(b.CreateSelect(take, xv, mv), m);
-                    b.CreateStore(b.CreateSelect(take, pos, b.CreateLoad(b.getInt64Ty(), arg)), arg);
-                  });
-                }, "j");
-              });
-            }, "i");
+            gl.window_argmax(in, b.CreateMul(plane, kf.i64(q.h * q.w)), h0, w0, q, m, arg);
             Value* mine = b.CreateICmpEQ(b.CreateLoad(b.getInt64Ty(), arg),
                                          b.CreateAdd(b.CreateMul(h, kf.i64(q.w)), w));
             b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), sum), b.CreateSelect(mine, gv, kf.f32(0))), sum);

@@ -121,7 +121,10 @@ struct TensorType {
   X(Im2col, "im2col", Gather)                         \
   X(MaxPool2dBackward, "max_pool2d_backward", Gather) \
   X(AvgPool2dBackward, "avg_pool2d_backward", Gather) \
-  X(InsertZeros, "insert_zeros", Gather)
+  X(InsertZeros, "insert_zeros", Gather)              \
+  X(Im2colBackward, "im2col_backward", Gather)        \
+  X(MaxPool2dDoubleBackward, "max_pool2d_double_backward", Gather) \
+  X(InsertZerosBackward, "insert_zeros_backward", Gather)
 
 enum class OpKind : uint8_t {
 #define FUSEJIT_ENUM(e, n, c) e,
@@ -139,7 +142,9 @@ enum class OpKind : uint8_t {
 // and transpose (two dims swapped); the backward program uses them.
 // Gather: each result element reads its operands at computed positions (flip,
 // im2col, the pools' backward, insert_zeros); the backward program of conv2d
-// and pooling.
+// and pooling. Their adjoints (im2col_backward = col2im,
+// max_pool2d_double_backward, insert_zeros_backward) differentiate a backward
+// program once more.
 enum class OpCategory : uint8_t { Leaf, Anchor, Unary, Binary, Reduction, Normalize, Pool, Norm, Layout, Gather };
 
 // Attribute values. `Ints` holds lists (dims, 2-D kernel/stride/padding).

@@ -42,7 +42,7 @@ class DifferentiableSpec:
         try:
             self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
         except SpecError as e:
-            # a gradient fusejit cannot compute yet (e.g. through im2col): the forward is the same without
+            # a gradient fusejit cannot compute yet (e.g. through im2col_backward): the forward is the same without
             # it; backward raises the error again only if that gradient is asked for (requires_grad)
             try:
                 self.forward_spec = Backward(self.spec, no_grad=self.input_names).forward

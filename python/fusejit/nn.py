@@ -14,7 +14,8 @@ kernels directly.
 When gradients are wanted (grad mode on and an input or parameter requiring
 grad), the module runs fusejit.autograd: the forward saves what the generated
 backward needs, and loss.backward() runs the backward stages. A chain with an
-op that has no derivative (the backward's own gather ops) runs forward only,
+op that has no derivative (the adjoints of the backward's gather ops, e.g.
+im2col_backward) runs forward only,
 with a warning, once, that its outputs are not connected to autograd.
 """
 import warnings

@@ -129,25 +129,26 @@ outputs: [z]
     rx, rw = x.double().requires_grad_(), w.double().requires_grad_()
     F.conv2d(rx, rw, padding=1).sum().backward()
     assert rel_l2(xs.grad, rx.grad) < 1e-5 and rel_l2(ws.grad, rw.grad) < 1e-5
-    # through autograd a gradient fusejit cannot give (through im2col) is an error only when asked for
-    unfolded = """\
-name: ad_im2col
+    # through autograd a gradient fusejit cannot give (through im2col_backward, col2im) is an error only when
+    # asked for
+    folded = """\
+name: ad_im2col_backward
 inputs:
-  - {name: x, shape: [1, 2, 4, 4]}
-  - {name: w, shape: [18, 4]}
+  - {name: x, shape: [18, 4]}
+  - {name: w, shape: [1, 2, 4, 4]}
 ops:
-  - {name: c, op: im2col, args: [x], kernel_size: 3}
+  - {name: c, op: im2col_backward, args: [x], input_shape: [1, 2, 4, 4], kernel_size: 3}
   - {name: z, op: mul, args: [c, w]}
 outputs: [z]
 """
-    with pytest.raises(fusejit.SpecError, match="has no derivative"):
-        fusejit.Backward(unfolded)
-    x, w = torch.randn(1, 2, 4, 4, generator=g), torch.randn(18, 4, generator=g)
-    fn = fusejit.autograd.function(unfolded)
+    with pytest.raises(fusejit.SpecError, match="im2col_backward 'c': has no derivative"):
+        fusejit.Backward(folded)
+    x, w = torch.randn(18, 4, generator=g), torch.randn(1, 2, 4, 4, generator=g)
+    fn = fusejit.autograd.function(folded)
     ws = w.clone().requires_grad_()
     fn(x, ws).sum().backward()
     rw = w.double().requires_grad_()
-    (F.unfold(x.double(), 3)[0] * rw).sum().backward()
+    (F.fold(x.double()[None], (4, 4), 3) * rw).sum().backward()
     assert rel_l2(ws.grad, rw.grad) < 1e-5
     with pytest.raises(fusejit.SpecError, match="has no derivative"):
         fn(x.clone().requires_grad_(), w).sum().backward()

@@ -148,16 +148,16 @@ ops:
 outputs: [y]
 """
 
-# im2col, one of the backward's own gather ops, has no derivative
+# im2col_backward (col2im), the adjoint of one of the backward's own gather ops, has no derivative yet
 NO_BACKWARD = """\
-name: nn_linear_im2col
+name: nn_linear_im2col_backward
 inputs:
   - {name: x, shape: [6, 20]}
   - {name: w, shape: [12, 20]}
 ops:
   - {name: h, op: linear, args: [x, w]}
-  - {name: r, op: reshape, args: [h], shape: [1, 2, 6, 6]}
-  - {name: y, op: im2col, args: [r], kernel_size: 3}
+  - {name: r, op: reshape, args: [h], shape: [18, 4]}
+  - {name: y, op: im2col_backward, args: [r], input_shape: [1, 2, 4, 4], kernel_size: 3}
 outputs: [y]
 """
 
@@ -182,7 +182,7 @@ def test_warns_once_when_a_chain_has_no_backward():
         warnings.simplefilter("always")
         y = m(x)
         m(x)
-    assert sum("no backward" in str(w.message) and "im2col" in str(w.message) for w in caught) == 1
+    assert sum("no backward" in str(w.message) and "im2col_backward" in str(w.message) for w in caught) == 1
     assert not y.requires_grad
 
 

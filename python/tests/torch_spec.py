@@ -102,6 +102,24 @@ def _insert_zeros(a, x):  # x's pixels stride apart, extra zero rows / columns a
     return out[:, :, ch:out.shape[2] - ch, cw:out.shape[3] - cw]
 
 
+def _im2col_backward(a, g):  # col2im: [C*kh*kw, N*L] as fold's [N, C*kh*kw, L], summed back into [N, C, H, W]
+    n, _, h, w = a["input_shape"]
+    cols = g.reshape(g.shape[0], n, -1).permute(1, 0, 2)
+    return F.fold(cols, (h, w), a["kernel_size"], a["dilation"], a["padding"], a["stride"])
+
+
+def _max_pool2d_double_backward(a, x, g):  # g at each window's first maximum of x (max_pool2d's indices)
+    _, idx = F.max_pool2d(x.detach(), a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
+                          return_indices=True)
+    return g.flatten(2).gather(2, idx.flatten(2)).reshape(idx.shape)
+
+
+def _insert_zeros_backward(a, g):  # g[.., i*stride - crop, j*stride - crop], 0 outside g
+    (sh, sw), (e0, e1), (ch, cw) = a["stride"], a["extra"], a["crop"]
+    h, w = (g.shape[2] - 1 - e0 + 2 * ch) // sh + 1, (g.shape[3] - 1 - e1 + 2 * cw) // sw + 1
+    return F.pad(g, (cw, cw, ch, ch))[:, :, 0:(h - 1) * sh + 1:sh, 0:(w - 1) * sw + 1:sw]
+
+
 def _batch_norm(a, x, mean, var, weight=None, bias=None):
     return F.batch_norm(x, mean, var, weight, bias, training=False, eps=a["eps"])
 
@@ -182,6 +200,10 @@ OPS = {
     "insert_zeros": _insert_zeros,
     "max_pool2d_backward": _max_pool2d_backward,
     "avg_pool2d_backward": _avg_pool2d_backward,
+    # their adjoints (the double backward)
+    "im2col_backward": _im2col_backward,
+    "max_pool2d_double_backward": _max_pool2d_double_backward,
+    "insert_zeros_backward": _insert_zeros_backward,
 }
 
 
