@@ -389,17 +389,20 @@ TEST(Autodiff, MaxPoolTiesGoToTheFirstMaximum) {
 }
 
 TEST(Autodiff, UnsupportedOpsAreClearErrors) {
-  // The backward's own gather ops (im2col, insert_zeros, the pools' backward) have no derivative.
-  Graph gather = parse({"gather", "  - {name: x, shape: [1, 2, 5, 5]}\n",
-                        "  - {name: y, op: im2col, args: [x], kernel_size: 3}\n", "[y]"});
+  // The adjoints of the gather ops (im2col_backward, insert_zeros_backward,
+  // max_pool2d_double_backward) have no derivative.
+  Graph gather = parse({"gather", "  - {name: x, shape: [18, 9]}\n",
+                        "  - {name: y, op: im2col_backward, args: [x], input_shape: [1, 2, 5, 5], kernel_size: 3}\n",
+                        "[y]"});
   auto r = build_backward(gather);
   ASSERT_FALSE(static_cast<bool>(r));
-  EXPECT_NE(r.error().message.find("im2col 'y': has no derivative in fusejit yet"), std::string::npos)
+  EXPECT_NE(r.error().message.find("im2col_backward 'y': has no derivative in fusejit yet"), std::string::npos)
       << r.error().message;
   EXPECT_NE(r.error().str().find("gather.yaml:"), std::string::npos) << r.error().str();
-  // Off every path to a wanted input it is no error: w's gradient through the product with im2col(x).
-  const Case beside{"gather_beside", "  - {name: x, shape: [1, 2, 4, 4]}\n  - {name: w, shape: [18, 4]}\n",
-                    "  - {name: c, op: im2col, args: [x], kernel_size: 3}\n  - {name: y, op: mul, args: [c, w]}\n",
+  // Off every path to a wanted input it is no error: w's gradient through the product with col2im(x).
+  const Case beside{"gather_beside", "  - {name: x, shape: [18, 4]}\n  - {name: w, shape: [1, 2, 4, 4]}\n",
+                    "  - {name: c, op: im2col_backward, args: [x], input_shape: [1, 2, 4, 4], kernel_size: 3}\n"
+                    "  - {name: y, op: mul, args: [c, w]}\n",
                     "[y]"};
   ASSERT_FALSE(static_cast<bool>(build_backward(parse(beside))));
   check_gradients(beside, BackwardOptions{{"x"}});
