@@ -4,12 +4,20 @@
 // reads its operands at computed positions (templates/gather.cuh), then the
 // fused elementwise consumers run on the value before the store.
 #include <algorithm>
+#include <functional>
 
 #include "compiler/emit_common.h"
 #include "compiler/emitters.h"
 
 namespace fusejit::cg {
 namespace {
+
+// An operand at a flat index (an expression): a load, or the leaf expression
+// computed there (KernelEmitter::operand_at).
+using Operand = std::function<std::string(const std::string& index)>;
+Operand operand(KernelEmitter& em, ValueId v) {
+  return [&em, v](const std::string& index) { return em.operand_at(v, index); };
+}
 
 // Windows that tile the input (MaxPool2d(k): stride = kernel, no padding or
 // dilation): each element lies in at most one window.
@@ -44,8 +52,7 @@ Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const K
   s.constants.push_back({"kCellsH", cells_h, "cells down a plane"});
   s.constants.push_back({"kCellsW", cells_w, "cells across a plane"});
   s.constants.push_back({"kCells", cells, "cells in all planes"});
-  const std::string x = em.load_param(r.operands[0]);
-  const std::string g = em.load_param(r.operands[1]);
+  const Operand x = operand(em, r.operands[0]), g = operand(em, r.operands[1]);
   const PointwiseConfig& cfg = ctx.heur.pointwise;
   const unsigned grid = grid_for(cells, cfg.threads, cfg.max_blocks);
   const std::vector<std::string> body = {
@@ -61,10 +68,10 @@ Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const K
       "    for (int a = 0; a < kKH && ch * kKH + a < kH; ++a)",
       "      for (int b = 0; b < kKW && cw * kKW + b < kW; ++b) {",
       "        const int at = (ch * kKH + a) * kW + cw * kKW + b;",
-      "        const float v = fj::load_as_float(" + x + ", base + at);",
+      "        const float v = " + x("base + at") + ";",
       "        if (arg < 0 || v > m || fj::is_nan(v)) arg = at, m = v;",
       "      }",
-      "    g = fj::load_as_float(" + g + ", (plane * kOH + ch) * kOW + cw);",
+      "    g = " + g("(plane * kOH + ch) * kOW + cw") + ";",
       "  }",
       "  for (int a = 0; a < kKH && ch * kKH + a < kH; ++a)",
       "    for (int b = 0; b < kKW && cw * kKW + b < kW; ++b) {",
@@ -78,7 +85,7 @@ Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const K
 // The window's first maximum of x (the last NaN), as PyTorch picks it and as
 // fj::max_pool2d_backward_at finds it: `arg` (the offset in the plane at
 // `base`, -1 for no element) for the window of output (i2, i3).
-std::vector<std::string> window_argmax_lines(const std::string& x) {
+std::vector<std::string> window_argmax_lines(const Operand& x) {
   return {"const int h0 = (int)i2 * kSH - kPH, w0 = (int)i3 * kSW - kPW;",
           "float m = fj::neg_inf();",
           "int arg = -1;  // the window's first maximum (the last NaN), as PyTorch picks it",
@@ -88,7 +95,7 @@ std::vector<std::string> window_argmax_lines(const std::string& x) {
           "for (int b = 0; b < kKW; ++b) {",
           "const int iw = w0 + b * kDW;",
           "if (iw < 0 || iw >= kW) continue;",
-          "const float xv = fj::load_as_float(" + x + ", base + ih * kW + iw);",
+          "const float xv = " + x("base + ih * kW + iw") + ";",
           "if (arg < 0 || xv > m || fj::is_nan(xv)) arg = ih * kW + iw, m = xv;",
           "}",
           "}"};
@@ -96,7 +103,7 @@ std::vector<std::string> window_argmax_lines(const std::string& x) {
 
 // The adjoints (insert_zeros_backward, im2col_backward, max_pool2d_double_backward):
 // the lines that compute `v` at output element (i0, i1, i2, i3) = e.
-std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const Shape& os, const std::string& x) {
+std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const Shape& os, const Operand& x) {
   KernelSource& s = em.src();
   const Graph& g = em.ctx().g;
   auto constant = [&](const char* name, int64_t v, const char* doc) { s.constants.push_back({name, v, doc}); };
@@ -117,7 +124,7 @@ std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const S
     lines = {"const long long plane = (long long)e / (kH * kW);",
              "const long long gr = (long long)i2 * kSH - kCH, gc = (long long)i3 * kSW - kCW;",
              "const bool hit = gr >= 0 && gr < kGH && gc >= 0 && gc < kGW;",
-             "const float v = hit ? fj::load_as_float(" + x + ", (plane * kGH + gr) * kGW + gc) : 0.f;"};
+             "const float v = hit ? " + x("(plane * kGH + gr) * kGW + gc") + " : 0.f;"};
     return lines;
   }
   const Shape& xs = r.op == OpKind::Im2colBackward ? os : g.node(r.operands[0]).type.shape;
@@ -128,12 +135,12 @@ std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const S
   pair_constants("padding", "kPH", "kPW", "rows padded at each side", "columns padded at each side");
   pair_constants("dilation", "kDH", "kDW", "row spacing of the taps", "column spacing of the taps");
   if (r.op == OpKind::MaxPool2dDoubleBackward) {  // grad (shaped like x) at the window's first maximum of x
-    const std::string gp = em.load_param(r.operands[1]);
+    const Operand grad = operand(em, r.operands[1]);
     constant("kOH", os[2], "pooled rows");
     constant("kOW", os[3], "pooled columns");
     lines = {"const long long plane = (long long)e / (kOH * kOW);", "const long long base = plane * kH * kW;"};
     for (const std::string& l : window_argmax_lines(x)) lines.push_back(l);
-    lines.push_back("const float v = arg < 0 ? 0.f : fj::load_as_float(" + gp + ", base + arg);");
+    lines.push_back("const float v = arg < 0 ? 0.f : " + grad("base + arg") + ";");
     return lines;
   }
   // col2im: x[n, c, h, w] sums the column entries (row (c, i, j), column (n, ho, wo)) whose tap reads it
@@ -153,7 +160,7 @@ std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const S
            "if (left < 0 || left % kSW != 0 || left / kSW >= kOW) continue;",
            "const long long row = ((long long)i1 * kKH + a) * kKW + b;",
            "const long long col = ((long long)i0 * kOH + top / kSH) * kOW + left / kSW;",
-           "v += fj::load_as_float(" + x + ", row * kColumns + col);",
+           "v += " + x("row * kColumns + col") + ";",
            "}",
            "}"};
   return lines;
@@ -200,7 +207,7 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                         "the gathered value and its fused consumers, at output coordinates");
   std::vector<std::string> inner;
-  const std::string x = em.load_param(r.operands[0]);
+  const Operand x = operand(em, r.operands[0]);
   switch (r.op) {
     case OpKind::Flip: {  // the source offset: flipped dims count from the end
       const auto& dims = r.attr_ints("dims");
@@ -214,7 +221,7 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
         if (n > 1) off += (off.empty() ? "" : " + ") + (stride == 1 ? c : c + " * " + int_literal(stride));
         stride *= n;
       }
-      inner.push_back("const float v = fj::load_as_float(" + x + ", " + (off.empty() ? "0" : off) + ");");
+      inner.push_back("const float v = " + x(off.empty() ? "0" : off) + ";");
       break;
     }
     case OpKind::InsertZeros: {
@@ -234,8 +241,7 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
         inner.push_back("const long long sr = i2, sc = i3;");
       }
       inner.push_back("const bool hit = sr % kSH == 0 && sc % kSW == 0 && sr / kSH < kH && sc / kSW < kW;");
-      inner.push_back("const float v = hit ? fj::load_as_float(" + x +
-                      ", (plane * kH + sr / kSH) * kW + sc / kSW) : 0.f;");
+      inner.push_back("const float v = hit ? " + x("(plane * kH + sr / kSH) * kW + sc / kSW") + " : 0.f;");
       break;
     }
     case OpKind::Im2col: {
@@ -247,8 +253,7 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
       window(xs, {xs[0], xs[1], pixels / ow, ow});
       s.constants.push_back({"kChannels", xs[1], "channels of the unfolded input"});
       inner.push_back("const float v = fj::im2col_at<WindowShape>(i0, i1, [&](long long n, long long c, int ih, int iw) {");
-      inner.push_back("  return fj::load_as_float(" + x +
-                      ", ((n * kChannels + c) * WindowShape::kH + ih) * WindowShape::kW + iw); });");
+      inner.push_back("  return " + x("((n * kChannels + c) * WindowShape::kH + ih) * WindowShape::kW + iw") + "; });");
       break;
     }
     case OpKind::MaxPool2dBackward:
@@ -259,14 +264,12 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
       const ValueId grad = r.operands[is_max ? 1 : 0];
       const Shape& gs = g.node(grad).type.shape;
       window(os, gs);
-      const std::string gp = em.load_param(grad);
       inner.push_back("const long long plane = (long long)e / (WindowShape::kH * WindowShape::kW);");
-      const std::string load_grad =
-          "[&](int oh, int ow) { return fj::load_as_float(" + gp +
-          ", (plane * WindowShape::kOH + oh) * WindowShape::kOW + ow); }";
+      const std::string load_grad = "[&](int oh, int ow) { return " +
+                                    operand(em, grad)("(plane * WindowShape::kOH + oh) * WindowShape::kOW + ow") + "; }";
       if (is_max)
         inner.push_back("const float v = fj::max_pool2d_backward_at<WindowShape>(i2, i3, [&](int ih, int iw) { "
-                        "return fj::load_as_float(" + x + ", (plane * WindowShape::kH + ih) * WindowShape::kW + iw); }, " +
+                        "return " + x("(plane * WindowShape::kH + ih) * WindowShape::kW + iw") + "; }, " +
                         load_grad + ");");
       else
         inner.push_back(std::string("const float v = fj::avg_pool2d_backward_at<WindowShape, ") +

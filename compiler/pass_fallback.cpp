@@ -62,8 +62,8 @@ LeafCost leaf_cost(const PlanContext& ctx, ValueId v) {
 }
 
 // Whether leaf expression v is written out: as a graph output, for a view,
-// or for kernels that read it from memory. Reductions, pools, softmax and
-// norms compute it where they read it instead (no write and read back of a
+// or for kernels that read it from memory. Reductions, pools, softmax, norms
+// and gathers compute it where they read it instead (no write and read back of a
 // full tensor) unless it reads a transpose (the tiled transpose writing it out
 // keeps the row kernel's loads contiguous) or recomputing costs more
 // full-size loads than writing it once: L loads for each of C readers against

@@ -404,7 +404,8 @@ bool PlanContext::recomputes_operand(ValueId user, ValueId v) const {
   switch (op_category(n.op)) {
     case OpCategory::Reduction:
     case OpCategory::Pool:
-    case OpCategory::Normalize: return true;
+    case OpCategory::Normalize:
+    case OpCategory::Gather: return true;
     case OpCategory::Norm:  // x, not weight / bias
       return std::count(n.operands.begin(), n.operands.end(), v) == 1 && n.operands[0] == v;
     default: return false;

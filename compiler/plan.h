@@ -330,7 +330,7 @@ struct PlanContext {
   // Whether `user` needs its operands in memory (not pointwise: a row,
   // pool or norm kernel reads them, or a view of them).
   bool reads_memory(ValueId user) const { return !pointwise(user); }
-  // Whether the kernel of `user` (a reduction, pool, softmax or norm) can
+  // Whether the kernel of `user` (a reduction, pool, softmax, norm or gather) can
   // compute its operand v, a leaf expression, at each element it reads instead
   // of reading a buffer (KernelEmitter::operand_at, KernelFunction::load_operand).
   bool recomputes_operand(ValueId user, ValueId v) const;

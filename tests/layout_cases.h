@@ -269,6 +269,40 @@ ops:
   - {name: d, op: insert_zeros_backward, args: [k], stride: 1, crop: [1, 2]}
   - {name: y, op: add, args: [b, 1]}
 outputs: [a, y, d])"},
+      // Row, pool and gather kernels computing a leaf expression where they read it (no kernel writes it out).
+      {"row_and_pool_kernels_compute_leaf_operands", R"(
+inputs: [{name: z, shape: [2, 3, 9, 8]}, {name: bias, shape: [3, 1, 1]}, {name: gamma, shape: [3]}]
+ops:
+  - {name: t, op: tanh, args: [z]}
+  - {name: pre, op: add, args: [t, bias]}
+  - {name: l, op: logsumexp, args: [pre], dims: [3]}
+  - {name: m, op: max, args: [pre], dims: [1], keepdim: true}
+  - {name: gp, op: global_avg_pool, args: [pre]}
+  - {name: mp, op: max_pool2d, args: [pre], kernel_size: 3, stride: 2, padding: 1}
+  - {name: ap, op: avg_pool1d, args: [pre], kernel_size: 3, padding: 1, count_include_pad: false}
+  - {name: s, op: softmax, args: [pre], dim: 2}
+  - {name: n, op: group_norm, args: [pre, gamma], num_groups: 3}
+  - {name: y, op: mul, args: [s, n]}
+outputs: [l, m, gp, mp, ap, y])"},
+      {"gather_kernels_compute_leaf_operands", R"(
+inputs: [{name: z, shape: [2, 3, 9, 8]}, {name: bias, shape: [3, 1, 1]}, {name: g, shape: [2, 3, 2, 2]},
+         {name: g3, shape: [2, 3, 5, 4]}, {name: cols, shape: [27, 20]}]
+ops:
+  - {name: t, op: tanh, args: [z]}
+  - {name: s, op: mul, args: [t, 2.0]}
+  - {name: pre, op: add, args: [s, bias]}
+  - {name: d, op: max_pool2d_backward, args: [pre, g], kernel_size: 4}
+  - {name: d3, op: max_pool2d_backward, args: [pre, g3], kernel_size: 3, stride: 2, padding: 1}
+  - {name: gs, op: sigmoid, args: [g3]}
+  - {name: a4, op: avg_pool2d_backward, args: [gs], input_shape: [2, 3, 9, 8], kernel_size: 3, stride: 2, padding: 1}
+  - {name: f, op: flip, args: [pre], dims: [2, 3]}
+  - {name: c, op: im2col, args: [pre], kernel_size: 3, stride: 2}
+  - {name: iz, op: insert_zeros, args: [pre], stride: 2, extra: [1, 1]}
+  - {name: e, op: exp, args: [cols]}
+  - {name: ci, op: im2col_backward, args: [e], input_shape: [1, 3, 9, 8], kernel_size: 3, stride: 2, padding: 1}
+  - {name: dd, op: max_pool2d_double_backward, args: [pre, s], kernel_size: 3, stride: 2, padding: 1}
+  - {name: izb, op: insert_zeros_backward, args: [t], stride: 2, extra: [0, 1]}
+outputs: [d, d3, a4, f, c, iz, ci, dd, izb])"},
   };
   return cases;
 }

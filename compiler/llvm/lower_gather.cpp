@@ -3,7 +3,6 @@
 // the fused consumers applied before the store.
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "compiler/llvm/lower.h"
 
@@ -57,7 +56,7 @@ class GatherLowering {
 
   // The first maximum (the last NaN), as PyTorch picks it, of x's window at (h0, w0) in the plane at
   // plane_base: stored in `arg` (its offset in the plane; -1: no element), `m` its value.
-  void window_argmax(BufferRef x, Value* plane_base, Value* h0, Value* w0, const Window& q, Value* m, Value* arg) {
+  void window_argmax(ValueId x, Value* plane_base, Value* h0, Value* w0, const Window& q, Value* m, Value* arg) {
     b_.CreateStore(kf_.f32(-INFINITY), m);
     b_.CreateStore(kf_.i64(-1), arg);
     kf_.loop(0, q.kh, 1, [&](Value* i) {
@@ -67,7 +66,7 @@ class GatherLowering {
           Value* iw = b_.CreateAdd(w0, b_.CreateMul(j, kf_.i64(q.dw)));
           kf_.if_then(in_range(iw, q.w), [&] {
             Value* pos = b_.CreateAdd(b_.CreateMul(ih, kf_.i64(q.w)), iw);
-            Value* xv = kf_.load_f32(x, b_.CreateAdd(plane_base, pos));
+            Value* xv = kf_.load_operand(x, b_.CreateAdd(plane_base, pos));
             Value* mv = b_.CreateLoad(kf_.f32_type(), m);
             Value* take = b_.CreateOr(b_.CreateICmpSLT(b_.CreateLoad(b_.getInt64Ty(), arg), kf_.i64(0)),
                                       b_.CreateOr(b_.CreateFCmpOGT(xv, mv), b_.CreateFCmpUNO(xv, xv)));
@@ -81,8 +80,7 @@ class GatherLowering {
 
   // The adjoints at output coordinates `at` (insert_zeros_backward, im2col_backward,
   // max_pool2d_double_backward); `per_element`: the loads an element takes.
-  Value* adjoint(const Graph& g, const Node& r, const std::vector<Value*>& at, const Shape& os,
-                 const std::map<ValueId, BufferRef>& buffers, int64_t& per_element);
+  Value* adjoint(const Graph& g, const Node& r, const std::vector<Value*>& at, const Shape& os, int64_t& per_element);
 
  private:
   KernelFunction& kf_;
@@ -90,9 +88,9 @@ class GatherLowering {
 };
 
 Value* GatherLowering::adjoint(const Graph& g, const Node& r, const std::vector<Value*>& at, const Shape& os,
-                               const std::map<ValueId, BufferRef>& buffers, int64_t& per_element) {
-  const BufferRef gbuf = buffers.at(r.operands[r.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0]);
-  const Shape& gs = g.node(r.operands[r.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0]).type.shape;
+                               int64_t& per_element) {
+  const ValueId grad = r.operands[r.op == OpKind::MaxPool2dDoubleBackward ? 1 : 0];
+  const Shape& gs = g.node(grad).type.shape;
   Value* plane = b_.CreateAdd(b_.CreateMul(at[0], kf_.i64(os[1])), at[1]);
   Value* acc = kf_.local(kf_.f32(0), "acc");
   b_.CreateStore(kf_.f32(0), acc);
@@ -103,7 +101,7 @@ Value* GatherLowering::adjoint(const Graph& g, const Node& r, const std::vector<
     Value* gc = b_.CreateSub(b_.CreateMul(at[3], kf_.i64(st[1])), kf_.i64(crop[1]));
     kf_.if_then(b_.CreateAnd(in_range(gr, gs[2]), in_range(gc, gs[3])), [&] {
       Value* off = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(plane, kf_.i64(gs[2])), gr), kf_.i64(gs[3])), gc);
-      b_.CreateStore(kf_.load_f32(gbuf, off), acc);
+      b_.CreateStore(kf_.load_operand(grad, off), acc);
     });
     return b_.CreateLoad(kf_.f32_type(), acc);
   }
@@ -113,10 +111,10 @@ Value* GatherLowering::adjoint(const Graph& g, const Node& r, const std::vector<
     Value* m = kf_.local(kf_.f32(-INFINITY), "max");
     Value* arg = kf_.local(kf_.i64(-1), "arg");
     Value* base = b_.CreateMul(plane, kf_.i64(q.h * q.w));
-    window_argmax(buffers.at(r.operands[0]), base, b_.CreateSub(b_.CreateMul(at[2], kf_.i64(q.sh)), kf_.i64(q.ph)),
+    window_argmax(r.operands[0], base, b_.CreateSub(b_.CreateMul(at[2], kf_.i64(q.sh)), kf_.i64(q.ph)),
                   b_.CreateSub(b_.CreateMul(at[3], kf_.i64(q.sw)), kf_.i64(q.pw)), q, m, arg);
     Value* a = b_.CreateLoad(b_.getInt64Ty(), arg);
-    kf_.if_then(b_.CreateICmpSGE(a, kf_.i64(0)), [&] { b_.CreateStore(kf_.load_f32(gbuf, b_.CreateAdd(base, a)), acc); });
+    kf_.if_then(b_.CreateICmpSGE(a, kf_.i64(0)), [&] { b_.CreateStore(kf_.load_operand(grad, b_.CreateAdd(base, a)), acc); });
     return b_.CreateLoad(kf_.f32_type(), acc);
   }
   // col2im: x[n, c, h, w] sums the column entries (row (c, i, j), column (n, ho, wo)) whose tap reads it
@@ -130,7 +128,7 @@ Value* GatherLowering::adjoint(const Graph& g, const Node& r, const std::vector<
     window_taps_holding(at[3], k[1], st[1], pd[1], dl[1], ow, [&](Value* wo, Value* j) {
       Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(at[1], kf_.i64(k[0])), i), kf_.i64(k[1])), j);
       Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(at[0], kf_.i64(oh)), ho), kf_.i64(ow)), wo);
-      Value* gv = kf_.load_f32(gbuf, b_.CreateAdd(b_.CreateMul(row, kf_.i64(gs[1])), col));
+      Value* gv = kf_.load_operand(grad, b_.CreateAdd(b_.CreateMul(row, kf_.i64(gs[1])), col));
       b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(kf_.f32_type(), acc), gv), acc);
     }, "tw");
   }, "th");
@@ -152,7 +150,6 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
   llvm::IRBuilder<>& b = kf.b();
   GatherLowering gl(kf);
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const BufferRef in = lc.plan.buffer.at(x);
   int64_t per_element = 1;
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
     std::vector<Value*> idx = decompose(kf, row, outer_shape);
@@ -171,7 +168,7 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
           off = b.CreateAdd(off, b.CreateMul(c, kf.i64(stride)));
           stride *= os[d];
         }
-        v = kf.load_f32(in, off);
+        v = kf.load_operand(x, off);
       } else if (r.op == OpKind::InsertZeros) {
         const auto& st = r.attr_ints("stride");
         const std::vector<int64_t> crop = r.attrs.count("crop") ? r.attr_ints("crop") : std::vector<int64_t>{0, 0};
@@ -187,7 +184,7 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
         kf.if_then(hit, [&] {
           Value* plane = b.CreateAdd(b.CreateMul(at[0], kf.i64(xs[1])), at[1]);
           Value* off = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(xs[2])), si), kf.i64(xs[3])), sj);
-          b.CreateStore(kf.load_f32(in, off), acc);
+          b.CreateStore(kf.load_operand(x, off), acc);
         });
         v = b.CreateLoad(kf.f32_type(), acc);
       } else if (r.op == OpKind::Im2col) {
@@ -209,18 +206,17 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
         kf.if_then(b.CreateAnd(gl.in_range(ih, xs[2]), gl.in_range(iw, xs[3])), [&] {
           Value* plane = b.CreateAdd(b.CreateMul(n, kf.i64(xs[1])), c);
           Value* off = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(xs[2])), ih), kf.i64(xs[3])), iw);
-          b.CreateStore(kf.load_f32(in, off), acc);
+          b.CreateStore(kf.load_operand(x, off), acc);
         });
         v = b.CreateLoad(kf.f32_type(), acc);
       } else if (r.op == OpKind::InsertZerosBackward || r.op == OpKind::Im2colBackward ||
                  r.op == OpKind::MaxPool2dDoubleBackward) {
-        v = gl.adjoint(g, r, at, os, lc.plan.buffer, per_element);
+        v = gl.adjoint(g, r, at, os, per_element);
       } else {  // the pools' backward at input (plane, h, w)
         const bool is_max = r.op == OpKind::MaxPool2dBackward;
         const ValueId grad = r.operands[is_max ? 1 : 0];
         const Window q = window_of(r, os, g.node(grad).type.shape);
         per_element = q.kh * q.kw * (is_max ? q.kh * q.kw : 1);
-        const BufferRef gbuf = lc.plan.buffer.at(grad);
         Value* h = at[2];
         Value* w = at[3];
         Value* plane = b.CreateAdd(b.CreateMul(at[0], kf.i64(os[1])), at[1]);
@@ -230,7 +226,7 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
         b.CreateStore(kf.f32(0), sum);
         gl.windows_holding(h, q.kh, q.sh, q.ph, q.dh, q.oh, [&](Value* oh) {
           gl.windows_holding(w, q.kw, q.sw, q.pw, q.dw, q.ow, [&](Value* ow) {
-            Value* gv = kf.load_f32(gbuf, b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(q.oh)), oh),
+            Value* gv = kf.load_operand(grad, b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(plane, kf.i64(q.oh)), oh),
                                                                   kf.i64(q.ow)), ow));
             Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(q.sh)), kf.i64(q.ph));
             Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(q.sw)), kf.i64(q.pw));
@@ -248,7 +244,7 @@ Expected<CpuLaunch> lower_gather(LowerContext& lc, const KernelPlan& kp) {
                                          b.CreateFDiv(gv, b.CreateSIToFP(divisor, kf.f32_type()))), sum);
               return;
             }
-            gl.window_argmax(in, b.CreateMul(plane, kf.i64(q.h * q.w)), h0, w0, q, m, arg);
+            gl.window_argmax(x, b.CreateMul(plane, kf.i64(q.h * q.w)), h0, w0, q, m, arg);
             Value* mine = b.CreateICmpEQ(b.CreateLoad(b.getInt64Ty(), arg),
                                          b.CreateAdd(b.CreateMul(h, kf.i64(q.w)), w));
             b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), sum), b.CreateSelect(mine, gv, kf.f32(0))), sum);
