@@ -17,6 +17,9 @@
 #   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
 #   convbench bench/bench_conv.py: conv chains against cuDNN / PyTorch (CONV_BENCH_ARGS)
 #   normbench bench/bench_norm.py: group norm / row reduction chains against PyTorch (NORM_BENCH_ARGS)
+#   gtest     fusejit_tests with GTEST_FILTER (default 'Gpu*'): one call for the tests a change needs
+#   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
+#             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
@@ -173,6 +176,19 @@ stage_normbench() {
   export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
   PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_norm.py --out "$out" --fusejit-bin "$PWD/$build/fusejit" ${NORM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_norm.log" | tail -60
   note "norm bench: rc=${PIPESTATUS[0]}"
+}
+
+stage_gtest() {
+  timeout ${GTEST_TIMEOUT:-500} "$build/tests/fusejit_tests" --gtest_filter="${GTEST_FILTER:-Gpu*}" > "$out/gtest.log" 2>&1
+  note "gtest ${GTEST_FILTER:-Gpu*}: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gtest.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED|Failure" "$out/gtest.log" | head -30
+}
+
+stage_backbench() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  PYTHONUNBUFFERED=1 PYTHONPATH=python timeout 560 python3 bench/bench_backward_seeds.py --out "$out" \
+    ${BACKWARD_BENCH_ARGS:-} 2>&1 | tee "$out/bench_backward.log" | tail -40
+  note "backward bench: rc=${PIPESTATUS[0]}"
 }
 
 stage_bench() {
