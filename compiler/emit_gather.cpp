@@ -82,26 +82,7 @@ Expected<EmittedKernel> emit_tiling_max_pool_backward(KernelEmitter& em, const K
   return finish_kernel(em, kp, body, {grid, 1, 1}, cfg.threads);
 }
 
-// The window's first maximum of x (the last NaN), as PyTorch picks it and as
-// fj::max_pool2d_backward_at finds it: `arg` (the offset in the plane at
-// `base`, -1 for no element) for the window of output (i2, i3).
-std::vector<std::string> window_argmax_lines(const Operand& x) {
-  return {"const int h0 = (int)i2 * kSH - kPH, w0 = (int)i3 * kSW - kPW;",
-          "float m = fj::neg_inf();",
-          "int arg = -1;  // the window's first maximum (the last NaN), as PyTorch picks it",
-          "for (int a = 0; a < kKH; ++a) {",
-          "const int ih = h0 + a * kDH;",
-          "if (ih < 0 || ih >= kH) continue;",
-          "for (int b = 0; b < kKW; ++b) {",
-          "const int iw = w0 + b * kDW;",
-          "if (iw < 0 || iw >= kW) continue;",
-          "const float xv = " + x("base + ih * kW + iw") + ";",
-          "if (arg < 0 || xv > m || fj::is_nan(xv)) arg = ih * kW + iw, m = xv;",
-          "}",
-          "}"};
-}
-
-// The adjoints (insert_zeros_backward, im2col_backward, max_pool2d_double_backward):
+// The adjoints insert_zeros_backward and im2col_backward:
 // the lines that compute `v` at output element (i0, i1, i2, i3) = e.
 std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const Shape& os, const Operand& x) {
   KernelSource& s = em.src();
@@ -127,22 +108,13 @@ std::vector<std::string> adjoint_lines(KernelEmitter& em, const Node& r, const S
              "const float v = hit ? " + x("(plane * kGH + gr) * kGW + gc") + " : 0.f;"};
     return lines;
   }
-  const Shape& xs = r.op == OpKind::Im2colBackward ? os : g.node(r.operands[0]).type.shape;
+  const Shape& xs = os;  // im2col_backward: the unfolded input's shape
   constant("kH", xs[2], "input rows");
   constant("kW", xs[3], "input columns");
   pair_constants("kernel_size", "kKH", "kKW", "window rows", "window columns");
   pair_constants("stride", "kSH", "kSW", "row step between windows", "column step between windows");
   pair_constants("padding", "kPH", "kPW", "rows padded at each side", "columns padded at each side");
   pair_constants("dilation", "kDH", "kDW", "row spacing of the taps", "column spacing of the taps");
-  if (r.op == OpKind::MaxPool2dDoubleBackward) {  // grad (shaped like x) at the window's first maximum of x
-    const Operand grad = operand(em, r.operands[1]);
-    constant("kOH", os[2], "pooled rows");
-    constant("kOW", os[3], "pooled columns");
-    lines = {"const long long plane = (long long)e / (kOH * kOW);", "const long long base = plane * kH * kW;"};
-    for (const std::string& l : window_argmax_lines(x)) lines.push_back(l);
-    lines.push_back("const float v = arg < 0 ? 0.f : " + grad("base + arg") + ";");
-    return lines;
-  }
   // col2im: x[n, c, h, w] sums the column entries (row (c, i, j), column (n, ho, wo)) whose tap reads it
   const Shape& cols = g.node(r.operands[0]).type.shape;
   const auto& k = r.attr_ints("kernel_size");
@@ -276,9 +248,17 @@ Expected<EmittedKernel> emit_gather(const PlanContext& ctx, const Plan& plan, in
                         (r.attr_bool("count_include_pad") ? "true" : "false") + ">(i2, i3, " + load_grad + ");");
       break;
     }
+    case OpKind::MaxPool2dDoubleBackward: {  // grad (shaped like x) at each window's first maximum of x
+      window(g.node(r.operands[0]).type.shape, os);
+      inner = {"const long long plane = (long long)e / (WindowShape::kOH * WindowShape::kOW);",
+               "const long long base = plane * WindowShape::kH * WindowShape::kW;",
+               "const int arg = fj::window_first_max<WindowShape>(i2, i3, [&](int ih, int iw) { return " +
+                   x("base + ih * WindowShape::kW + iw") + "; });",
+               "const float v = arg < 0 ? 0.f : " + operand(em, r.operands[1])("base + arg") + ";"};
+      break;
+    }
     case OpKind::InsertZerosBackward:
     case OpKind::Im2colBackward:
-    case OpKind::MaxPool2dDoubleBackward:
       inner = adjoint_lines(em, r, os, x);
       break;
     default:

@@ -35,6 +35,27 @@ __device__ __forceinline__ void windows_holding(int pos, const F& f) {
   }
 }
 
+// The first maximum (the last NaN, as PyTorch picks) of window (oh, ow):
+// its offset ih * kW + iw in the plane, -1 for a window of padding only.
+// x(ih, iw) -> float of the plane.
+template <class S, class LoadX>
+__device__ __forceinline__ int window_first_max(int oh, int ow, const LoadX& x) {
+  const int h0 = oh * S::kSH - S::kPH, w0 = ow * S::kSW - S::kPW;
+  float m = neg_inf();
+  int arg = -1;
+  for (int i = 0; i < S::kKH; ++i) {
+    const int ih = h0 + i * S::kDH;
+    if (ih < 0 || ih >= S::kH) continue;
+    for (int j = 0; j < S::kKW; ++j) {
+      const int iw = w0 + j * S::kDW;
+      if (iw < 0 || iw >= S::kW) continue;
+      const float v = x(ih, iw);
+      if (arg < 0 || v > m || is_nan(v)) arg = ih * S::kW + iw, m = v;
+    }
+  }
+  return arg;
+}
+
 // d(max_pool2d)/dx at input (h, w): the grads of the windows whose first
 // maximum (the last NaN, as PyTorch picks) is (h, w). x(ih, iw), grad(oh, ow)
 // -> float of the plane.
@@ -43,20 +64,7 @@ __device__ __forceinline__ float max_pool2d_backward_at(int h, int w, const Load
   float sum = 0.f;
   windows_holding<S::kKH, S::kSH, S::kPH, S::kDH, S::kOH>(h, [&](int oh) {
     windows_holding<S::kKW, S::kSW, S::kPW, S::kDW, S::kOW>(w, [&](int ow) {
-      const int h0 = oh * S::kSH - S::kPH, w0 = ow * S::kSW - S::kPW;
-      float m = neg_inf();
-      int arg = -1;
-      for (int i = 0; i < S::kKH; ++i) {
-        const int ih = h0 + i * S::kDH;
-        if (ih < 0 || ih >= S::kH) continue;
-        for (int j = 0; j < S::kKW; ++j) {
-          const int iw = w0 + j * S::kDW;
-          if (iw < 0 || iw >= S::kW) continue;
-          const float v = x(ih, iw);
-          if (arg < 0 || v > m || is_nan(v)) arg = ih * S::kW + iw, m = v;
-        }
-      }
-      if (arg == h * S::kW + w) sum += grad(oh, ow);
+      if (window_first_max<S>(oh, ow, x) == h * S::kW + w) sum += grad(oh, ow);
     });
   });
   return sum;
