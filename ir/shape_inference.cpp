@@ -400,6 +400,17 @@ class Inference {
     return out;
   }
 
+  // insert_zeros and its backward: 'extra' and 'crop' are counts of rows / columns.
+  Status spread_attrs_non_negative(ValueId id) {
+    const Node& n = g_.node(id);
+    for (const char* a : {"extra", "crop"}) {
+      const auto& v = n.attr_ints(a);
+      if (v[0] < 0 || v[1] < 0)
+        return err(id, "'" + std::string(a) + "' must be non-negative, got " + attr_str(n.attrs.at(a)));
+    }
+    return {};
+  }
+
   // insert_zeros_backward: the x whose insert_zeros (same stride, extra, crop) is shaped like grad.
   Status insert_zeros_backward(ValueId id, const TensorType& grad) {
     Node& n = g_.node(id);
@@ -407,8 +418,7 @@ class Inference {
     const auto& s = n.attr_ints("stride");
     const auto& e = n.attr_ints("extra");
     const auto& c = n.attr_ints("crop");
-    if (e[0] < 0 || e[1] < 0) return err(id, "'extra' must be non-negative, got " + attr_str(n.attrs.at("extra")));
-    if (c[0] < 0 || c[1] < 0) return err(id, "'crop' must be non-negative, got " + attr_str(n.attrs.at("crop")));
+    if (Status st = spread_attrs_non_negative(id); !st) return st;
     Shape out = grad.shape;
     for (size_t i = 0; i < 2; ++i) {
       if (e[i] > kMaxNumel || c[i] > kMaxNumel) return err(id, "'extra' or 'crop' is larger than 2^48");
@@ -470,8 +480,7 @@ class Inference {
       const auto& s = n.attr_ints("stride");
       const auto& e = n.attr_ints("extra");
       const auto& c = n.attr_ints("crop");
-      if (e[0] < 0 || e[1] < 0) return err(id, "'extra' must be non-negative, got " + attr_str(n.attrs.at("extra")));
-      if (c[0] < 0 || c[1] < 0) return err(id, "'crop' must be non-negative, got " + attr_str(n.attrs.at("crop")));
+      if (Status st = spread_attrs_non_negative(id); !st) return st;
       Shape out = x.shape;
       for (size_t i = 0; i < 2; ++i) {
         if (s[i] > kMaxNumel / x.shape[2 + i] || e[i] > kMaxNumel || c[i] > kMaxNumel)
