@@ -76,7 +76,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       return Error("codegen: one conv image exceeds 2^31 elements");
     if (wgmma || halo_patches) {  // patches of output pixels (conv_wgmma.cuh: 4-D TMA boxes; conv_patch.cuh)
       const auto& k = pool ? g.node(pool->op).attr_ints("kernel_size") : std::vector<int64_t>{1, 1};
-      patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]));
+      patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]),
+                         halo_patches ? elem_bytes : 0);
       if (patch.bh == 0) return Error("codegen: no patch of " + std::to_string(tile_m) + " pixels holds whole pool windows");
       const std::string sides = std::to_string(patch.bh) + ", " + std::to_string(patch.bw);
       s.aliases.push_back(pool ? "using Pixels = fj::PatchPoolPixels<ConvShape, Tile::BM, " + sides + ", " +
@@ -135,7 +136,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.persistent = true;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
       s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
-                          ", " + std::to_string(patch.bw) + ">;  // operands from shared-memory copies");
+                          ", " + std::to_string(patch.bw) + ", " +
+                          std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
+                          ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
       append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
                    "const Conv conv{" + em.load_param(a.operands[0]) + ", " + em.load_param(a.operands[1]) +

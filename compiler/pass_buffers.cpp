@@ -37,8 +37,11 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       // Column tiles (over N, conv groups included), or a conv's pixel tiles per image.
       // (wgmma and mma.sync from halo patches: patches of output pixels, conv_patch)
       const bool patches = (anchor.mainloop == Mainloop::Wgmma || anchor.conv_patch) && geo.op == OpKind::Conv2d;
+      const int halo_bytes = anchor.conv_patch && anchor.mainloop == Mainloop::Mma
+                                 ? (anchor.mma_kind == "bf16" || anchor.mma_kind == "f16" ? 2 : 4)
+                                 : 0;
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
-                 : patches ? conv_patch(geo, anchor.tile_m()).tiles_per_image
+                 : patches ? conv_patch(geo, anchor.tile_m(), 1, 1, halo_bytes).tiles_per_image
                            : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();
       const bool softmax = op_category(g.node(v).op) == OpCategory::Normalize;  // rows of [.., N], not a reduction
       pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;

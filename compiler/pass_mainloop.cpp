@@ -188,9 +188,15 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   }
   kp.mainloop = Mainloop::Mma;
   kp.mma_kind = kind;
+  std::string halo_channels = "every channel";
+  if (kp.conv_patch) {
+    const int eb = kind == "bf16" || kind == "f16" ? 2 : 4, per_block = conv_patch_block_chunks(geo, eb) * (16 / eb);
+    if (per_block < geo.cin / geo.groups) halo_channels = "blocks of " + std::to_string(per_block) + " channels";
+  }
   const std::string staging =
-      kp.conv_patch            ? "tiles are patches of output pixels whose input halo (every channel) each block copies "
-                                 "to shared memory once, the im2col in ldmatrix addresses; filters copied once per block"
+      kp.conv_patch ? "tiles are patches of output pixels whose input halo (" + halo_channels +
+                          ") each block copies to shared memory once, the im2col in ldmatrix addresses; filters "
+                          "copied once per block"
       : a.op == OpKind::Conv2d ? "im2col gather by cp.async into a shared-memory ring" +
                                      (why_not_patch.empty() ? "" : " (not from halo patches: " + why_not_patch + ")")
       : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async into a shared-memory ring"

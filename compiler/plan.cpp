@@ -338,14 +338,24 @@ AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
   return geo;
 }
 
-ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw) {
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes) {
+  // H100, Cin 64 -> 8 k3 p2 (a dX conv), fp32: 1x128 patches 8.57 ms, 8x16 5.57; Cin 8 -> 64 (one block) got
+  // slower with 8x16 (6.48 -> 9.66 ms, its stores dominate), so one-block halos keep the store-only cost.
+  bool halo = false;
+  if (halo_elem_bytes > 0) {
+    const int64_t per_chunk = 16 / halo_elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+    halo = cc > conv_patch_block_chunks(geo, halo_elem_bytes);
+  }
   ConvPatch best;
   double best_cost = 0;
   for (int bw = std::min(bm, 128); bw >= 8; bw /= 2) {
     const int bh = bm / bw;
     if (bw % qw || bh % qh) continue;
     const int64_t tiles = ((geo.oh + bh - 1) / bh) * ((geo.ow + bw - 1) / bw);
-    const double cost = static_cast<double>(tiles) * bm * (bw >= 32 ? 1.0 : bw == 16 ? 1.15 : 1.3);
+    const int64_t halo_pixels = halo ? ((bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1) *
+                                           ((bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1)
+                                     : 0;
+    const double cost = static_cast<double>(tiles) * (bm * (bw >= 32 ? 1.0 : bw == 16 ? 1.15 : 1.3) + halo_pixels);
     if (best.bh == 0 || cost < best_cost) {
       best = {bh, bw, tiles};
       best_cost = cost;
@@ -355,30 +365,41 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw) {
 }
 
 namespace {
-constexpr int64_t kMaxPatchChannelChunks = 4;  // 16-byte chunks of one pixel's channels
-constexpr int64_t kMaxPatchKChunks = 64;       // chunks along K (unrolled mma steps: half that)
+constexpr int64_t kMaxPatchChannelChunks = 4;  // 16-byte chunks of one pixel's channels in a halo block
+constexpr int64_t kMaxPatchKChunks = 64;       // chunks along K per block (unrolled mma steps: half that)
+constexpr int64_t kMaxBlockedPatchCout = 32;   // Cout/groups up to which several halo blocks beat the gather
 }  // namespace
+
+int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes) {
+  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+  int64_t block = std::min(cc, kMaxPatchChannelChunks);
+  while (block > 0 && block * geo.kh * geo.kw > kMaxPatchKChunks) --block;
+  if (block > 0) block = (cc + (cc + block - 1) / block - 1) / ((cc + block - 1) / block);  // even blocks
+  return static_cast<int>(block);
+}
 
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes) {
   const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
-  const int64_t steps = (cc * geo.kh * geo.kw + 1) / 2;
+  const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = (cc + block - 1) / block;
+  const int64_t steps = (block * geo.kh * geo.kw + 1) / 2;  // per block
   const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
   const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
-  return (bn * (2 * steps + 1) * 16 + 16 + cc * hr * hc * 16 + 127) / 128 * 128;
+  const int64_t rows = std::min<int64_t>(bn, geo.cout / geo.groups);  // filter rows held (ConvPatchMma::kBRows)
+  return (rows * (2 * steps * blocks + 1) * 16 + 16 + block * hr * hc * 16 + 127) / 128 * 128;
 }
 
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes) {
-  const int64_t per_chunk = 16 / elem_bytes, cin_g = geo.cin / geo.groups;
-  const int64_t cc = (cin_g + per_chunk - 1) / per_chunk;
-  if (cc > kMaxPatchChannelChunks)
+  const int64_t per_chunk = 16 / elem_bytes, cin_g = geo.cin / geo.groups, cout_g = geo.cout / geo.groups;
+  // Several halo blocks: only for narrow GEMM N, where the gather's tiles reuse each gathered element least.
+  if ((cin_g + per_chunk - 1) / per_chunk > kMaxPatchChannelChunks && cout_g > kMaxBlockedPatchCout)
     return "Cin/groups=" + std::to_string(cin_g) + " is over " + std::to_string(kMaxPatchChannelChunks * per_chunk) +
-           " channels";
-  if (cc * geo.kh * geo.kw > kMaxPatchKChunks)
-    return "a " + std::to_string(geo.kh) + "x" + std::to_string(geo.kw) + " kernel over " + std::to_string(cin_g) +
-           " channels is over " + std::to_string(kMaxPatchKChunks) + " 16-byte chunks of K";
-  const ConvPatch p = conv_patch(geo, 128);
-  if (const int64_t bytes = conv_patch_operand_bytes(geo, p, 128, elem_bytes); bytes > kMaxPatchOperandBytes)
-    return "the filters of a 128-column tile and a patch's input halo take " + std::to_string(bytes) +
+           " channels and Cout/groups=" + std::to_string(cout_g) + " over " + std::to_string(kMaxBlockedPatchCout);
+  if (conv_patch_block_chunks(geo, elem_bytes) == 0)
+    return "a " + std::to_string(geo.kh) + "x" + std::to_string(geo.kw) + " kernel is over " +
+           std::to_string(kMaxPatchKChunks) + " taps";
+  const ConvPatch p = conv_patch(geo, 128, 1, 1, elem_bytes);
+  if (const int64_t bytes = conv_patch_operand_bytes(geo, p, 16, elem_bytes); bytes > kMaxPatchOperandBytes)
+    return "the filters of a 16-column tile and a patch's input halo take " + std::to_string(bytes) +
            " bytes of shared memory";
   return "";
 }

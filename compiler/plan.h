@@ -163,11 +163,17 @@ struct ConvPatch {
   int bh = 0, bw = 0;
   int64_t tiles_per_image = 0;
 };
-ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1);
+// halo_elem_bytes > 0: mma.sync halo patches (conv_patch.cuh) of that element
+// size. Where the halo takes several channel blocks (Cin/groups over 16 fp32
+// channels), its copy dominates and its area counts too: squarer patches.
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, int halo_elem_bytes = 0);
 // conv2d on mma.sync from shared-memory copies of each patch's input halo
 // (templates/conv_patch.cuh): why a conv cannot take it ("" if it can), and
-// the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes).
+// the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes). The halo
+// holds a block of channel chunks at a time (conv_patch_block_chunks: all of
+// them for Cin/groups <= 16 fp32 or 32 16-bit channels); K runs block by block.
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes);
+int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes);
 constexpr int64_t kMaxPatchOperandBytes = 96 * 1024;
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes);
 

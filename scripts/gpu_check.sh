@@ -17,7 +17,8 @@
 #   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
 #   convbench bench/bench_conv.py: conv chains against cuDNN / PyTorch (CONV_BENCH_ARGS)
 #   normbench bench/bench_norm.py: group norm / row reduction chains against PyTorch (NORM_BENCH_ARGS)
-#   gtest     fusejit_tests with GTEST_FILTER (default 'Gpu*'): one call for the tests a change needs
+#   gtest     ctest -R TEST_REGEX (default '^Gpu|/Gpu'), -E TEST_EXCLUDE, GTEST_JOBS in parallel:
+#             one call for the tests a change needs
 #   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
 #   scripts/gpu_check.sh build test runs memcheck
@@ -179,9 +180,11 @@ stage_normbench() {
 }
 
 stage_gtest() {
-  timeout ${GTEST_TIMEOUT:-500} "$build/tests/fusejit_tests" --gtest_filter="${GTEST_FILTER:-Gpu*}" > "$out/gtest.log" 2>&1
-  note "gtest ${GTEST_FILTER:-Gpu*}: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gtest.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED|Failure" "$out/gtest.log" | head -30
+  # Through ctest, so the selected tests run as parallel processes (NVRTC compiles dominate).
+  ctest --test-dir "$build" -j ${GTEST_JOBS:-12} --timeout 500 --output-on-failure \
+    -R "${TEST_REGEX:-^Gpu|/Gpu}" -E "${TEST_EXCLUDE:-GpuAutotune}" > "$out/gtest.log" 2>&1
+  note "gtest ${TEST_REGEX:-^Gpu|/Gpu}: $(grep -E 'tests passed|tests failed' "$out/gtest.log" | tail -1)"
+  grep -E "^\s+[0-9]+ - .*(Failed|SEGFAULT|Timeout|Exception)" "$out/gtest.log" | head -30 || true
 }
 
 stage_backbench() {

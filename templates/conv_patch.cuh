@@ -1,20 +1,23 @@
 // fusejit/conv_patch.cuh — conv2d with few input channels per group on the
 // mma.sync tensor cores (gemm_mma.cuh's fragments), its operands read from
 // shared memory copies made once:
-//   - B, the group's filters for this block's BN output channels, as
+//   - B, the group's filters for this block's BN output channels (fewer
+//     rows when Cout/groups < BN: the rest read a zero chunk), as
 //     [n][KH][KW][Cin padded to chunks], copied when the block starts (blocks
 //     then loop over pixel tiles: persistent);
 //   - per tile (a patch of BH x BW output pixels, PatchPixels), the patch's
-//     input HALO, every channel of the group, channel-innermost in 16-byte
-//     chunks ([cc][HR][HC] chunks).
+//     input HALO, channel-innermost in 16-byte chunks ([cc][HR][HC] chunks):
+//     every channel of the group, or with more channels (CCB > 0) a block
+//     of CCB chunks at a time, K running block by block.
 // The im2col of A is then only ldmatrix row addresses: row m of GEMM k chunk
 // q = (tap, cc) is the halo chunk at the pixel's position shifted by the tap.
 // No global gather per MMA and no per-element bounds tests: the halo copy
 // writes zeros outside the image (padding) and past Cin/groups.
 //
-// GEMM k order: k = (tap * kCC + cc) * kPerChunk + e, tap = kh * KW + kw,
-// channel ci = cc * kPerChunk + e. K is padded to whole mma k steps (two
-// chunks); a padding chunk's A rows read a zero chunk and its B is zero.
+// GEMM k order: k = ((cb * kTaps + tap) * kBlockCC + cc) * kPerChunk + e,
+// tap = kh * KW + kw, channel ci = (cb * kBlockCC + cc) * kPerChunk + e. Each
+// block's K is padded to whole mma k steps (two chunks); a padding chunk's A
+// rows read a zero chunk and its B is zero.
 //
 // Shared memory (bytes from the base): B (BN rows of kBStride chunks, an odd
 // stride: ldmatrix's 8 rows hit 8 bank groups), a zero chunk, the halo.
@@ -28,20 +31,24 @@
 
 namespace fj {
 
-template <class Tile, class Kind, class T, class S, int BH, int BW>
+template <class Tile, class Kind, class T, class S, int BH, int BW, int CCB = 0>
 struct ConvPatchMma {
   static constexpr int E = sizeof(T), kPerChunk = 16 / E;
   static constexpr int kCinG = S::kCin / S::kGroups, kCoutG = S::kCout / S::kGroups;
   static constexpr int kCC = (kCinG + kPerChunk - 1) / kPerChunk;  // channel chunks per pixel
+  static constexpr int kBlockCC = CCB > 0 && CCB < kCC ? CCB : kCC;  // channel chunks in the halo at a time
+  static constexpr int kBlocks = (kCC + kBlockCC - 1) / kBlockCC;
   static constexpr int kTaps = S::kKH * S::kKW;
-  static constexpr int kChunks = kTaps * kCC;  // k chunks that hold data
-  static constexpr int kSteps = (kChunks + 1) / 2;  // mma k steps of two chunks
-  static constexpr int kBStride = 2 * kSteps + 1;  // B row stride in chunks (odd)
+  static constexpr int kChunks = kTaps * kBlockCC;  // k chunks of a block
+  static constexpr int kSteps = (kChunks + 1) / 2;  // mma k steps of two chunks, per block
+  static constexpr int kBlockChunks = 2 * kSteps;   // a block's chunks in a B row, padding included
+  static constexpr int kBStride = kBlocks * kBlockChunks + 1;  // B row stride in chunks (odd)
   static constexpr int kHR = (BH - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // halo rows
   static constexpr int kHC = (BW - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;  // halo columns
   static constexpr int kPlane = kHR * kHC;  // chunks of one channel chunk's plane
-  static constexpr int kZeroAt = Tile::BN * kBStride * 16, kHaloAt = kZeroAt + 16;
-  static constexpr int kSmemBytes = (kHaloAt + kCC * kPlane * 16 + 127) / 128 * 128;
+  static constexpr int kBRows = Tile::BN < kCoutG ? Tile::BN : kCoutG;  // filters held; rows past them read zeros
+  static constexpr int kZeroAt = kBRows * kBStride * 16, kHaloAt = kZeroAt + 16;
+  static constexpr int kSmemBytes = (kHaloAt + kBlockCC * kPlane * 16 + 127) / 128 * 128;
   static constexpr int MI = Tile::kMI, NI = Tile::kNI, kThreads = Tile::kThreads;
   // 3xTF32: steps summed in the tensor core before the FADD into acc (as
   // mma_mainloop's k tile of 32 fp32).
@@ -61,15 +68,15 @@ struct ConvPatchMma {
                                           char* smem_raw)
       : x(x_), c0(g * kCinG), smem(static_cast<unsigned>(__cvta_generic_to_shared(smem_raw))) {
     const T* wg = w + (long long)(g * kCoutG) * kCinG * kTaps;
-    for (int i = threadIdx.x; i < Tile::BN * kBStride; i += kThreads) {
-      const int n = i / kBStride, q = i % kBStride;
-      const int tap = q / kCC, cc = q % kCC;
+    for (int i = threadIdx.x; i < kBRows * kBStride; i += kThreads) {
+      const int n = i / kBStride, q = i % kBStride, cb = q / kBlockChunks, qb = q % kBlockChunks;
+      const int tap = qb / kBlockCC, cc = cb * kBlockCC + qb % kBlockCC;
       unsigned short e16[kPerChunk == 8 ? 8 : 1];
       unsigned e32[kPerChunk == 4 ? 4 : 1];
 #pragma unroll
       for (int e = 0; e < kPerChunk; ++e) {
         const int ci = cc * kPerChunk + e;
-        const bool in = n0 + n < kCoutG && q < kChunks && ci < kCinG;
+        const bool in = n0 + n < kCoutG && cb < kBlocks && qb < kChunks && ci < kCinG;
         const T* src = wg + ((long long)(n0 + n) * kCinG + ci) * kTaps + tap;
         if constexpr (E == 2)
           e16[e] = in ? __ldg(reinterpret_cast<const unsigned short*>(src)) : (unsigned short)0;
@@ -94,41 +101,23 @@ struct ConvPatchMma {
                  : "memory");
   }
 
-  // Byte offset of k chunk q (< kChunks) from a pixel's halo position.
+  // Byte offset of a block's k chunk q (< kChunks) from a pixel's halo position.
   static __device__ __forceinline__ constexpr unsigned chunk_offset(int q) {
-    return ((q % kCC) * kPlane + ((q / kCC) / S::kKW) * S::kDH * kHC + ((q / kCC) % S::kKW) * S::kDW) * 16;
+    return ((q % kBlockCC) * kPlane + ((q / kBlockCC) / S::kKW) * S::kDH * kHC + ((q / kBlockCC) % S::kKW) * S::kDW) *
+           16;
   }
 
   // Accumulates pixel tile `tile` (PatchPixels order) into frag (zeroed by
-  // its constructor). Every thread of the block calls it; it begins with a
-  // barrier (the previous tile's reads of the halo and the epilogue's shared
-  // memory are done) and leaves the halo to this tile until the next call.
+  // its constructor). Every thread of the block calls it; each channel block
+  // begins with a barrier (the previous block's or tile's reads of the halo
+  // and the epilogue's shared memory are done), and the last block's halo
+  // stays until the next call.
   template <class Pixels>
   __device__ __forceinline__ void accumulate(int tile, MmaFragment<Tile>& frag) const {
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const typename Pixels::Origin o = Pixels::origin(tile);
     const int ih0 = o.oh * S::kSH - S::kPH, iw0 = o.ow * S::kSW - S::kPW;
     const T* xn = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW);
-    __syncthreads();
-    for (int i = tid; i < kCC * kPlane; i += kThreads) {  // consecutive threads: consecutive columns
-      const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
-      const int ih = ih0 + r, iw = iw0 + c;
-      const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
-      const T* src = xn + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
-      unsigned short e16[kPerChunk == 8 ? 8 : 1];
-      unsigned e32[kPerChunk == 4 ? 4 : 1];
-#pragma unroll
-      for (int e = 0; e < kPerChunk; ++e) {
-        const bool ok = in && cc * kPerChunk + e < kCinG;
-        const T* s = src + (long long)e * (S::kH * S::kW);
-        if constexpr (E == 2)
-          e16[e] = ok ? __ldg(reinterpret_cast<const unsigned short*>(s)) : (unsigned short)0;
-        else
-          e32[e] = ok ? __ldg(reinterpret_cast<const unsigned*>(s)) : 0u;
-      }
-      store_chunk(smem + kHaloAt + i * 16, e16, e32);
-    }
-    __syncthreads();
 
     const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
     const bool upper = lane >= 16;  // ldmatrix: lanes 16..31 give the second chunk's rows
@@ -138,7 +127,55 @@ struct ConvPatchMma {
       const int r = wm + mi * 16 + lane % 16;
       a_at[mi] = smem + kHaloAt + ((r / BW) * S::kSH * kHC + (r % BW) * S::kSW) * 16;
     }
-    const unsigned b_at = smem + ((wn + lane % 8 + (lane / 16) * 8) * kBStride + (lane / 8) % 2) * 16;
+    const int b_lane_row = wn + lane % 8 + (lane / 16) * 8;  // this lane's filter row for ldmatrix (+16 per pair)
+    const unsigned b_row = smem + (b_lane_row * kBStride + (lane / 8) % 2) * 16;
+#pragma unroll 1
+    for (int cb = 0; cb < kBlocks; ++cb) {
+      copy_halo(xn + (long long)(cb * kBlockCC * kPerChunk) * (S::kH * S::kW), cb, ih0, iw0);
+      accumulate_block(a_at, b_row + cb * kBlockChunks * 16, b_lane_row, upper, frag);
+    }
+  }
+
+ private:
+  // Channel block cb's halo, zeros outside the image and past Cin/groups,
+  // between two barriers. Each thread loads kCopyBatch chunks before storing
+  // any: enough loads in flight to cover the memory latency.
+  __device__ __forceinline__ void copy_halo(const T* __restrict__ xb, int cb, int ih0, int iw0) const {
+    constexpr int kTotal = kBlockCC * kPlane, kRounds = (kTotal + kThreads - 1) / kThreads;
+    constexpr int kCopyBatch = kRounds < 8 ? kRounds : 8;
+    __syncthreads();
+#pragma unroll 1
+    for (int base = threadIdx.x; base < kTotal; base += kCopyBatch * kThreads) {
+      unsigned short e16[kCopyBatch][kPerChunk == 8 ? 8 : 1];
+      unsigned e32[kCopyBatch][kPerChunk == 4 ? 4 : 1];
+#pragma unroll
+      for (int j = 0; j < kCopyBatch; ++j) {  // consecutive threads: consecutive columns
+        const int i = base + j * kThreads;
+        const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
+        const int ih = ih0 + r, iw = iw0 + c;
+        const bool in = i < kTotal && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+        const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+#pragma unroll
+        for (int e = 0; e < kPerChunk; ++e) {
+          const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
+          const T* s = src + (long long)e * (S::kH * S::kW);
+          if constexpr (E == 2)
+            e16[j][e] = ok ? __ldg(reinterpret_cast<const unsigned short*>(s)) : (unsigned short)0;
+          else
+            e32[j][e] = ok ? __ldg(reinterpret_cast<const unsigned*>(s)) : 0u;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kCopyBatch; ++j)
+        if (base + j * kThreads < kTotal) store_chunk(smem + kHaloAt + (base + j * kThreads) * 16, e16[j], e32[j]);
+    }
+    __syncthreads();
+  }
+
+  // The mma steps of one channel block: A from the halo, B from the block's
+  // columns of the filters (b_at: this lane's ldmatrix row there).
+  __device__ __forceinline__ void accumulate_block(const unsigned (&a_at)[MI], unsigned b_at, int b_lane_row,
+                                                   bool upper, MmaFragment<Tile>& frag) const {
     auto load_frags = [&](int s, unsigned(&af)[MI][4], unsigned(&bf)[NI][2]) {
       const int q = 2 * s + (upper ? 1 : 0);
       const unsigned off = upper ? chunk_offset(2 * s + 1) : chunk_offset(2 * s);
@@ -147,7 +184,11 @@ struct ConvPatchMma {
 #pragma unroll
       for (int nj = 0; nj < NI / 2; ++nj) {  // matrices (n +0/+8) x (k chunk +0/+1)
         unsigned r[4];
-        mma::ldsm_x4(r, b_at + (nj * 16 * kBStride + 2 * s) * 16);
+        const unsigned at = b_at + (nj * 16 * kBStride + 2 * s) * 16;
+        if constexpr (kBRows < Tile::BN)
+          mma::ldsm_x4(r, b_lane_row + nj * 16 < kBRows ? at : smem + kZeroAt);
+        else
+          mma::ldsm_x4(r, at);
         bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1], bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
       }
     };

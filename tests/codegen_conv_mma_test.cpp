@@ -102,6 +102,31 @@ Graph seed1_deep_k(Precision p) {
   return finish(g);
 }
 
+// A conv's input gradient (dX) shape: Cin 64 -> Cout 8, padding 2: halo
+// patches in blocks of channels (conv_patch.cuh with CCB).
+Graph narrow_deep(Precision p) {
+  GraphBuilder g(p, "narrow_deep");
+  auto x = g.input("x", {2, 64, 12, 12});
+  auto w = g.input("w", {8, 64, 3, 3});
+  Conv2dOptions o;
+  o.padding = {2, 2};
+  g.output("y", g.conv2d(x, w, std::nullopt, o));
+  return finish(g);
+}
+
+// Uneven channel blocks: 2 groups of 24 channels, 5x5 (25 taps per chunk).
+Graph narrow_grouped_5x5(Precision p) {
+  GraphBuilder g(p, "narrow_grouped_5x5");
+  auto x = g.input("x", {2, 48, 11, 11});
+  auto w = g.input("w", {12, 24, 5, 5});
+  auto b = g.input("b", {12});
+  Conv2dOptions o;
+  o.padding = {2, 2};
+  o.groups = 2;
+  g.output("y", g.conv2d(x, w, b, o).gelu());
+  return finish(g);
+}
+
 struct GraphMaker {
   const char* name;
   Graph (*make)(Precision);
@@ -109,7 +134,8 @@ struct GraphMaker {
 };
 const GraphMaker kGraphs[] = {{"seed1_like", seed1_like, false},       {"seed3_like", seed3_like, false},
                               {"grouped_dilated", grouped_dilated, false}, {"channel_min", channel_min, false},
-                              {"seed1_deep_k", seed1_deep_k, true}};
+                              {"seed1_deep_k", seed1_deep_k, true},   {"narrow_deep", narrow_deep, false},
+                              {"narrow_grouped_5x5", narrow_grouped_5x5, false}};
 
 // Every conv graph in every precision picks mma.sync for sm_80 and, when
 // forced, for sm_90a; by default sm_90a runs the TMA-eligible one on wgmma
@@ -151,6 +177,23 @@ TEST(CodegenConvMma, ConvAnchorsRunMmaOnSm80AndSm90a) {
         }
     }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// Many input channels into few output channels (a dX conv's shape): halo
+// patches in blocks of channels, on both archs, in every precision.
+TEST(CodegenConvMma, NarrowDeepConvsTakeHaloPatchesInChannelBlocks) {
+  for (Precision p : kPrecisions)
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const std::string label = std::string(precision_name(p)) + " " + arch;
+      auto prog = generate_program(narrow_deep(p), {arch, ""});
+      ASSERT_TRUE(prog) << label << ": " << prog.error().str();
+      EXPECT_NE(prog->plan_text.find("from halo patches"), std::string::npos) << label << "\n" << prog->plan_text;
+      const char* blocks = p == Precision::FP32 || p == Precision::TF32 ? "blocks of 16 channels" : "blocks of 32 channels";
+      EXPECT_NE(prog->plan_text.find(blocks), std::string::npos) << label << "\n" << prog->plan_text;
+      auto wide = generate_program(seed1_like(p), {arch, "mainloop=mma"});  // Cout 32: one block of 16 channels
+      ASSERT_TRUE(wide) << label << ": " << wide.error().str();
+      EXPECT_EQ(wide->plan_text.find("blocks of"), std::string::npos) << label << "\n" << wide->plan_text;
+    }
 }
 
 // A forced tile reaches the plan, and compiles.

@@ -135,7 +135,7 @@ TEST(CodegenSource, Seed3FusesTheMaxPoolIntoTheConvEpilogue) {
   EXPECT_TRUE(halo.scratch.empty()) << halo.plan_text;
   EXPECT_EQ(halo.name, "fj_conv2d_mma_f32x3_halo_k3_tanh_mul_add_maxpool4");
   EXPECT_NE(halo.source.find("fj::PatchPoolPixels<ConvShape, Tile::BM, 4, 16, 4, 4>"), std::string::npos);
-  EXPECT_NE(halo.source.find("fj::ConvPatchMma<Tile, Kind, float, ConvShape, 4, 16>"), std::string::npos);
+  EXPECT_NE(halo.source.find("fj::ConvPatchMma<Tile, Kind, float, ConvShape, 4, 16, 2>"), std::string::npos);
   EXPECT_NE(halo.plan_text.find("tile 64x32 from halo patches"), std::string::npos) << halo.plan_text;
   EXPECT_NE(halo.source.find("fj::tile_pool<"), std::string::npos);
   // The max pool first: tanh, mul, add run once per window (on its max and min).

@@ -102,6 +102,10 @@ std::vector<ConvCase> cases() {
       {3, 64, 9, 130, 64, 1, 1, 0, 1, 1},   // 1x1, OW 130: two patches per row
       {2, 64, 16, 16, 64, 3, 1, 1, 1, 1},   // square, padded, pools in whole patches
       {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},  // Cout 200 (two column tiles, one ragged)
+      // few output channels from many: halo patches in blocks of channels (a dX conv's shape)
+      {2, 64, 18, 20, 8, 3, 1, 2, 1, 1},    // Cin 64 -> 8, padding 2
+      {1, 40, 13, 15, 24, 3, 1, 1, 1, 1},   // Cin 40: a last block past Cin
+      {2, 48, 11, 11, 12, 5, 1, 2, 1, 2},   // 2 groups of 24, 5x5: blocks of 2 chunks
   };
   const char* tails[] = {"bias_relu", "gelu", "tanh2_bias", "maxpool2", "avgpool2", "chmin_tanh", "chsum", "gap"};
   std::vector<ConvCase> out;

@@ -1,6 +1,8 @@
 """The Python bridge on a GPU: the seed models against PyTorch in float64 on
 the same weights, direct kernel calls, streams, argument errors. Skips
 cleanly without torch or a CUDA device."""
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -119,11 +121,27 @@ def test_model_compiles_once_per_shape():
     assert len(fused._kernels) == 2
 
 
-def test_model_warns_without_autograd():
+def test_model_connects_to_autograd():
+    fused, _, x_shape = make_pair("conv_relu_bias")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the conv chain has a backward: no "no backward" warning
+        y = fused(torch.rand(x_shape, device=DEV))
+    assert y.grad_fn is not None
+
+
+def test_model_warns_once_when_a_chain_has_no_backward(monkeypatch):
+    import fusejit.autograd
+
+    def no_backward(*args, **kwargs):
+        raise fusejit.SpecError(2, "FJ_ERR_SPEC", "no derivative for this op")
+    monkeypatch.setattr(fusejit.autograd, "function", no_backward)
     fused, _, x_shape = make_pair("conv_relu_bias")
     with pytest.warns(UserWarning, match="no backward"):
         y = fused(torch.rand(x_shape, device=DEV))
     assert y.grad_fn is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per module
+        fused(torch.rand(x_shape, device=DEV))
 
 
 def test_gemm_bias_relu_bf16():
