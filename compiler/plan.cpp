@@ -261,6 +261,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       t.tn = static_cast<int>(parts[3]);
       if (Status s = validate_tile(t); !s) return Error("codegen config: " + s.error().message);
       h.tile = t;
+    } else if (key == "mma_min_blocks") {
+      if (!parse_int(val, num) || num < 1 || num > 32)
+        return Error("codegen config: mma_min_blocks must be an integer in [1, 32], got '" + val + "'");
+      h.mma_min_blocks = static_cast<int>(num);
     } else if (key == "conv_patch") {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
@@ -279,7 +283,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, conv_patch, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

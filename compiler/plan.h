@@ -89,6 +89,7 @@ struct Heuristics {
   std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
   std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
+  std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
@@ -103,6 +104,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
+// mma_min_blocks=1..32,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 

@@ -264,6 +264,31 @@ TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
   }
 }
 
+// mma_min_blocks reaches __launch_bounds__ (a register cap), compiles, and
+// bad values (or more threads than an SM holds) are config errors naming it.
+TEST(CodegenConvMma, MinBlocksConfigReachesTheLaunchBounds) {
+  const Graph g = narrow_deep(Precision::FP32);  // 128x16 halo tiles: 64 threads
+  std::vector<CompileJob> jobs;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto prog = generate_program(g, {arch, "mma_min_blocks=6"});
+    ASSERT_TRUE(prog.ok()) << prog.error().str();
+    EXPECT_NE(prog->source.find("__launch_bounds__(64, 6)"), std::string::npos) << prog->source;
+    jobs.push_back({std::string("narrow_deep mma_min_blocks=6 ") + arch, arch, prog->name, prog->source});
+    auto plain = generate_program(g, {arch, ""});
+    ASSERT_TRUE(plain.ok()) << plain.error().str();
+    EXPECT_NE(plain->source.find("__launch_bounds__(64, 1)"), std::string::npos) << "3xTF32's default";
+  }
+  for (const char* bad : {"mma_min_blocks=0", "mma_min_blocks=33", "mma_min_blocks=x", "mma_min_blocks=1.5"}) {
+    auto p = generate_program(g, {"sm_90a", bad});
+    ASSERT_FALSE(p.ok()) << bad << " was accepted";
+    EXPECT_NE(p.error().message.find("mma_min_blocks"), std::string::npos) << bad << ": " << p.error().message;
+  }
+  auto over = generate_program(seed1_like(Precision::BF16), {"sm_80", "mma_tile=128x128x3,mma_min_blocks=16"});
+  ASSERT_FALSE(over.ok()) << "16 blocks of 256 threads accepted";
+  EXPECT_NE(over.error().message.find("mma_min_blocks=16"), std::string::npos) << over.error().message;
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // mainloop=mma where mma.sync cannot run: a linear anchor (accepted or a clear
 // error, never a crash), and a conv for an arch older than sm_80 (an error).
 TEST(CodegenConvMma, ForcedMmaElsewhereWorksOrIsAClearError) {
