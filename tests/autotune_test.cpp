@@ -127,6 +127,35 @@ TEST(TuningSpace, EveryCandidateIsALegalConfig) {
   for (const auto& c : tuning_candidates(small_linear(8))) EXPECT_EQ(c.find("x256x"), std::string::npos) << c;
 }
 
+// Convs on halo patches also try register caps (mma_min_blocks), each a legal program.
+TEST(TuningSpace, HaloPatchConvsTryRegisterCaps) {
+  GraphBuilder g(Precision::BF16);
+  Conv2dOptions o;
+  o.padding = {2, 2};
+  g.output("dx", g.conv2d(g.input("dz", {2, 64, 12, 12}), g.input("w", {8, 64, 3, 3}), std::nullopt, o));
+  const Graph dx = g.build().take();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const auto cands = tuning_candidates(dx, arch);
+    int caps = 0;
+    for (const auto& c : cands)
+      if (c.find("mma_min_blocks=") != std::string::npos) {
+        ++caps;
+        auto prog = generate_program(dx, {arch, c});
+        ASSERT_TRUE(prog) << c << ": " << prog.error().str();
+        EXPECT_NE(prog->name.find("_halo"), std::string::npos) << c;
+      }
+    EXPECT_EQ(caps, 3) << arch;
+  }
+  // Not for a conv on the im2col gather (Cin 64 -> Cout 128 on sm_80).
+  GraphBuilder w(Precision::BF16);
+  w.output("y", w.conv2d(w.input("x", {2, 64, 12, 12}), w.input("w", {128, 64, 3, 3}), std::nullopt, o));
+  const Graph wide = w.build().take();
+  auto plain = generate_program(wide, {"sm_80", ""});
+  ASSERT_TRUE(plain) << plain.error().str();
+  EXPECT_NE(plain->plan_text.find("im2col gather"), std::string::npos) << plain->plan_text;
+  for (const auto& c : tuning_candidates(wide, "sm_80")) EXPECT_EQ(c.find("mma_min_blocks"), std::string::npos) << c;
+}
+
 TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   auto linear = [](Precision p, int64_t n) {
     GraphBuilder g(p);
