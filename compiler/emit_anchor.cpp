@@ -283,15 +283,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   // reuses the ring.
   int64_t smem_floats = wgmma || mma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
   const std::string coord_call = coord_args(rank);
-  auto lambda = [&](const std::string& head, const std::vector<std::string>& coords, const std::string& call) {
-    std::vector<std::string> out = {head};
-    const bool returns_float = head.find("-> float") != std::string::npos;
-    for (const std::string& c : coords)  // rows that compute nothing
-      out.push_back(returns_float && c == "if (!px.ok) return;" ? "if (!px.ok) return 0.f;" : c);
-    out.push_back(call);
-    out.push_back("});");
-    return out;
-  };
   if (pool && geo.op != OpKind::Conv2d) {  // a 1-D pool along N: whole windows in every staged chunk
     const Node& pn = g.node(pool->op);
     const int64_t k = pn.attr_int("kernel_size");
@@ -309,60 +300,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     run.push_back("fj::tile_pool1d_staged<" + std::to_string(chunk) + ", " + std::to_string(k) + ", " +
                   (pn.op == OpKind::MaxPool1d ? "true" : "false") + ">(frag, m0, n0, " + shape.rows + ", " +
                   shape.cols + ", smem,");
-    append(run, lambda("[&](float acc, int m, int n) -> float {", shape.coords,
+    append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
                        "return " + pre + "(p, acc, " + coord_call + ");"));
     run.back() = "},";
     std::vector<std::string> pooled = shape.coords;  // the last coordinate is the window's
     pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
-    append(run, lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
+    append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
   } else if (pool) {
-    const Node& pn = g.node(pool->op);
-    const auto& k = pn.attr_ints("kernel_size");
-    // A max pool first (pass_fuse_pool.cpp): the windows reduce the value before pool->after_max.
-    const bool pool_first = !pool->after_max.empty();
-    ValueId windows_reduce = pn.operands[0];
-    std::string after_max;
-    if (pool_first) {
-      windows_reduce = [&] {  // the chain's operand that the first moved op takes from the epilogue
-        const Node& first = g.node(pool->after_max.front());
-        for (ValueId o : first.operands)
-          if (o == kp.root || std::find(kp.region.nodes.begin(), kp.region.nodes.end(), o) != kp.region.nodes.end())
-            return o;
-        return kp.root;
-      }();
-      Region moved;
-      moved.domain = pn.type.shape;
-      moved.nodes = pool->after_max;
-      after_max = em.emit_tree(build_epilogue_tree(ctx, plan, moved, {windows_reduce}, pn.operands[0], false, false),
-                               "fj_after_max", "the non-decreasing ops moved after the max pool, at pooled coordinates");
-    }
-    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, windows_reduce, false),
-                                         "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
-    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
-                                          "fj_post_pool", "after the pool, at pooled coordinates");
-    // Columns staged at a time: the largest split of the tile within 32 KiB.
-    int chunk = tile_n;
-    while (chunk > 1 && (tile_n % chunk || (tile_m + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
-    smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
-    run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
-                  (pn.op == OpKind::MaxPool2d ? "true" : "false") +
-                  ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + (pool_first ? ", true" : "") + ">(");
-    run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
-    append(run, lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
-                                                                    "if (!px.ok) return 0.f;"},
-                       "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
-    run.back() = "},";
-    if (pool_first)  // the moved ops on the window's max, and on its min: a NaN there (inf - inf) wins
-      append(run, lambda("[&](float v, float v_min, int tile_m0, int w, int n) {",
-                         {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;",
-                          "const int c = g * kCoutPerGroup + n;",
-                          "const float hi = " + after_max + "(p, v, win.n, c, win.ph, win.pw);",
-                          "const float lo = " + after_max + "(p, v_min, win.n, c, win.ph, win.pw);"},
-                         post + "(p, fj::is_nan(lo) ? lo : hi, win.n, c, win.ph, win.pw);"));
-    else
-      append(run, lambda("[&](float v, int tile_m0, int w, int n) {",
-                         {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
-                         post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
+    append(run, conv_pool_epilogue(ctx, plan, kp, em, *pool, pool_windows, tile_m, tile_n, smem_floats));
   } else {
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs
@@ -408,7 +353,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }
-        append(run, lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + column_args + ");"));
+        append(run, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + column_args + ");"));
       }
     }
     for (size_t r = 0; r < reductions.size(); ++r) {
@@ -424,7 +369,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
       if (op_category(rn.op) == OpCategory::Normalize) {  // softmax along N (pass_fuse_softmax.cpp)
         const std::string row = shape.per_batch_rows ? "(long long)z * kM + m" : "(long long)m";
-        append(run, softmax_tail_epilogue(em, tail, shape, lambda(value_head, shape.coords, value_call), row,
+        append(run, softmax_tail_epilogue(em, tail, shape, epilogue_lambda(value_head, shape.coords, value_call), row,
                                           row_sharers, smem_floats));
         continue;
       }
@@ -438,7 +383,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});
         run.push_back("fj::tile_col_partials<" + reduce_op_type(rn.op) + ", " + std::to_string(chunk) +
                       ">(frag, m0, n0, kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },");
-        append(run, lambda(value_head, shape.coords, value_call));
+        append(run, epilogue_lambda(value_head, shape.coords, value_call));
         run.back() = "},";
         run.push_back("[&](float part, int n) {");
         const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
@@ -461,7 +406,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                                                    : "m";
         run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
                       shape.rows + ", " + shape.cols + ", smem,");
-        append(run, lambda(value_head, shape.coords, value_call));
+        append(run, epilogue_lambda(value_head, shape.coords, value_call));
         run.back() = "},";
         std::vector<std::string> body;
         if (patch_rows) body = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;  // patch padding"};
@@ -479,10 +424,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const int post_rank = static_cast<int>(rn.type.shape.size());
       run.push_back("fj::tile_row_reduce<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, " +
                     shape.rows + ", " + shape.cols + ", smem,");
-      append(run, lambda(value_head, shape.coords, value_call));
+      append(run, epilogue_lambda(value_head, shape.coords, value_call));
       run.back() = "},";
       const std::string value = rn.op == OpKind::Mean ? "v / (float)" + shape.cols : "v";
-      append(run, lambda("[&](float v, int m) {", shape.reduced_coords(geo, rn.attr_bool("keepdim")),
+      append(run, epilogue_lambda("[&](float v, int m) {", shape.reduced_coords(geo, rn.attr_bool("keepdim")),
                          post + "(p, " + value + (post_rank ? ", " + coord_args(post_rank) : "") + ");"));
     }
   }

@@ -287,4 +287,70 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
   return out;
 }
 
+std::vector<std::string> epilogue_lambda(const std::string& head, const std::vector<std::string>& coords,
+                                         const std::string& call) {
+  std::vector<std::string> out = {head};
+  const bool returns_float = head.find("-> float") != std::string::npos;
+  for (const std::string& c : coords)  // rows that compute nothing
+    out.push_back(returns_float && c == "if (!px.ok) return;" ? "if (!px.ok) return 0.f;" : c);
+  out.push_back(call);
+  out.push_back("});");
+  return out;
+}
+
+std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
+                                            KernelEmitter& em, const FusedTail& pool, int64_t pool_windows,
+                                            int tile_m, int tile_n, int64_t& smem_floats) {
+  const Graph& g = ctx.g;
+  std::vector<std::string> run;
+  const Node& pn = g.node(pool.op);
+  const auto& k = pn.attr_ints("kernel_size");
+  // A max pool first (pass_fuse_pool.cpp): the windows reduce the value before pool.after_max.
+  const bool pool_first = !pool.after_max.empty();
+  ValueId windows_reduce = pn.operands[0];
+  std::string after_max;
+  if (pool_first) {
+    windows_reduce = [&] {  // the chain's operand that the first moved op takes from the epilogue
+      const Node& first = g.node(pool.after_max.front());
+      for (ValueId o : first.operands)
+        if (o == kp.root || std::find(kp.region.nodes.begin(), kp.region.nodes.end(), o) != kp.region.nodes.end())
+          return o;
+      return kp.root;
+    }();
+    Region moved;
+    moved.domain = pn.type.shape;
+    moved.nodes = pool.after_max;
+    after_max = em.emit_tree(build_epilogue_tree(ctx, plan, moved, {windows_reduce}, pn.operands[0], false, false),
+                             "fj_after_max", "the non-decreasing ops moved after the max pool, at pooled coordinates");
+  }
+  const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, windows_reduce, false),
+                                       "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
+  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool.post, pool.op, -1, true),
+                                        "fj_post_pool", "after the pool, at pooled coordinates");
+  // Columns staged at a time: the largest split of the tile within 32 KiB.
+  int chunk = tile_n;
+  while (chunk > 1 && (tile_n % chunk || (tile_m + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
+  smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
+  run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
+                (pn.op == OpKind::MaxPool2d ? "true" : "false") +
+                ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + (pool_first ? ", true" : "") + ">(");
+  run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
+  append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
+                                                                  "if (!px.ok) return 0.f;"},
+                     "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
+  run.back() = "},";
+  if (pool_first)  // the moved ops on the window's max, and on its min: a NaN there (inf - inf) wins
+    append(run, epilogue_lambda("[&](float v, float v_min, int tile_m0, int w, int n) {",
+                       {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;",
+                        "const int c = g * kCoutPerGroup + n;",
+                        "const float hi = " + after_max + "(p, v, win.n, c, win.ph, win.pw);",
+                        "const float lo = " + after_max + "(p, v_min, win.n, c, win.ph, win.pw);"},
+                       post + "(p, fj::is_nan(lo) ? lo : hi, win.n, c, win.ph, win.pw);"));
+  else
+    append(run, epilogue_lambda("[&](float v, int tile_m0, int w, int n) {",
+                       {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
+                       post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
+  return run;
+}
+
 }  // namespace fusejit::cg::anchor

@@ -44,6 +44,20 @@ std::string reduce_op_type(OpKind op);
 
 void append(std::vector<std::string>& to, const std::vector<std::string>& from);
 
+// An epilogue lambda: `head`, the coordinate statements (a row that computes
+// nothing returns; 0.f from a lambda returning float), `call`, "});".
+std::vector<std::string> epilogue_lambda(const std::string& head, const std::vector<std::string>& coords,
+                                         const std::string& call);
+
+// A 2-D max / avg pool fused into the conv epilogue (pass_fuse_pool.cpp): the
+// fj::tile_pool call over tiles of whole windows (`pool_windows` a tile), the
+// pre-pool value's lambda, and the pooled value's (a max pool first: the
+// moved non-decreasing ops on the window's max and min). Raises `smem_floats`
+// to the staged columns it needs.
+std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
+                                            KernelEmitter& em, const FusedTail& pool, int64_t pool_windows,
+                                            int tile_m, int tile_n, int64_t& smem_floats);
+
 // How one anchor kind maps GEMM coordinates (m, n) to output coordinates.
 struct AnchorShape {
   std::string rows;   // GEMM M expression for the epilogue bound
