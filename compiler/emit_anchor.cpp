@@ -138,6 +138,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
                           ", " + std::to_string(patch.bw) + ", " +
                           std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
+                          (conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline) ? ", 2" : "") +
                           ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
       append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
@@ -490,7 +491,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (wt.cluster_m > 1) s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m) + ", 1, 1)";
   } else if (mma) {
     const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
-    const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes)
+    const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,
+                                                                       ctx.heur.halo_pipeline)
                                             : mma_smem_bytes(mt, fp32_kn_b);
     // halo patches: the epilogue's after the operand copies; else it reuses the ring
     const int64_t smem_bytes = halo_patches ? ring_bytes + smem_floats * 4 : std::max(ring_bytes, smem_floats * 4);

@@ -280,7 +280,8 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
                  ", which a fused row reduction needs");
   if (kp.conv_patch) {  // halo patches: the filters of a wide tile may not fit beside the halo
     const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
-    const int64_t bytes = conv_patch_operand_bytes(geo, conv_patch(geo, tile.bm, 1, 1, eb), tile.bn, eb);
+    const int64_t bytes = conv_patch_operand_bytes(geo, conv_patch(geo, tile.bm, 1, 1, eb), tile.bn, eb,
+                                                   ctx.heur.halo_pipeline);
     if (bytes > kMaxPatchOperandBytes) {
       const std::string why = "the filters of a " + std::to_string(tile.bn) + "-column tile and a patch's halo take " +
                               std::to_string(bytes) + " bytes of shared memory";

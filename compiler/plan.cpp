@@ -269,10 +269,11 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
-               key == "pool_first" || key == "softmax_parts") {
+               key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
+       : key == "halo_pipeline"   ? h.halo_pipeline
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
@@ -283,7 +284,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;
@@ -382,14 +383,21 @@ int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes) {
   return static_cast<int>(block);
 }
 
-int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes) {
+bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline) {
+  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+  return halo_pipeline && elem_bytes == 4 && cc > conv_patch_block_chunks(geo, elem_bytes);
+}
+
+int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,
+                                 bool pipelined) {
   const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
   const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = (cc + block - 1) / block;
   const int64_t steps = (block * geo.kh * geo.kw + 1) / 2;  // per block
   const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
   const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
   const int64_t rows = std::min<int64_t>(bn, geo.cout / geo.groups);  // filter rows held (ConvPatchMma::kBRows)
-  return (rows * (2 * steps * blocks + 1) * 16 + 16 + block * hr * hc * 16 + 127) / 128 * 128;
+  const int64_t buffers = conv_patch_pipelined(geo, elem_bytes, pipelined) ? 2 : 1;
+  return (rows * (2 * steps * blocks + 1) * 16 + 16 + buffers * block * hr * hc * 16 + 127) / 128 * 128;
 }
 
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes) {

@@ -92,6 +92,7 @@ struct Heuristics {
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
+  bool halo_pipeline = false;      // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
@@ -104,7 +105,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
-// mma_min_blocks=1..32,
+// mma_min_blocks=1..32, halo_pipeline=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -177,7 +178,12 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, 
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes);
 int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes);
 constexpr int64_t kMaxPatchOperandBytes = 96 * 1024;
-int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes);
+// `pipelined`: two halo buffers where they apply (conv_patch_pipelined).
+int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,
+                                 bool pipelined = false);
+// Whether halo_pipeline=1 gives this conv two cp.async halo buffers (4-byte
+// elements, several channel blocks: fj::ConvPatchMma's HB = 2).
+bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline);
 
 // ---- the plan ------------------------------------------------------------------------
 

@@ -23,6 +23,10 @@
 // stride: ldmatrix's 8 rows hit 8 bank groups), a zero chunk, the halo.
 // The epilogue's shared memory starts at kSmemBytes.
 //
+// HB = 2 (fp32 / tf32 elements, several channel blocks): two halo buffers
+// filled by 4-byte cp.async (ignore-src writes the zeros), block cb + 1's copy
+// in flight while block cb's mma steps run.
+//
 // Shape concept as in conv_simt.cuh; Pixels: PatchPixels / PatchPoolPixels.
 #pragma once
 
@@ -31,7 +35,7 @@
 
 namespace fj {
 
-template <class Tile, class Kind, class T, class S, int BH, int BW, int CCB = 0>
+template <class Tile, class Kind, class T, class S, int BH, int BW, int CCB = 0, int HB = 1>
 struct ConvPatchMma {
   static constexpr int E = sizeof(T), kPerChunk = 16 / E;
   static constexpr int kCinG = S::kCin / S::kGroups, kCoutG = S::kCout / S::kGroups;
@@ -48,7 +52,9 @@ struct ConvPatchMma {
   static constexpr int kPlane = kHR * kHC;  // chunks of one channel chunk's plane
   static constexpr int kBRows = Tile::BN < kCoutG ? Tile::BN : kCoutG;  // filters held; rows past them read zeros
   static constexpr int kZeroAt = kBRows * kBStride * 16, kHaloAt = kZeroAt + 16;
-  static constexpr int kSmemBytes = (kHaloAt + kBlockCC * kPlane * 16 + 127) / 128 * 128;
+  static constexpr int kHaloBytes = kBlockCC * kPlane * 16;
+  static constexpr int kBuffers = HB == 2 && E == 4 && kBlocks > 1 ? 2 : 1;  // halo buffers
+  static constexpr int kSmemBytes = (kHaloAt + kBuffers * kHaloBytes + 127) / 128 * 128;
   static constexpr int MI = Tile::kMI, NI = Tile::kNI, kThreads = Tile::kThreads;
   // 3xTF32: steps summed in the tensor core before the FADD into acc (as
   // mma_mainloop's k tile of 32 fp32).
@@ -129,10 +135,30 @@ struct ConvPatchMma {
     }
     const int b_lane_row = wn + lane % 8 + (lane / 16) * 8;  // this lane's filter row for ldmatrix (+16 per pair)
     const unsigned b_row = smem + (b_lane_row * kBStride + (lane / 8) % 2) * 16;
+    auto block_x = [&](int cb) { return xn + (long long)(cb * kBlockCC * kPerChunk) * (S::kH * S::kW); };
+    if constexpr (kBuffers == 2) {
+      __syncthreads();  // the previous tile's reads of the halo and the epilogue's shared memory are done
+      issue_halo(block_x(0), 0, ih0, iw0, 0);
+      mma::cp_async_commit();
 #pragma unroll 1
-    for (int cb = 0; cb < kBlocks; ++cb) {
-      copy_halo(xn + (long long)(cb * kBlockCC * kPerChunk) * (S::kH * S::kW), cb, ih0, iw0);
-      accumulate_block(a_at, b_row + cb * kBlockChunks * 16, b_lane_row, upper, frag);
+      for (int cb = 0; cb < kBlocks; ++cb) {
+        if (cb + 1 < kBlocks) {  // into the buffer block cb - 1 read (a barrier ended those reads)
+          issue_halo(block_x(cb + 1), cb + 1, ih0, iw0, ((cb + 1) % 2) * kHaloBytes);
+          mma::cp_async_commit();
+          mma::cp_async_wait<1>();
+        } else {
+          mma::cp_async_wait<0>();
+        }
+        __syncthreads();  // block cb's halo has landed, every thread's copies
+        accumulate_block(a_at, (cb % 2) * kHaloBytes, b_row + cb * kBlockChunks * 16, b_lane_row, upper, frag);
+        if (cb + 1 < kBlocks) __syncthreads();  // its reads are done before block cb + 2 refills the buffer
+      }
+    } else {
+#pragma unroll 1
+      for (int cb = 0; cb < kBlocks; ++cb) {
+        copy_halo(block_x(cb), cb, ih0, iw0);
+        accumulate_block(a_at, 0, b_row + cb * kBlockChunks * 16, b_lane_row, upper, frag);
+      }
     }
   }
 
@@ -172,15 +198,33 @@ struct ConvPatchMma {
     __syncthreads();
   }
 
+  // Channel block cb's halo into the buffer at kHaloAt + buf by 4-byte
+  // cp.async (zeros outside the image and past Cin/groups); no commit.
+  __device__ __forceinline__ void issue_halo(const T* __restrict__ xb, int cb, int ih0, int iw0, unsigned buf) const {
+    static_assert(E == 4, "4-byte cp.async: fp32 / tf32 elements");
+    for (int i = threadIdx.x; i < kHaloBytes / 16; i += kThreads) {  // consecutive threads: consecutive columns
+      const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
+      const int ih = ih0 + r, iw = iw0 + c;
+      const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+      const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+      const unsigned dst = smem + kHaloAt + buf + i * 16;
+#pragma unroll
+      for (int e = 0; e < kPerChunk; ++e) {
+        const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
+        mma::cp_async4(dst + 4 * e, ok ? src + (long long)e * (S::kH * S::kW) : xb, ok ? 4 : 0);
+      }
+    }
+  }
+
   // The mma steps of one channel block: A from the halo, B from the block's
   // columns of the filters (b_at: this lane's ldmatrix row there).
-  __device__ __forceinline__ void accumulate_block(const unsigned (&a_at)[MI], unsigned b_at, int b_lane_row,
-                                                   bool upper, MmaFragment<Tile>& frag) const {
+  __device__ __forceinline__ void accumulate_block(const unsigned (&a_at)[MI], unsigned buf, unsigned b_at,
+                                                   int b_lane_row, bool upper, MmaFragment<Tile>& frag) const {
     auto load_frags = [&](int s, unsigned(&af)[MI][4], unsigned(&bf)[NI][2]) {
       const int q = 2 * s + (upper ? 1 : 0);
       const unsigned off = upper ? chunk_offset(2 * s + 1) : chunk_offset(2 * s);
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) mma::ldsm_x4(af[mi], q < kChunks ? a_at[mi] + off : smem + kZeroAt);
+      for (int mi = 0; mi < MI; ++mi) mma::ldsm_x4(af[mi], q < kChunks ? a_at[mi] + buf + off : smem + kZeroAt);
 #pragma unroll
       for (int nj = 0; nj < NI / 2; ++nj) {  // matrices (n +0/+8) x (k chunk +0/+1)
         unsigned r[4];

@@ -264,6 +264,33 @@ TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
   }
 }
 
+// halo_pipeline=1: two cp.async halo buffers where the halo takes several
+// channel blocks of 4-byte elements; elsewhere the same source as without it.
+TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : kPrecisions)
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const std::string label = std::string(precision_name(p)) + " " + arch;
+      auto piped = generate_program(narrow_deep(p), {arch, "halo_pipeline=1"});
+      auto plain = generate_program(narrow_deep(p), {arch, ""});
+      ASSERT_TRUE(piped && plain) << label;
+      const bool four_byte = p == Precision::FP32 || p == Precision::TF32;
+      EXPECT_EQ(piped->source.find(", 4, 2>;") != std::string::npos, four_byte) << label << "\n" << piped->source;
+      EXPECT_EQ(piped->plan_text.find("two buffers filled by cp.async") != std::string::npos, four_byte)
+          << label << "\n" << piped->plan_text;
+      if (!four_byte) EXPECT_EQ(piped->source, plain->source) << label;
+      if (four_byte) jobs.push_back({"narrow_deep halo_pipeline=1 " + label, arch, piped->name, piped->source});
+      auto one_block = generate_program(seed3_like(p), {arch, "halo_pipeline=1"});
+      auto one_block_plain = generate_program(seed3_like(p), {arch, ""});
+      ASSERT_TRUE(one_block && one_block_plain) << label;
+      EXPECT_EQ(one_block->source, one_block_plain->source) << label << ": one channel block, nothing to overlap";
+    }
+  auto bad = generate_program(narrow_deep(Precision::FP32), {"sm_90a", "halo_pipeline=2"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("halo_pipeline"), std::string::npos) << bad.error().message;
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // mma_min_blocks reaches __launch_bounds__ (a register cap), compiles, and
 // bad values (or more threads than an SM holds) are config errors naming it.
 TEST(CodegenConvMma, MinBlocksConfigReachesTheLaunchBounds) {

@@ -198,6 +198,8 @@ TEST(GpuConvMma, SmallMmaTileMatchesReference) { run_cases("mainloop=mma,mma_til
 // default; the im2col gather for them too, and patches on a small tile.
 TEST(GpuConvMma, GatherMatchesReference) { run_cases("mainloop=mma,conv_patch=0"); }
 TEST(GpuConvMma, SmallTileHaloPatchesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
+// Two cp.async halo buffers (fp32 / tf32 convs with several channel blocks).
+TEST(GpuConvMma, PipelinedHaloPatchesMatchReference) { run_cases("mainloop=mma,halo_pipeline=1"); }
 // 256 columns: 2 x 8 warps (512 threads), 32 row sharers in the reductions, wide pool chunks.
 TEST(GpuConvMma, WideMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=128x256x3"); }
 // sm_90a's wgmma conv path with other schedules: ping-pong (64-row tiles, two
