@@ -346,11 +346,7 @@ AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
 ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes) {
   // H100, Cin 64 -> 8 k3 p2 (a dX conv), fp32: 1x128 patches 8.57 ms, 8x16 5.57; Cin 8 -> 64 (one block) got
   // slower with 8x16 (6.48 -> 9.66 ms, its stores dominate), so one-block halos keep the store-only cost.
-  bool halo = false;
-  if (halo_elem_bytes > 0) {
-    const int64_t per_chunk = 16 / halo_elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
-    halo = cc > conv_patch_block_chunks(geo, halo_elem_bytes);
-  }
+  const bool halo = halo_elem_bytes > 0 && conv_patch_blocks(geo, halo_elem_bytes) > 1;
   ConvPatch best;
   double best_cost = 0;
   for (int bw = std::min(bm, 128); bw >= 8; bw /= 2) {
@@ -383,9 +379,14 @@ int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes) {
   return static_cast<int>(block);
 }
 
-bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline) {
+int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes) {
   const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
-  return halo_pipeline && elem_bytes == 4 && cc > conv_patch_block_chunks(geo, elem_bytes);
+  const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes));
+  return static_cast<int>((cc + block - 1) / block);
+}
+
+bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline) {
+  return halo_pipeline && elem_bytes == 4 && conv_patch_blocks(geo, elem_bytes) > 1;
 }
 
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,

@@ -177,6 +177,7 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, 
 // them for Cin/groups <= 16 fp32 or 32 16-bit channels); K runs block by block.
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes);
 int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes);
+int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes);  // channel blocks of the halo (1: every channel)
 constexpr int64_t kMaxPatchOperandBytes = 96 * 1024;
 // `pipelined`: two halo buffers where they apply (conv_patch_pipelined).
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,

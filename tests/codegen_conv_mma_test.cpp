@@ -190,6 +190,9 @@ TEST(CodegenConvMma, NarrowDeepConvsTakeHaloPatchesInChannelBlocks) {
       EXPECT_NE(prog->plan_text.find("from halo patches"), std::string::npos) << label << "\n" << prog->plan_text;
       const char* blocks = p == Precision::FP32 || p == Precision::TF32 ? "blocks of 16 channels" : "blocks of 32 channels";
       EXPECT_NE(prog->plan_text.find(blocks), std::string::npos) << label << "\n" << prog->plan_text;
+      // 3xTF32: 64-pixel tiles (no spills; measured faster), else 128.
+      const char* tile = p == Precision::FP32 ? "tile 64x16 from halo patches" : "tile 128x16 from halo patches";
+      EXPECT_NE(prog->plan_text.find(tile), std::string::npos) << label << "\n" << prog->plan_text;
       auto wide = generate_program(seed1_like(p), {arch, "mainloop=mma"});  // Cout 32: one block of 16 channels
       ASSERT_TRUE(wide) << label << ": " << wide.error().str();
       EXPECT_EQ(wide->plan_text.find("blocks of"), std::string::npos) << label << "\n" << wide->plan_text;
