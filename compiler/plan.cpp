@@ -369,10 +369,16 @@ namespace {
 constexpr int64_t kMaxPatchChannelChunks = 4;  // 16-byte chunks of one pixel's channels in a halo block
 constexpr int64_t kMaxPatchKChunks = 64;       // chunks along K per block (unrolled mma steps: half that)
 constexpr int64_t kMaxBlockedPatchCout = 32;   // Cout/groups up to which several halo blocks beat the gather
+
+// 16-byte chunks of one pixel's channels of a group.
+int64_t channel_chunks(const AnchorGeometry& geo, int elem_bytes) {
+  const int64_t per_chunk = 16 / elem_bytes;
+  return (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+}
 }  // namespace
 
 int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes) {
-  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+  const int64_t cc = channel_chunks(geo, elem_bytes);
   int64_t block = std::min(cc, kMaxPatchChannelChunks);
   while (block > 0 && block * geo.kh * geo.kw > kMaxPatchKChunks) --block;
   if (block > 0) block = (cc + (cc + block - 1) / block - 1) / ((cc + block - 1) / block);  // even blocks
@@ -380,7 +386,7 @@ int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes) {
 }
 
 int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes) {
-  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
+  const int64_t cc = channel_chunks(geo, elem_bytes);
   const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes));
   return static_cast<int>((cc + block - 1) / block);
 }
@@ -391,8 +397,7 @@ bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_p
 
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,
                                  bool pipelined) {
-  const int64_t per_chunk = 16 / elem_bytes, cc = (geo.cin / geo.groups + per_chunk - 1) / per_chunk;
-  const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = (cc + block - 1) / block;
+  const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = conv_patch_blocks(geo, elem_bytes);
   const int64_t steps = (block * geo.kh * geo.kw + 1) / 2;  // per block
   const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
   const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
@@ -404,7 +409,7 @@ int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& pat
 std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes) {
   const int64_t per_chunk = 16 / elem_bytes, cin_g = geo.cin / geo.groups, cout_g = geo.cout / geo.groups;
   // Several halo blocks: only for narrow GEMM N, where the gather's tiles reuse each gathered element least.
-  if ((cin_g + per_chunk - 1) / per_chunk > kMaxPatchChannelChunks && cout_g > kMaxBlockedPatchCout)
+  if (channel_chunks(geo, elem_bytes) > kMaxPatchChannelChunks && cout_g > kMaxBlockedPatchCout)
     return "Cin/groups=" + std::to_string(cin_g) + " is over " + std::to_string(kMaxPatchChannelChunks * per_chunk) +
            " channels and Cout/groups=" + std::to_string(cout_g) + " over " + std::to_string(kMaxBlockedPatchCout);
   if (conv_patch_block_chunks(geo, elem_bytes) == 0)

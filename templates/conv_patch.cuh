@@ -163,6 +163,19 @@ struct ConvPatchMma {
   }
 
  private:
+  // Halo chunk i (of a block) of the block's input xb: its channel chunk, its
+  // first element's address, and whether its pixel is inside the image.
+  struct HaloChunk {
+    int cc;
+    const T* src;
+    bool in;
+  };
+  __device__ __forceinline__ HaloChunk halo_chunk(const T* __restrict__ xb, int i, int ih0, int iw0) const {
+    const int cc = i / kPlane, ih = ih0 + (i % kPlane) / kHC, iw = iw0 + i % kHC;
+    const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+    return {cc, xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0), in};
+  }
+
   // Channel block cb's halo, zeros outside the image and past Cin/groups,
   // between two barriers. Each thread loads kCopyBatch chunks before storing
   // any: enough loads in flight to cover the memory latency.
@@ -177,14 +190,11 @@ struct ConvPatchMma {
 #pragma unroll
       for (int j = 0; j < kCopyBatch; ++j) {  // consecutive threads: consecutive columns
         const int i = base + j * kThreads;
-        const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
-        const int ih = ih0 + r, iw = iw0 + c;
-        const bool in = i < kTotal && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
-        const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+        const HaloChunk h = halo_chunk(xb, i, ih0, iw0);
 #pragma unroll
         for (int e = 0; e < kPerChunk; ++e) {
-          const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
-          const T* s = src + (long long)e * (S::kH * S::kW);
+          const bool ok = i < kTotal && h.in && (cb * kBlockCC + h.cc) * kPerChunk + e < kCinG;
+          const T* s = h.src + (long long)e * (S::kH * S::kW);
           if constexpr (E == 2)
             e16[j][e] = ok ? __ldg(reinterpret_cast<const unsigned short*>(s)) : (unsigned short)0;
           else
@@ -203,15 +213,12 @@ struct ConvPatchMma {
   __device__ __forceinline__ void issue_halo(const T* __restrict__ xb, int cb, int ih0, int iw0, unsigned buf) const {
     static_assert(E == 4, "4-byte cp.async: fp32 / tf32 elements");
     for (int i = threadIdx.x; i < kHaloBytes / 16; i += kThreads) {  // consecutive threads: consecutive columns
-      const int cc = i / kPlane, r = (i % kPlane) / kHC, c = i % kHC;
-      const int ih = ih0 + r, iw = iw0 + c;
-      const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
-      const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+      const HaloChunk h = halo_chunk(xb, i, ih0, iw0);
       const unsigned dst = smem + kHaloAt + buf + i * 16;
 #pragma unroll
       for (int e = 0; e < kPerChunk; ++e) {
-        const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
-        mma::cp_async4(dst + 4 * e, ok ? src + (long long)e * (S::kH * S::kW) : xb, ok ? 4 : 0);
+        const bool ok = h.in && (cb * kBlockCC + h.cc) * kPerChunk + e < kCinG;
+        mma::cp_async4(dst + 4 * e, ok ? h.src + (long long)e * (S::kH * S::kW) : xb, ok ? 4 : 0);
       }
     }
   }
