@@ -1,6 +1,7 @@
 // capi/capi_backward.cpp — the gradient program through the C API.
 #include "capi/capi_internal.h"
 #include "fusejit/backward.h"
+#include "runtime/engine_cpu.h"
 
 using namespace fusejit::capi;
 
@@ -24,11 +25,22 @@ fj_status spec_of(const fusejit::Graph& g, fj_spec** spec) {
 extern "C" {
 
 fj_status fj_backward_build(const fj_spec* forward, const char* const* no_grad, fj_backward** backward) {
+  return fj_backward_build_for(forward, no_grad, FJ_BACKEND_CUDA, backward);
+}
+
+fj_status fj_backward_build_for(const fj_spec* forward, const char* const* no_grad, fj_backend backend,
+                                fj_backward** backward) {
   return guarded([&]() -> fj_status {
     if (!forward) return null_argument("forward");
     if (!backward) return null_argument("backward");
+    if (backend != FJ_BACKEND_CUDA && backend != FJ_BACKEND_CPU && backend != FJ_BACKEND_AUTO)
+      return fail(FJ_ERR_INVALID_ARGUMENT, "backend " + std::to_string(static_cast<int>(backend)) +
+                                               " is not FJ_BACKEND_CUDA, FJ_BACKEND_CPU or FJ_BACKEND_AUTO");
     fusejit::BackwardOptions opts;
     for (const char* const* n = no_grad; n && *n; ++n) opts.no_grad.emplace_back(*n);
+    const bool cpu = backend == FJ_BACKEND_CPU ||
+                     (backend == FJ_BACKEND_AUTO && fusejit::cpu_backend_available() && !fusejit::cuda_device_present(0));
+    if (cpu) opts.conv_wgrad = fusejit::ConvWgrad::Im2col;
     auto p = fusejit::build_backward(forward->graph, opts);
     if (!p) return fail(FJ_ERR_SPEC, message_of(p.error()));
     auto out = std::make_unique<fj_backward>();

@@ -73,12 +73,13 @@ using EmitFn = std::function<std::string(ValueId value, const std::string& base,
 // (dX, a stride-1 conv2d of dZ), dZ^T [Cout, N*Ho*Wo] and im2col(x)
 // [Cin*kh*kw, N*Ho*Wo] (dW, a linear over K = N*Ho*Wo). Empty names where
 // not wanted; an error for the geometries not supported yet.
+// With ConvWgrad::Implicit, dW reads dZ itself (dz_w) and x: no dz_t, cols.
 struct ConvOperands {
-  std::string dz, w_flipped, dz_t, cols;
+  std::string dz, w_flipped, dz_t, cols, dz_w;
 };
 Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, ValueId dz, bool want_x, bool want_w,
-                                              StageWriter& w, const std::function<ValueId(ValueId)>& primal,
-                                              const EmitFn& emit);
+                                              ConvWgrad wgrad, StageWriter& w,
+                                              const std::function<ValueId(ValueId)>& primal, const EmitFn& emit);
 // dX of conv2d `conv`: the conv of dZ with the flipped weight, shaped `x_shape`.
 ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape);
 // dW of conv2d from the buffers dZ^T [Cout, N, Ho, Wo] and im2col(x) [Cin*kh*kw, N*Ho*Wo]: a linear over
@@ -86,6 +87,8 @@ ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipp
 // (W's layout [Cout, Cin/g, kh, kw] either way).
 ValueId conv_wgrad(const Node& conv, StageWriter& w, const std::string& dz_t, const TensorType& dz_t_type,
                    const std::string& cols, const TensorType& cols_type);
+// dW of conv2d from x and dZ where they are: one conv2d_weight_grad (an implicit GEMM over N*Ho*Wo).
+ValueId conv_wgrad_implicit(const Node& conv, StageWriter& w, ValueId x, ValueId dz, const Shape& w_shape);
 
 // Adds the contributions of d(loss)/d(value v) = `grad` to v's operands.
 // Errors for ops without a derivative yet.

@@ -14,8 +14,8 @@
 namespace fusejit::ad {
 
 Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, ValueId dz, bool want_x, bool want_w,
-                                              StageWriter& w, const std::function<ValueId(ValueId)>& primal,
-                                              const EmitFn& emit) {
+                                              ConvWgrad wgrad, StageWriter& w,
+                                              const std::function<ValueId(ValueId)>& primal, const EmitFn& emit) {
   const Node& an = fwd.node(conv);
   const ValueId x = an.operands[0], wt = an.operands[1];
   const Shape& xs = fwd.node(x).type.shape;
@@ -62,7 +62,9 @@ Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, Va
                          "tmp_" + wn + "_flipped", BufferRole::Temporary,
                          "'" + wn + "' with each group transposed and its taps reversed, for dX");
   }
-  if (want_w) {
+  if (want_w && wgrad == ConvWgrad::Implicit) {  // dZ as it is (the buffer dX reads, where that is dZ itself)
+    out.dz_w = emit(dz, "tmp_dz", BufferRole::Temporary, "dZ, the gradient of " + fwd.describe(conv));
+  } else if (want_w) {
     const int64_t pixels = zs[0] * zs[2] * zs[3];
     out.dz_t = emit(w.transpose(dz, 0, 1), "tmp_dz_t", BufferRole::Temporary,
                     "dZ with N and C swapped, read by dW as [Cout, N*Ho*Wo]");
@@ -91,6 +93,15 @@ ValueId conv_wgrad(const Node& conv, StageWriter& w, const std::string& dz_t, co
     return w.linear(w.input(dz_t, {dz_t_type.dtype, {cout, pixels}}), w.input(cols, cols_type));
   const ValueId a = w.input(dz_t, {dz_t_type.dtype, {groups, cout / groups, pixels}});
   return w.matmul(a, w.input(cols, cols_type));  // [g, Cout/g, Cin/g*kh*kw]: W's layout
+}
+
+ValueId conv_wgrad_implicit(const Node& conv, StageWriter& w, ValueId x, ValueId dz, const Shape& w_shape) {
+  AttrMap a{{"kernel_size", std::vector<int64_t>{w_shape[2], w_shape[3]}},
+            {"stride", conv.attr_ints("stride")},
+            {"padding", conv.attr_ints("padding")},
+            {"dilation", conv.attr_ints("dilation")},
+            {"groups", conv.attr_int("groups")}};
+  return w.op(OpKind::Conv2dWeightGrad, {x, dz}, a, w_shape);
 }
 
 ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape) {

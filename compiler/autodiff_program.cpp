@@ -74,6 +74,7 @@ class Builder {
   BackwardProgram p_;
   std::set<std::string> names_;
   std::map<std::string, TensorType> types_;  // buffer name -> type, as first written
+  std::string conv_dz_w_;  // conv2d's dW with ConvWgrad::Implicit: the dZ buffer it reads
 
   std::string fresh(const std::string& base) {
     std::string name = base;
@@ -267,9 +268,10 @@ Expected<BackwardProgram> Builder::run() {
       if (want_w)
         dz_t = emit(w.transpose(w.reshape(dzv, {m, n_out}), 0, 1), "tmp_dz_t", BufferRole::Temporary, "dZ transposed");
     } else if (an.op == OpKind::Conv2d) {
-      Expected<ConvOperands> c = conv_backward_operands(fwd_, *anchor, dzv, want_x, want_w, w, primal, emit);
+      Expected<ConvOperands> c =
+          conv_backward_operands(fwd_, *anchor, dzv, want_x, want_w, opt_.conv_wgrad, w, primal, emit);
       if (!c) return c.error();
-      dz = c->dz, dz_t = c->dz_t, a_t = c->cols, b_t = c->w_flipped;
+      dz = c->dz, dz_t = c->dz_t, a_t = c->cols, b_t = c->w_flipped, conv_dz_w_ = c->dz_w;
     } else {  // matmul: a [..., M, K] @ b [..., K, N]
       const Shape& as = fwd_.node(x).type.shape;
       const Shape& bs = fwd_.node(wt).type.shape;
@@ -301,7 +303,7 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
   const Shape& xs = fwd_.node(x).type.shape;
   const Shape& ws = fwd_.node(wt).type.shape;
   const DType want = anchor_dtype(fwd_.precision);
-  for (const std::string& b : {dz, dz_t, a_t, b_t})
+  for (const std::string& b : {dz, dz_t, a_t, b_t, conv_dz_w_})
     if (!b.empty() && p_.buffer(b)->type.dtype != want)
       return Error("backward: " + std::string(b) + " is " + std::string(dtype_name(p_.buffer(b)->type.dtype)) +
                    " but the " + std::string(precision_name(fwd_.precision)) + " GEMMs of " + fwd_.describe(anchor) +
@@ -335,6 +337,12 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
     if (!dz.empty() && !b_t.empty())
       if (Status s = stage(x, "dX = conv2d(dZ, W transposed and flipped)", [&](StageWriter& w) {
             return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
+          }); !s)
+        return s;
+    if (!conv_dz_w_.empty())
+      if (Status s = stage(wt, "dW = conv2d_weight_grad(X, dZ)", [&](StageWriter& w) {
+            return conv_wgrad_implicit(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
+                                       w.input(conv_dz_w_, p_.buffer(conv_dz_w_)->type), ws);
           }); !s)
         return s;
     if (!dz_t.empty() && !a_t.empty())

@@ -89,6 +89,8 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
       module.includes.push_back(plan.kernels[0].conv_patch ? "fusejit/conv_patch.cuh" : "fusejit/conv_mma.cuh");
     if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/conv_wgmma.cuh");
   }
+  if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad)
+    module.includes.push_back("fusejit/conv_wgrad.cuh");  // both operands' loaders (SIMT and mma.sync)
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");

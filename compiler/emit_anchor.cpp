@@ -201,6 +201,38 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(units), 1, 1};
       launch.persistent = true;
       launch.cluster = wt.cluster_m;
+    } else if (geo.op == OpKind::Conv2dWeightGrad) {  // conv_wgrad.cuh: grad in place, x gathered per (ci, kh, kw)
+      CudaStruct cs = conv_shape_struct(g, a, geo);
+      cs.comment = "the conv whose weight gradient this is: x " + shape_str(g.node(a.operands[0]).type.shape) +
+                   ", grad " + shape_str(g.node(a.operands[1]).type.shape) + " -> dW " + shape_str(geo.out);
+      s.structs.push_back(cs);
+      s.constants.push_back({"kMTiles", m_tiles, "row tiles of a group"});
+      if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
+        return Error("codegen: one conv image exceeds 2^31 elements");
+      if (m_tiles * geo.groups > int_max) return Error("codegen: conv2d_weight_grad needs more than 2^31 row tiles");
+      AnchorGeometry taps_geo = geo;  // the taps table is indexed by B's column n = (ci, kh, kw)
+      taps_geo.k = geo.n;
+      const std::string taps = ctx.heur.conv_tap_table ? add_conv_tap_table(taps_geo, s) : "fj::NoTaps<ConvShape>";
+      const std::string pre = mma ? "fj::Mma" : "fj::";
+      append(run, {"const int g = blockIdx.x / kMTiles;  // group", "const int m0 = (blockIdx.x % kMTiles) * Tile::BM;",
+                   "const int n0 = blockIdx.y * Tile::BN;",
+                   "const " + pre + "WgradGrad<" + T + ", ConvShape> a{" + w() +
+                       " + (long long)g * kM * (ConvShape::kOH * ConvShape::kOW)};  // grad, the group's channels",
+                   "const " + pre + "WgradCols<" + T + ", ConvShape, " + taps + "> b{" + x() +
+                       " + (long long)g * (ConvShape::kCin / ConvShape::kGroups) * (ConvShape::kH * ConvShape::kW)};"
+                       "  // x's im2col rows, the group's channels"});
+      if (mma) {  // grad's planes copied in pieces of the widest width the plane size keeps aligned
+        const int64_t plane = geo.oh * geo.ow * elem_bytes;
+        const int copy = plane % 16 == 0 ? 16 : plane % 8 == 0 ? 8 : plane % 4 == 0 ? 4 : elem_bytes;
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), copy});
+      }
+      // C[m][n] = dW[g * kM + m][ci][kh][kw], n = (ci, kh, kw)
+      shape.coords.push_back("const int i0 = g * kM + m;");
+      std::vector<std::string> cols = decompose_index("n", {geo.cin / geo.groups, geo.kh, geo.kw}, "j", "int");
+      append(shape.coords, cols);
+      for (int d = 0; d < 3; ++d)
+        shape.coords.push_back("const int i" + std::to_string(d + 1) + " = j" + std::to_string(d) + ";");
+      launch.grid = {static_cast<unsigned>(m_tiles * geo.groups), static_cast<unsigned>(n_tiles), 1};
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
@@ -260,7 +292,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
     } else if (!wgmma)
       append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
-    shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
+    if (geo.op != OpKind::Conv2dWeightGrad) shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
     shape.rows = "kM";
     shape.cols = "kN";
   }

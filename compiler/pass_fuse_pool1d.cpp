@@ -12,7 +12,8 @@ namespace fusejit::cg {
 
 void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_blocker, const std::string& prefix) {
   KernelPlan& kp = plan.kernels[0];
-  if (ctx.node(kp.root).op == OpKind::Conv2d || !kp.tails.empty()) return;  // row reductions own the tile
+  if (ctx.node(kp.root).op == OpKind::Conv2d || ctx.node(kp.root).op == OpKind::Conv2dWeightGrad || !kp.tails.empty())
+    return;  // row reductions own the tile; a weight gradient's N spans three dims
   std::vector<ValueId> inside = {kp.root};
   inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
   std::set<ValueId> in(inside.begin(), inside.end()), outside;

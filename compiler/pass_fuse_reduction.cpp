@@ -23,6 +23,8 @@ int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp) {
 void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   if (!kp.tails.empty()) return;  // a fused pool already owns the epilogue
+  // conv2d_weight_grad's N (ci, kh, kw) spans three dims: elementwise epilogues only
+  if (ctx.node(kp.root).op == OpKind::Conv2dWeightGrad) return;
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   std::vector<ValueId> inside = {kp.root};
   inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());

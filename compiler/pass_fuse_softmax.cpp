@@ -36,8 +36,9 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan) {
         kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(v) +
                            " goes to memory and a row kernel normalizes it");
       };
-      if (geo.op == OpKind::Conv2d) {
-        refuse("a conv's channels are not a contiguous row");
+      if (geo.op == OpKind::Conv2d || geo.op == OpKind::Conv2dWeightGrad) {
+        refuse(geo.op == OpKind::Conv2d ? "a conv's channels are not a contiguous row"
+                                        : "a weight gradient's rows span three dims (Cin/groups, kh, kw)");
         continue;
       }
       if (r.attr_int("dim") != last) {

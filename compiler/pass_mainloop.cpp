@@ -16,6 +16,9 @@
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
 //   16-bit, scalar shared loads for fp32).
+// - conv2d_weight_grad (dW) on mma.sync: grad read in place, x gathered per
+//   (ci, kh, kw) row by cp.async (templates/conv_wgrad.cuh), split-K over
+//   the N*Ho*Wo output pixels.
 // Everything else keeps the SIMT FFMA mainloop, with a note saying why.
 // `mainloop=ffma` (or a SIMT `tile=`) in the config forces SIMT;
 // `mainloop=wgmma` / `mainloop=mma` make ineligibility an error.
@@ -99,6 +102,8 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "mainloop=mma in the config";
   else if (ctx.heur.mainloop == "auto" && ctx.heur.mma)
     why_not_wgmma = "mma_tile in the config";
+  else if (a.op == OpKind::Conv2dWeightGrad)
+    why_not_wgmma = "conv2d_weight_grad gathers x per tap (the wgmma paths load dense TMA boxes)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
   else if (a.op == OpKind::Matmul && geo.b_batched)
@@ -200,6 +205,9 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                           "copied once per block"
       : a.op == OpKind::Conv2d ? "im2col gather by cp.async into a shared-memory ring" +
                                      (why_not_patch.empty() ? "" : " (not from halo patches: " + why_not_patch + ")")
+      : a.op == OpKind::Conv2dWeightGrad
+          ? "grad's channel planes (A, read in place) and x's im2col rows (B, gathered per (ci, kh, kw) from the "
+            "loader's addresses: no im2col buffer) copied by cp.async into a shared-memory ring"
       : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async into a shared-memory ring"
                                : "x [M, K] and W [N, K] copied by cp.async into a shared-memory ring";
   kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) + "), " + staging +

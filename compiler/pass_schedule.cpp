@@ -272,7 +272,7 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
   const bool fp32_kn_b = geo.op == OpKind::Matmul && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
   if (fp32_kn_b && !ctx.heur.mma) tile.bn = std::max(tile.bn, 32);
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
-    return Error("codegen config: split_k applies to linear and matmul");
+    return Error("codegen config: split_k applies to linear, matmul and conv2d_weight_grad");
   if (geo.op != OpKind::Conv2d)
     tile = with_split_k(ctx, geo, kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4, min_bn, tile);
   if (Status s = validate_mma(tile); !s) return Error("codegen: " + s.error().message);
@@ -324,6 +324,15 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int el
   } else {
     const int64_t sms = sm_count_guess(ctx.arch);
     if (tiles(tile) * 2 > sms || k_tiles < 8) return tile;
+    if (geo.op == OpKind::Conv2dWeightGrad && !ctx.heur.mma) {
+      // dW: tiles as wide as N (up to 128 columns: x's gather runs once per K range, not once per column
+      // tile), 4 stages, K split for about two 256-thread blocks an SM.
+      tile.stages = 4;
+      const int64_t want = std::max<int64_t>(
+          1, std::min<int64_t>({ceil_div(2 * sms, tiles(tile)), k_tiles / 4, max_split_k(k_tiles)}));
+      tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));
+      return tile;
+    }
     MmaConfig small = tile;
     if (!ctx.heur.mma) {  // smaller tiles first: more of them
       small.bm = 64;

@@ -308,6 +308,19 @@ AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
     geo.n = w.back();
     geo.batch = numel(geo.out) / (geo.m * geo.n);
     geo.b_batched = w.size() > 2;
+  } else if (a.op == OpKind::Conv2dWeightGrad) {  // x = the conv's input, w = grad [N, Cout, Ho, Wo]
+    const auto& ks = a.attr_ints("kernel_size");
+    const auto& st = a.attr_ints("stride");
+    const auto& pd = a.attr_ints("padding");
+    const auto& dl = a.attr_ints("dilation");
+    geo.batch_n = x[0], geo.cin = x[1], geo.h = x[2], geo.w = x[3];
+    geo.cout = w[1], geo.oh = w[2], geo.ow = w[3], geo.kh = ks[0], geo.kw = ks[1];
+    geo.sh = st[0], geo.sw = st[1], geo.ph = pd[0], geo.pw = pd[1], geo.dh = dl[0], geo.dw = dl[1];
+    geo.groups = a.attr_int("groups");
+    geo.m = geo.cout / geo.groups;                     // grad's channels of a group
+    geo.n = (geo.cin / geo.groups) * geo.kh * geo.kw;  // im2col rows (ci, kh, kw) of a group
+    geo.k = geo.batch_n * geo.oh * geo.ow;             // every output pixel
+    geo.batch = geo.groups;
   } else {
     geo.batch_n = x[0];
     geo.cin = x[1];

@@ -132,6 +132,9 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));
+    } else if (a.op == OpKind::Conv2dWeightGrad) {
+      const auto& k = a.attr_ints("kernel_size");
+      name += "_k" + (k[0] == k[1] ? std::to_string(k[0]) : std::to_string(k[0]) + "x" + std::to_string(k[1]));
     }
     tail = ops(kp.region.nodes);
     for (const FusedTail& t : kp.tails) {

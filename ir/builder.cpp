@@ -56,6 +56,13 @@ Value GraphBuilder::conv2d(Value x, Value weight, std::optional<Value> bias, con
             {{"stride", vec(o.stride)}, {"padding", vec(o.padding)}, {"dilation", vec(o.dilation)}, {"groups", o.groups}});
 }
 
+Value GraphBuilder::conv2d_weight_grad(Value x, Value grad, std::array<int64_t, 2> kernel_size,
+                                       const Conv2dOptions& o) {
+  return op(OpKind::Conv2dWeightGrad, {x, grad},
+            {{"kernel_size", vec(kernel_size)}, {"stride", vec(o.stride)}, {"padding", vec(o.padding)},
+             {"dilation", vec(o.dilation)}, {"groups", o.groups}});
+}
+
 void GraphBuilder::output(const std::string& name, Value v) {
   if (v.builder_ != this && !misuse_) misuse_ = Error("output '" + name + "' is not a value of this GraphBuilder");
   g_.outputs.push_back(Output{name, v.id_, {}});

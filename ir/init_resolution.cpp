@@ -13,7 +13,8 @@ void resolve_inits(Graph& g) {
     if (a.op == OpKind::Linear) fan_in = w.size() == 2 ? w[1] : 0;
     if (a.op == OpKind::Conv2d) fan_in = w.size() == 4 ? w[1] * w[2] * w[3] : 0;
     for (size_t k = 0; k < a.operands.size(); ++k) {
-      InitKind r = k == 0 || a.op == OpKind::Matmul ? InitKind::Uniform01
+      InitKind r = a.op == OpKind::Conv2dWeightGrad ? (k == 0 ? InitKind::Uniform01 : InitKind::Normal)  // x, grad
+                   : k == 0 || a.op == OpKind::Matmul ? InitKind::Uniform01
                    : k == 1                         ? InitKind::TorchWeight
                                                     : InitKind::TorchBias;
       role[static_cast<size_t>(a.operands[k])] = r;

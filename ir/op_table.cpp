@@ -37,6 +37,13 @@ std::vector<OpInfo> build_table() {
        opt("dilation", K::Pair, pair(1), "spacing of kernel taps"),
        opt("groups", K::Int, int64_t{1}, "channel groups")},
       "NCHW convolution, weight [Cout, Cin/groups, kh, kw], bias [Cout]");
+  add(OpKind::Conv2dWeightGrad, C::Anchor, 2, 2, {"x", "grad"},
+      {req("kernel_size", K::Pair, "the conv's kernel (kh, kw)"), opt("stride", K::Pair, pair(1), "the conv's stride"),
+       opt("padding", K::Pair, pair(0), "the conv's zero padding"),
+       opt("dilation", K::Pair, pair(1), "the conv's tap spacing"), opt("groups", K::Int, int64_t{1}, "channel groups")},
+      "the gradient of conv2d's weight (torch.nn.grad.conv2d_weight): x [N, Cin, H, W] the conv's input, grad "
+      "[N, Cout, Ho, Wo] the gradient of its output -> [Cout, Cin/groups, kh, kw]; an implicit GEMM over "
+      "K = N*Ho*Wo, no im2col buffer");
 
   auto unary = [&](OpKind op, std::vector<AttrSpec> attrs, std::string s) {
     add(op, C::Unary, 1, 1, {"x"}, std::move(attrs), std::move(s));

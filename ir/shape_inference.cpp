@@ -115,6 +115,7 @@ class Inference {
     Node& n = g_.node(id);
     if (n.op == OpKind::Linear) return linear(id);
     if (n.op == OpKind::Matmul) return matmul(id);
+    if (n.op == OpKind::Conv2dWeightGrad) return conv2d_weight_grad(id);
     return conv2d(id);
   }
 
@@ -179,6 +180,34 @@ class Inference {
       return err(id, "the " + hw(w[2], w[3]) + " kernel (dilation " + hw(dil[0], dil[1]) + ") does not fit the " +
                          hw(x[2], x[3]) + " input with padding " + hw(pad[0], pad[1]));
     n.type = {in(id, 0).dtype, {x[0], w[0], oh, ow}};
+    return {};
+  }
+
+  // x [N, Cin, H, W], grad [N, Cout, Ho, Wo] (conv2d's output shape for x) -> [Cout, Cin/groups, kh, kw].
+  Status conv2d_weight_grad(ValueId id) {
+    Node& n = g_.node(id);
+    const Shape& x = in(id, 0).shape;
+    const Shape& dz = in(id, 1).shape;
+    if (x.size() != 4) return err(id, "input 'x' must be 4-D NCHW, got " + shape_str(x));
+    if (dz.size() != 4) return err(id, "input 'grad' must be 4-D [N, Cout, Ho, Wo], got " + shape_str(dz));
+    const int64_t groups = n.attr_int("groups");
+    auto k = n.attr_ints("kernel_size"), st = n.attr_ints("stride"), pad = n.attr_ints("padding"),
+         dil = n.attr_ints("dilation");
+    if (groups < 1 || x[1] % groups || dz[1] % groups)
+      return err(id, "groups=" + std::to_string(groups) + " must divide Cin=" + std::to_string(x[1]) +
+                         " and Cout=" + std::to_string(dz[1]));
+    for (size_t i = 0; i < 2; ++i)
+      if (Status s = check_padding(id, x[2 + i], pad[i]); !s) return s;
+    const int64_t oh = window_out(x[2], k[0], st[0], pad[0], dil[0], false);
+    const int64_t ow = window_out(x[3], k[1], st[1], pad[1], dil[1], false);
+    if (oh < 1 || ow < 1)
+      return err(id, "the " + hw(k[0], k[1]) + " kernel (dilation " + hw(dil[0], dil[1]) + ") does not fit the " +
+                         hw(x[2], x[3]) + " input with padding " + hw(pad[0], pad[1]));
+    if (dz[0] != x[0] || dz[2] != oh || dz[3] != ow)
+      return err(id, "grad " + shape_str(dz) + " is not the shape of the conv's output for x " + shape_str(x) +
+                         ": expected [" + std::to_string(x[0]) + ", Cout, " + std::to_string(oh) + ", " +
+                         std::to_string(ow) + "]");
+    n.type = {in(id, 0).dtype, {dz[1], x[1] / groups, k[0], k[1]}};
     return {};
   }
 

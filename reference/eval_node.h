@@ -160,6 +160,29 @@ inline double conv2d_at(const AnchorPlan& a, int64_t idx, const float* x, const 
   return acc;
 }
 
+// conv2d_weight_grad: element idx of [Cout, Cin/groups, kh, kw] = the sum over the images and output
+// pixels of grad[b, o, oy, ox] * x[b, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw] (0 in the padding).
+inline double conv2d_weight_grad_at(const AnchorPlan& a, int64_t idx, const float* x, const float* dz) {
+  const int64_t cg = a.c / a.groups;
+  const int64_t j = idx % a.kw, i = (idx / a.kw) % a.kh, cl = (idx / (a.kw * a.kh)) % cg, o = idx / (a.kw * a.kh * cg);
+  const int64_t c = o / (a.oc / a.groups) * cg + cl;
+  double acc = 0;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const float* xp = x + (b * a.c + c) * a.h * a.w_in;
+    const float* gp = dz + (b * a.oc + o) * a.oh * a.ow;
+    for (int64_t oy = 0; oy < a.oh; ++oy) {
+      const int64_t iy = oy * a.sh - a.ph + i * a.dh;
+      if (iy < 0 || iy >= a.h) continue;
+      for (int64_t ox = 0; ox < a.ow; ++ox) {
+        const int64_t ix = ox * a.sw - a.pw + j * a.dw;
+        if (ix < 0 || ix >= a.w_in) continue;
+        acc += static_cast<double>(gp[oy * a.ow + ox]) * static_cast<double>(xp[iy * a.w_in + ix]);
+      }
+    }
+  }
+  return acc;
+}
+
 template <class Ctx>
 double anchor_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
   const AnchorPlan& a = p.anchor;
@@ -182,6 +205,7 @@ double anchor_at(const NodePlan& p, int64_t idx, Ctx& ctx) {
     }
     return dot(x + xo, w + wo, a.k, a.n);
   }
+  if (p.op == OpKind::Conv2dWeightGrad) return conv2d_weight_grad_at(a, idx, x, w);
   if (a.bias >= 0) bias = ctx.value(a.bias, (idx / (a.ow * a.oh)) % a.oc);
   return conv2d_at(a, idx, x, w) + bias;
 }

@@ -174,6 +174,19 @@ Status plan_anchor(const Graph& g, ValueId id, NodePlan& p) {
     for (auto& s : a.a_batch_stride) s *= a.m * a.k;
     for (auto& s : a.b_batch_stride) s *= a.k * a.n;
     computed = numel(*batch) * a.m * a.n;
+  } else if (n.op == OpKind::Conv2dWeightGrad) {  // x = the conv's input, w = grad, the gradient of its output
+    const auto &k = n.attr_ints("kernel_size"), &st = n.attr_ints("stride"), &pad = n.attr_ints("padding"),
+               &dil = n.attr_ints("dilation");
+    if (xs.size() != 4 || ws.size() != 4 || ws[0] != xs[0])
+      return plan_error(g, id, "conv2d_weight_grad needs NCHW x and grad");
+    a.batch = xs[0], a.c = xs[1], a.h = xs[2], a.w_in = xs[3];
+    a.oc = ws[1], a.oh = ws[2], a.ow = ws[3];
+    a.kh = k.at(0), a.kw = k.at(1), a.sh = st.at(0), a.sw = st.at(1), a.ph = pad.at(0), a.pw = pad.at(1);
+    a.dh = dil.at(0), a.dw = dil.at(1);
+    a.groups = n.attr_int("groups");
+    if (a.groups < 1 || a.c % a.groups || a.oc % a.groups)
+      return plan_error(g, id, "conv2d_weight_grad channels do not fit the groups");
+    computed = a.oc * (a.c / a.groups) * a.kh * a.kw;
   } else {  // conv2d
     if (xs.size() == 3) xs.insert(xs.begin(), 1);
     const Shape& out = n.type.shape;

@@ -19,6 +19,7 @@ double anchor_macs(const Graph& g) {
     case OpKind::Linear: return out * static_cast<double>(w[1]);
     case OpKind::Matmul: return out * static_cast<double>(w[w.size() - 2]);
     case OpKind::Conv2d: return out * static_cast<double>(w[1] * w[2] * w[3]);
+    case OpKind::Conv2dWeightGrad: return out * static_cast<double>(w[0] * w[2] * w[3]);  // w: grad [N, Cout, Ho, Wo]
     default: return 0;
   }
 }

@@ -231,7 +231,7 @@ TEST(CodegenGemmMma, ConfigErrorsSayWhy) {
   ASSERT_TRUE(conv.ok()) << conv.error().str();
   auto conv_split = generate_program(*conv, {"sm_80", "split_k=2"});
   ASSERT_FALSE(conv_split.ok());
-  EXPECT_NE(conv_split.error().str().find("split_k applies to linear and matmul"), std::string::npos)
+  EXPECT_NE(conv_split.error().str().find("split_k applies to linear, matmul and conv2d_weight_grad"), std::string::npos)
       << conv_split.error().str();
   // 16-bit B [K, N] takes any tile width (ldmatrix.trans).
   EXPECT_TRUE(generate_program(batched_matmul(Precision::BF16, 64, 64, 64), {"sm_80", "mma_tile=128x16x3"}).ok());

@@ -389,6 +389,19 @@ const BadSpec kCases[] = {
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\n  - {name: b, shape: [8]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\n  - {name: e, op: gt, args: [h, b]}\noutputs: [e]\n",
      "gt 'e': shapes [4,16] and [8] do not broadcast", 7, "{"},
+    {"conv2d_weight_grad: grad not the conv's output shape",
+     "inputs:\n  - {name: x, shape: [2, 8, 12, 12]}\n  - {name: dz, shape: [2, 16, 11, 10]}\nops:\n"
+     "  - {name: dw, op: conv2d_weight_grad, args: [x, dz], kernel_size: [3, 3]}\noutputs: [dw]\n",
+     "conv2d_weight_grad 'dw': grad [2,16,11,10] is not the shape of the conv's output for x [2,8,12,12]: expected "
+     "[2, Cout, 10, 10]", 5, "{"},
+    {"conv2d_weight_grad: groups that do not divide the channels",
+     "inputs:\n  - {name: x, shape: [2, 8, 12, 12]}\n  - {name: dz, shape: [2, 6, 10, 10]}\nops:\n"
+     "  - {name: dw, op: conv2d_weight_grad, args: [x, dz], kernel_size: [3, 3], groups: 4}\noutputs: [dw]\n",
+     "groups=4 must divide Cin=8 and Cout=6", 5, "{"},
+    {"conv2d_weight_grad without kernel_size",
+     "inputs:\n  - {name: x, shape: [2, 8, 12, 12]}\n  - {name: dz, shape: [2, 6, 10, 10]}\nops:\n"
+     "  - {name: dw, op: conv2d_weight_grad, args: [x, dz]}\noutputs: [dw]\n",
+     "kernel_size", 5, "{"},
     {"output not reached from the anchor",
      "inputs:\n  - {name: x, shape: [4, 8]}\n  - {name: w, shape: [16, 8]}\nops:\n"
      "  - {name: h, op: linear, args: [x, w]}\noutputs: [h, x]\n",

@@ -156,6 +156,10 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   plan.notes = simplified->notes;
   mark_leaf_exprs(ctx);
   if (g.anchor()) {
+    if (const Node& a = g.node(*g.anchor()); a.op == OpKind::Conv2dWeightGrad)
+      return Error("the CPU backend has no conv2d_weight_grad kernel yet: write dW as a linear of grad transposed "
+                   "and im2col(x) (what a backward program built for the CPU does)",
+                   a.loc);
     if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
     if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
     plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply

@@ -60,8 +60,15 @@ struct BackwardProgram {
   const BackwardBuffer* buffer(const std::string& name) const;
 };
 
+// conv2d's dW: one conv2d_weight_grad kernel reading x and dZ where they are
+// (Implicit, the CUDA form), or dZ transposed and im2col(x) written out by the
+// epilogue stage and a GEMM over them (Im2col: for the CPU backend, whose
+// GEMMs read dense operands; Engine::compile_backward picks it there).
+enum class ConvWgrad { Implicit, Im2col };
+
 struct BackwardOptions {
   std::vector<std::string> no_grad;  // forward inputs whose gradient is not wanted
+  ConvWgrad conv_wgrad = ConvWgrad::Implicit;
 };
 
 // The gradient program of a prepared forward graph. Errors name the op that

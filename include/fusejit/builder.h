@@ -178,6 +178,9 @@ class GraphBuilder {
   Value linear(Value x, Value weight, std::optional<Value> bias = std::nullopt);
   Value matmul(Value a, Value b);
   Value conv2d(Value x, Value weight, std::optional<Value> bias = std::nullopt, const Conv2dOptions& opts = {});
+  // The gradient of conv2d's weight (torch.nn.grad.conv2d_weight): x the conv's input, grad the gradient of
+  // its output; `opts` the conv's -> [Cout, Cin/groups, kernel_size].
+  Value conv2d_weight_grad(Value x, Value grad, std::array<int64_t, 2> kernel_size, const Conv2dOptions& opts = {});
   Value constant(double value);
   // Any op of the table by kind, with attributes by name (as in a spec).
   Value op(OpKind kind, const std::vector<Value>& operands, AttrMap attrs = {});

@@ -277,6 +277,12 @@ typedef enum fj_buffer_role {
  * gradients are not wanted. FJ_ERR_SPEC when an op has no derivative yet
  * (the message names it) or a name is not an input. */
 FJ_API fj_status fj_backward_build(const fj_spec* forward, const char* const* no_grad, fj_backward** backward);
+/* The same, for the stages' backend: FJ_BACKEND_CPU writes conv2d's dW as
+ * im2col(x) and a GEMM (the CPU backend has no conv2d_weight_grad kernel);
+ * CUDA (fj_backward_build's form) one conv2d_weight_grad kernel; AUTO: CPU
+ * where fj_engine_compile's AUTO would choose it. */
+FJ_API fj_status fj_backward_build_for(const fj_spec* forward, const char* const* no_grad, fj_backend backend,
+                                       fj_backward** backward);
 FJ_API void fj_backward_destroy(fj_backward* backward);
 /* The forward with saved outputs, and stage `index`, as new specs (released
  * with fj_spec_destroy). */

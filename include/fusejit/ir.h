@@ -64,6 +64,7 @@ struct TensorType {
   X(Linear, "linear", Anchor)                         \
   X(Matmul, "matmul", Anchor)                         \
   X(Conv2d, "conv2d", Anchor)                         \
+  X(Conv2dWeightGrad, "conv2d_weight_grad", Anchor)   \
   X(Relu, "relu", Unary)                              \
   X(LeakyRelu, "leaky_relu", Unary)                   \
   X(Gelu, "gelu", Unary)                              \

@@ -134,6 +134,7 @@ _SIGNATURES = {
     "fj_kernel_backend": (c_int, [c_void_p, POINTER(c_int)]),
     "fj_kernel_launch": (c_int, [c_void_p, POINTER(c_uint64), c_size_t, c_void_p]),
     "fj_backward_build": (c_int, [c_void_p, POINTER(c_char_p), POINTER(c_void_p)]),
+    "fj_backward_build_for": (c_int, [c_void_p, POINTER(c_char_p), c_int, POINTER(c_void_p)]),
     "fj_backward_destroy": (None, [c_void_p]),
     "fj_backward_forward": (c_int, [c_void_p, POINTER(c_void_p)]),
     "fj_backward_num_stages": (c_int, [c_void_p, POINTER(c_size_t)]),

@@ -37,7 +37,7 @@ class DifferentiableSpec:
     def __init__(self, spec, *, arch="auto", config=None):
         self.spec = _as_spec(spec)
         self._arch, self._config = arch, config
-        self._programs = {}  # frozenset(no_grad) -> (Backward, [stage runners])
+        self._programs = {}  # (frozenset(no_grad), backend) -> (Backward, [stage runners])
         self._lock = threading.Lock()
         try:
             self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
@@ -63,13 +63,15 @@ class DifferentiableSpec:
     def input_names(self):
         return [a.name for a in self.spec.inputs]
 
-    def program(self, no_grad):
-        """(Backward, [callable per stage taking (device, tensors)]) for inputs `no_grad` without gradients."""
-        key = frozenset(no_grad)
+    def program(self, no_grad, device_type="cuda"):
+        """(Backward, [callable per stage taking (device, tensors)]) for inputs `no_grad` without gradients, its
+        stages in the form of `device_type`'s backend ("cuda" or "cpu": conv2d's dW differs)."""
+        backend = "cpu" if device_type == "cpu" else "cuda"
+        key = (frozenset(no_grad), backend)
         with self._lock:
             entry = self._programs.get(key)
             if entry is None:
-                bw = Backward(self.spec, no_grad=sorted(key))
+                bw = Backward(self.spec, no_grad=sorted(key[0]), backend=backend)
                 if self._op is not None:  # operators: traceable by torch.compile
                     ops = [_fj_torch.op_for(s, config=self._config, arch=self._arch) for s in bw.stages]
                     runners = [lambda device, args, op=op: op(*args) for op in ops]
@@ -90,7 +92,7 @@ class DifferentiableSpec:
     def _backward(self, inputs, outs, grads, needs):
         """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it)."""
         names = self.input_names
-        bw, runners = self.program([n for n, need in zip(names, needs) if not need])
+        bw, runners = self.program([n for n, need in zip(names, needs) if not need], inputs[0].device.type)
         env = dict(zip(names, inputs))
         env.update(zip([a.name for a in bw.forward.outputs], outs))
         for buf, g, out in zip(bw.output_grads, grads, outs):

@@ -22,15 +22,21 @@ _ROLES = ("input", "saved", "output_grad", "temporary", "input_grad")
 
 class Backward:
     """`spec`: a path, YAML text or fusejit.Spec. `no_grad`: input names whose
-    gradients are not wanted. SpecError when an op has no derivative yet."""
+    gradients are not wanted. `backend`: the stages' backend, "cuda" (conv2d's
+    dW as one conv2d_weight_grad kernel) or "cpu" (as im2col(x) and a GEMM:
+    the CPU backend has no conv2d_weight_grad kernel). SpecError when an op
+    has no derivative yet."""
 
-    def __init__(self, spec, no_grad=()):
+    def __init__(self, spec, no_grad=(), backend="cuda"):
         L = lib()
+        if backend not in _lib.BACKENDS:
+            raise ValueError(f"backend: expected one of {sorted(_lib.BACKENDS)}, got {backend!r}")
         self.spec = _as_spec(spec)
+        self.backend = backend
         names = [encode_text(n) for n in no_grad] + [None]
         array = (c_char_p * len(names))(*names)
         handle = c_void_p()
-        check(L.fj_backward_build(self.spec._handle, array, byref(handle)))
+        check(L.fj_backward_build_for(self.spec._handle, array, _lib.BACKENDS[backend], byref(handle)))
         self._handle, self._lib = handle, L
         self.no_grad = tuple(no_grad)
         self.forward = self._spec_from(L.fj_backward_forward)

@@ -42,6 +42,7 @@ Status set_batch(Graph& g, int64_t n) {
   if (a.op == OpKind::Matmul && g.node(a.operands[1]).type.rank() > 2 &&
       g.node(a.operands[1]).type.shape[0] == old)
     change.push_back(a.operands[1]);
+  if (a.op == OpKind::Conv2dWeightGrad) change.push_back(a.operands[1]);  // grad [N, Cout, Ho, Wo]
   for (ValueId id : g.inputs()) {
     bool anchor_operand = false;
     for (ValueId op : a.operands) anchor_operand |= op == id;

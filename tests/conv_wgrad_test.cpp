@@ -1,0 +1,208 @@
+// conv2d_weight_grad (no GPU needed): its shape, the fp64 reference against a
+// scatter-order sum written here, the plan (mma.sync implicit GEMM over the
+// output pixels, split-K, rows past M skipped), NVRTC CUBINs of every
+// precision and geometry for sm_80 and sm_90a (and SIMT), and the backward
+// program: one conv2d_weight_grad stage by default, im2col + linear for the
+// CPU backend (ConvWgrad::Im2col), the same gradient in fp64 either way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compiler/codegen.h"
+#include "fusejit/backward.h"
+#include "fusejit/builder.h"
+#include "fusejit/reference.h"
+#include "tests/compile_jobs.h"
+#include "tests/mma_kinds.h"
+
+namespace fusejit {
+namespace {
+
+struct WgradGeom {
+  int64_t n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+};
+
+const WgradGeom kGeoms[] = {
+    {4, 8, 12, 12, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1},    // seed 3's shape, smaller: M = 72 of a 128-row tile
+    {3, 8, 17, 15, 6, 3, 3, 2, 1, 1, 2, 1, 2, 2},     // strided, padded, dilated, 2 groups; odd 9x15 planes
+    {2, 24, 20, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // padded, M = 216 (two row tiles)
+    {2, 3, 33, 31, 20, 7, 7, 2, 2, 3, 3, 1, 1, 1},    // a 7x7 stem
+    {1, 64, 14, 14, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // M = 576, N = 130: tiles both ways
+    {2, 16, 9, 11, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4},     // 1x1, 4 groups, 99-pixel planes
+};
+
+Expected<Graph> wgrad_graph(const WgradGeom& g, Precision p) {
+  GraphBuilder b(p, "wgrad_case");
+  auto x = b.input("x", {g.n, g.cin, g.h, g.w});
+  auto dz = b.input("dz", {g.n, g.cout, g.oh(), g.ow()});
+  Conv2dOptions o;
+  o.stride = {g.sh, g.sw};
+  o.padding = {g.ph, g.pw};
+  o.dilation = {g.dh, g.dw};
+  o.groups = g.groups;
+  b.output("dw", b.conv2d_weight_grad(x, dz, {g.kh, g.kw}, o));
+  return b.build();
+}
+
+TEST(ConvWgrad, ShapeIsTheWeights) {
+  for (const WgradGeom& g : kGeoms) {
+    auto graph = wgrad_graph(g, Precision::FP32);
+    ASSERT_TRUE(graph) << graph.error().str();
+    EXPECT_EQ(graph->node(graph->outputs[0].value).type.shape, (Shape{g.cout, g.cin / g.groups, g.kh, g.kw}));
+  }
+}
+
+// dW by scattering each product to its weight (the reference gathers per weight).
+std::vector<double> scatter_wgrad(const WgradGeom& g, const std::vector<float>& x, const std::vector<float>& dz) {
+  const int64_t cg = g.cin / g.groups, og = g.cout / g.groups;
+  std::vector<double> dw(static_cast<size_t>(g.cout * cg * g.kh * g.kw), 0.0);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t o = 0; o < g.cout; ++o)
+      for (int64_t y = 0; y < g.oh(); ++y)
+        for (int64_t xo = 0; xo < g.ow(); ++xo) {
+          const double d = dz[static_cast<size_t>(((b * g.cout + o) * g.oh() + y) * g.ow() + xo)];
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t i = 0; i < g.kh; ++i)
+              for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t iy = y * g.sh - g.ph + i * g.dh, ix = xo * g.sw - g.pw + j * g.dw;
+                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                const int64_t ci = o / og * cg + c;
+                dw[static_cast<size_t>(((o * cg + c) * g.kh + i) * g.kw + j)] +=
+                    d * x[static_cast<size_t>(((b * g.cin + ci) * g.h + iy) * g.w + ix)];
+              }
+        }
+  return dw;
+}
+
+TEST(ConvWgrad, ReferenceMatchesAScatterSum) {
+  for (const WgradGeom& g : kGeoms) {
+    auto graph = wgrad_graph(g, Precision::FP32);
+    ASSERT_TRUE(graph) << graph.error().str();
+    const std::vector<HostTensor> in = make_random_inputs(*graph, 11);
+    auto ref = evaluate_reference(*graph, in);
+    ASSERT_TRUE(ref) << ref.error().str();
+    const std::vector<double> want = scatter_wgrad(g, in[0].data, in[1].data);
+    ASSERT_EQ((*ref)[0].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR((*ref)[0][i], want[i], 1e-9 * (1 + std::fabs(want[i]))) << "element " << i;
+  }
+}
+
+TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
+  auto graph = wgrad_graph(kGeoms[0], Precision::FP32);
+  ASSERT_TRUE(graph) << graph.error().str();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto prog = generate_program(*graph, {arch, ""});
+    ASSERT_TRUE(prog) << prog.error().str();
+    EXPECT_EQ(prog->launches.size(), 1u) << prog->plan_text;
+    EXPECT_NE(prog->plan_text.find("fj_conv2d_weight_grad_mma_f32x3_k3"), std::string::npos) << prog->plan_text;
+    EXPECT_NE(prog->plan_text.find("no im2col buffer"), std::string::npos) << prog->plan_text;
+    EXPECT_NE(prog->plan_text.find("split-K"), std::string::npos) << prog->plan_text;
+    EXPECT_NE(prog->source.find("fj::MmaWgradCols<"), std::string::npos);
+  }
+  auto simt = generate_program(*graph, {"sm_80", "mainloop=ffma"});
+  ASSERT_TRUE(simt) << simt.error().str();
+  EXPECT_NE(simt->source.find("fj::WgradCols<"), std::string::npos) << simt->plan_text;
+  auto wgmma = generate_program(*graph, {"sm_90a", "mainloop=wgmma"});
+  ASSERT_FALSE(wgmma);
+  EXPECT_NE(wgmma.error().message.find("conv2d_weight_grad gathers x"), std::string::npos) << wgmma.error().str();
+}
+
+TEST(ConvWgrad, EveryPrecisionAndGeometryCompilesWithNvrtc) {
+  std::vector<test_util::CompileJob> jobs;
+  for (Precision p : test_util::kPrecisions)
+    for (const WgradGeom& g : kGeoms) {
+      auto graph = wgrad_graph(g, p);
+      ASSERT_TRUE(graph) << graph.error().str();
+      for (const char* arch : {"sm_80", "sm_90a"})
+        for (const char* config : {"", "mainloop=mma,mma_tile=64x32x3", "mainloop=ffma"}) {
+          if (std::string(config) == "mainloop=ffma" && std::string(arch) == "sm_90a") continue;
+          auto prog = generate_program(*graph, {arch, config});
+          ASSERT_TRUE(prog) << precision_name(p) << " " << arch << " '" << config << "': " << prog.error().str();
+          jobs.push_back({std::string(precision_name(p)) + " geometry " + std::to_string(&g - kGeoms) + " '" +
+                              config + "'",
+                          arch, prog->launches[0].kernel, prog->source});
+        }
+    }
+  const std::vector<std::string> failures = test_util::compile_all(std::move(jobs));
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+// A conv chain's backward: the dW stage.
+Graph conv_chain() {
+  GraphBuilder g(Precision::FP32, "conv_chain");
+  auto x = g.input("x", {2, 4, 9, 8});
+  auto w = g.input("w", {6, 2, 3, 3});
+  auto b = g.input("b", {6});
+  Conv2dOptions o;
+  o.stride = {2, 1};
+  o.padding = {1, 1};
+  o.groups = 2;
+  g.output("y", g.conv2d(x, w, b, o).tanh());
+  auto built = g.build();
+  EXPECT_TRUE(built) << built.error().str();
+  return built.ok() ? built.take() : Graph{};
+}
+
+// The values of every input gradient of `p` for the forward's inputs `in`, in fp64, through the stages.
+std::map<std::string, std::vector<double>> run_reference(const BackwardProgram& p, const std::vector<HostTensor>& in,
+                                                         const Graph& fwd) {
+  std::map<std::string, HostTensor> env;
+  const std::vector<ValueId> ids = fwd.inputs();
+  for (size_t i = 0; i < ids.size(); ++i) env[fwd.node(ids[i]).name] = in[i];
+  auto run = [&](const Graph& g) {
+    std::vector<HostTensor> args;
+    for (ValueId i : g.inputs()) {
+      HostTensor t = env.at(g.node(i).name);
+      t.type = g.node(i).type;  // a stage may view a buffer with another shape
+      args.push_back(t);
+    }
+    auto out = evaluate_reference(g, args);
+    EXPECT_TRUE(out) << out.error().str();
+    if (!out) return;
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      HostTensor t{g.node(g.outputs[k].value).type, {}};
+      for (double v : (*out)[k]) t.data.push_back(static_cast<float>(v));
+      env[g.outputs[k].name] = t;
+    }
+  };
+  run(p.forward);
+  for (const BackwardBuffer& b : p.buffers)  // d(sum(y * 1))/dy = 1
+    if (b.role == BufferRole::OutputGrad) env[b.name] = HostTensor{b.type, std::vector<float>(b.type.numel(), 1.f)};
+  for (const BackwardStage& s : p.stages) run(s.graph);
+  std::map<std::string, std::vector<double>> grads;
+  for (const auto& [input, buffer] : p.input_grads)
+    grads[input] = std::vector<double>(env.at(buffer).data.begin(), env.at(buffer).data.end());
+  return grads;
+}
+
+TEST(ConvWgrad, BackwardProgramTakesItByDefaultAndIm2colForTheCpu) {
+  Graph fwd = conv_chain();
+  auto implicit = build_backward(fwd);
+  ASSERT_TRUE(implicit) << implicit.error().str();
+  const std::string text = print_backward(*implicit);
+  EXPECT_NE(text.find("conv2d_weight_grad("), std::string::npos) << text;
+  EXPECT_EQ(text.find("im2col("), std::string::npos) << text;
+  EXPECT_EQ(implicit->buffer("tmp_dz_t"), nullptr) << text;
+  BackwardOptions cpu;
+  cpu.conv_wgrad = ConvWgrad::Im2col;
+  auto im2col = build_backward(fwd, cpu);
+  ASSERT_TRUE(im2col) << im2col.error().str();
+  const std::string cpu_text = print_backward(*im2col);
+  EXPECT_EQ(cpu_text.find("conv2d_weight_grad("), std::string::npos) << cpu_text;
+  EXPECT_NE(cpu_text.find("im2col("), std::string::npos) << cpu_text;
+  // The same gradients (fp64 reference through every stage; the forms differ only in summation order).
+  const std::vector<HostTensor> in = make_random_inputs(fwd, 5);
+  auto a = run_reference(*implicit, in, fwd), b = run_reference(*im2col, in, fwd);
+  ASSERT_EQ(a.size(), 3u);
+  for (const auto& [name, values] : a) {
+    ASSERT_EQ(values.size(), b.at(name).size()) << name;
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_NEAR(values[i], b.at(name)[i], 1e-5 * (1 + std::fabs(values[i]))) << name << " element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
