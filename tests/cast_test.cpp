@@ -131,8 +131,14 @@ TEST(Cast, BackwardOfTheBf16ConvExampleBuilds) {
   auto p = build_backward(*g);
   ASSERT_TRUE(static_cast<bool>(p)) << p.error().str();
   for (const char* in : {"x", "w", "b", "scale"}) EXPECT_TRUE(p->input_grads.count(in)) << in;
-  EXPECT_EQ(p->buffer("tmp_dz")->type.dtype, DType::BF16);
-  EXPECT_EQ(p->buffer("tmp_dz_t")->type.dtype, DType::BF16);
+  ASSERT_NE(p->buffer("tmp_dz"), nullptr) << print_backward(*p);
+  EXPECT_EQ(p->buffer("tmp_dz")->type.dtype, DType::BF16);  // read by dX and by conv2d_weight_grad (dW)
+  BackwardOptions cpu;  // the CPU backend's form: dZ transposed and im2col(x), for a linear
+  cpu.conv_wgrad = ConvWgrad::Im2col;
+  auto q = build_backward(*g, cpu);
+  ASSERT_TRUE(static_cast<bool>(q)) << q.error().str();
+  ASSERT_NE(q->buffer("tmp_dz_t"), nullptr) << print_backward(*q);
+  EXPECT_EQ(q->buffer("tmp_dz_t")->type.dtype, DType::BF16);
 }
 
 // Casts in an anchor's epilogue, in a pointwise program, and the backward
