@@ -80,6 +80,12 @@ struct ConvOperands {
 Expected<ConvOperands> conv_backward_operands(const Graph& fwd, ValueId conv, ValueId dz, bool want_x, bool want_w,
                                               ConvWgrad wgrad, StageWriter& w,
                                               const std::function<ValueId(ValueId)>& primal, const EmitFn& emit);
+// conv2d_weight_grad(x, G)'s operands, from U = the gradient of its output: for dX, G spread / cropped (dz) and
+// U flipped (w_flipped), as conv2d's dX reads dZ and W; for dG, U itself (dz_w).
+Expected<ConvOperands> wgrad_backward_operands(const Graph& fwd, ValueId wgrad, ValueId dw_grad, ValueId grad,
+                                               bool want_x, bool want_grad, StageWriter& w, const EmitFn& emit);
+// conv2d(x, weight) with `conv`'s stride, padding, dilation and groups: dG of conv2d_weight_grad.
+ValueId conv_forward(const Node& conv, StageWriter& w, ValueId x, ValueId weight, const Shape& z_shape);
 // dX of conv2d `conv`: the conv of dZ with the flipped weight, shaped `x_shape`.
 ValueId conv_dgrad(const Node& conv, StageWriter& w, ValueId dz, ValueId w_flipped, const Shape& x_shape);
 // dW of conv2d from the buffers dZ^T [Cout, N, Ho, Wo] and im2col(x) [Cin*kh*kw, N*Ho*Wo]: a linear over

@@ -4,7 +4,7 @@
 //      dZ, the gradients of the epilogue's own inputs, the anchor bias's
 //      gradient and the transposed operands the GEMMs below need;
 //   2. one GEMM stage per anchor operand: dX and dW of linear, dA and dB of
-//      matmul, dX and dW of conv2d (autodiff_conv.cpp), each adding the
+//      matmul, dX and dW of conv2d, dX and dG of conv2d_weight_grad (autodiff_conv.cpp), each adding the
 //      epilogue's contribution to that operand (a residual use of x) in its
 //      own epilogue.
 #include <algorithm>
@@ -272,6 +272,11 @@ Expected<BackwardProgram> Builder::run() {
           conv_backward_operands(fwd_, *anchor, dzv, want_x, want_w, opt_.conv_wgrad, w, primal, emit);
       if (!c) return c.error();
       dz = c->dz, dz_t = c->dz_t, a_t = c->cols, b_t = c->w_flipped, conv_dz_w_ = c->dz_w;
+    } else if (an.op == OpKind::Conv2dWeightGrad) {
+      const ValueId g = want_x ? gemm_operand(primal(wt), "'" + fwd_.node(wt).name + "'") : -1;
+      Expected<ConvOperands> c = wgrad_backward_operands(fwd_, *anchor, dzv, g, want_x, want_w, w, emit);
+      if (!c) return c.error();
+      dz = c->dz, b_t = c->w_flipped, conv_dz_w_ = c->dz_w;
     } else {  // matmul: a [..., M, K] @ b [..., K, N]
       const Shape& as = fwd_.node(x).type.shape;
       const Shape& bs = fwd_.node(wt).type.shape;
@@ -348,6 +353,20 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
     if (!dz_t.empty() && !a_t.empty())
       if (Status s = stage(wt, "dW = dZ^T im2col(X)^T", [&](StageWriter& w) {
             return conv_wgrad(an, w, dz_t, p_.buffer(dz_t)->type, a_t, p_.buffer(a_t)->type);
+          }); !s)
+        return s;
+    return {};
+  }
+  if (an.op == OpKind::Conv2dWeightGrad) {  // U = d(loss)/d(dW)
+    if (!dz.empty() && !b_t.empty())
+      if (Status s = stage(x, "dX = conv2d(G, U transposed and flipped)", [&](StageWriter& w) {
+            return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
+          }); !s)
+        return s;
+    if (!conv_dz_w_.empty())
+      if (Status s = stage(wt, "dG = conv2d(X, U)", [&](StageWriter& w) {
+            return conv_forward(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
+                                w.input(conv_dz_w_, p_.buffer(conv_dz_w_)->type), ws);
           }); !s)
         return s;
     return {};

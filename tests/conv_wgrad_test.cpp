@@ -13,6 +13,7 @@
 #include "fusejit/builder.h"
 #include "fusejit/reference.h"
 #include "tests/compile_jobs.h"
+#include "tests/gradient_check.h"
 #include "tests/mma_kinds.h"
 
 namespace fusejit {
@@ -201,6 +202,41 @@ TEST(ConvWgrad, BackwardProgramTakesItByDefaultAndIm2colForTheCpu) {
     ASSERT_EQ(values.size(), b.at(name).size()) << name;
     for (size_t i = 0; i < values.size(); ++i)
       EXPECT_NEAR(values[i], b.at(name)[i], 1e-5 * (1 + std::fabs(values[i]))) << name << " element " << i;
+  }
+}
+
+// conv2d_weight_grad differentiates: dX is conv2d's dX with dZ := grad and W := U (the gradient of dW), d(grad) is
+// conv2d(x, U). Small geometries (finite differences evaluate the graph twice per input element).
+TEST(ConvWgrad, OwnGradientsMatchFiniteDifferences) {
+  const WgradGeom small[] = {
+      {2, 3, 6, 5, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1},  // plain
+      {2, 4, 7, 6, 6, 3, 2, 2, 1, 1, 2, 1, 2, 2},  // strided (extra rows), padded, dilated, 2 groups
+      {1, 3, 5, 5, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // padding > dilation*(k-1): dX crops grad
+      {1, 2, 9, 8, 3, 2, 3, 3, 2, 2, 0, 1, 1, 1},  // stride 3 x 2, padding only on the rows
+  };
+  for (const WgradGeom& geo : small) {
+    SCOPED_TRACE(::testing::Message() << "x [" << geo.n << "," << geo.cin << "," << geo.h << "," << geo.w << "] k "
+                                    << geo.kh << "x" << geo.kw << " stride " << geo.sh << "x" << geo.sw);
+    GraphBuilder b(Precision::FP32, "wgrad_grad");
+    auto x = b.input("x", {geo.n, geo.cin, geo.h, geo.w});
+    auto dz = b.input("dz", {geo.n, geo.cout, geo.oh(), geo.ow()});
+    Conv2dOptions o;
+    o.stride = {geo.sh, geo.sw};
+    o.padding = {geo.ph, geo.pw};
+    o.dilation = {geo.dh, geo.dw};
+    o.groups = geo.groups;
+    b.output("y", b.conv2d_weight_grad(x, dz, {geo.kh, geo.kw}, o).tanh());
+    auto g = b.build();
+    ASSERT_TRUE(g) << g.error().str();
+    testing::GradCheck every;
+    every.every_input = true;
+    testing::check_graph_gradients(*g, {}, every);
+    auto p = build_backward(*g);
+    ASSERT_TRUE(p) << p.error().str();
+    int convs = 0;
+    for (const auto& st : p->stages)
+      for (const Node& n : st.graph.nodes) convs += n.op == OpKind::Conv2d;
+    EXPECT_EQ(convs, 2) << print_backward(*p);  // dX and d(dz)
   }
 }
 

@@ -241,6 +241,12 @@ Build conv(Conv2dOptions o, bool bias) {
   };
 }
 
+// conv2d_weight_grad(x, grad): dW[o, c, r, s] = sum over n, p, q of grad[n, o, p, q] x[n, c, p*stride + r*dilation -
+// padding, ...] (in each group).
+Build wgrad(std::array<int64_t, 2> kernel, Conv2dOptions o) {
+  return [=](GraphBuilder& g, Value x, std::vector<Value>& e) { return g.conv2d_weight_grad(x, e.at(0), kernel, o); };
+}
+
 std::vector<HandCase> anchor_cases() {
   Tensor w22{{1, 1, 2, 2}, {1, 2, 3, 4}};
   Tensor x4{{1, 4, 3, 3}, {}}, w4{{2, 2, 3, 3}, {}};
@@ -264,6 +270,18 @@ std::vector<HandCase> anchor_cases() {
       {"conv2d_groups_pad_stride", x4, {w4, {{2}, {0.25f, -1}}},
        conv({.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, true),
        {-3.75, -7.75, -6.75, 1.25, 0.25, 1.25, 4, -6, 5, -5, -9, -8}},
+      // dW[r, s] = x[r, s] + 2 x[r, s + 1] - x[r + 1, s + 1] of the plane 1..9
+      {"conv2d_weight_grad", kNine, {{{1, 1, 2, 2}, {1, 2, 0, -1}}}, wgrad({2, 2}, {}), {0, 2, 6, 8}},
+      // the adjoint of conv2d_stride_pad: <grad, conv2d(x, w22)> = 456 = <dW, w22>
+      {"conv2d_weight_grad_stride_pad", kNine, {{{1, 1, 2, 2}, {1, 2, 3, 4}}},
+       wgrad({2, 2}, {.stride = {2, 2}, .padding = {1, 1}}), {20, 36, 36, 64}},
+      {"conv2d_weight_grad_dilation", kNine, {{{1, 1, 1, 1}, {3}}}, wgrad({2, 2}, {.dilation = {2, 2}}), {3, 9, 21, 27}},
+      // 1x1, 2 groups: dW[0] = 1*1 + 1*4, dW[1] = 2*5 - 1*6
+      {"conv2d_weight_grad_depthwise", {{1, 2, 2, 2}, iota(8)}, {{{1, 2, 2, 2}, {1, 0, 0, 1, 2, -1, 0, 0}}},
+       wgrad({1, 1}, {.groups = 2}), {5, 4}},
+      // a batch of 2, 2 channels, a 1x2 kernel: dW[0, c, 0, s] = 2 x[0, c, 0, s] + x[1, c, 0, s]
+      {"conv2d_weight_grad_batch", {{2, 2, 1, 2}, iota(8)}, {{{2, 1, 1, 1}, {2, 1}}}, wgrad({1, 2}, {}),
+       {7, 10, 13, 16}},
       {"linear_bias", lin_x, {lin_w, lin_b}, linear(true), {8, 2, 8, 6.5}},
       {"linear_3d_no_bias", {{2, 1, 3}, iota(6)}, {lin_w}, linear(false), {-2, 3, -2, 7.5}},
       {"matmul_batch_a", {{2, 2, 2}, iota(8)}, {{{2, 2}, {1, 1, 0, -1}}}, matmul, {1, -1, 3, -1, 5, -1, 7, -1}},

@@ -85,9 +85,14 @@ class RandomGraph {
     o.groups = groups;
     int64_t batch = pick(1, 2), h = pick(5, 10), w = pick(5, 10);
     Value x = input(g, {batch, groups * cg, h, w});
-    Value wt = input(g, {groups * ocg, cg, kh, kw});
     shape_ = {batch, groups * ocg, pooled(h, kh, o.stride[0], o.padding[0], o.dilation[0], false),
               pooled(w, kw, o.stride[1], o.padding[1], o.dilation[1], false)};
+    if (pick(0, 3) == 0) {  // the conv's dW from x and a gradient of z's shape
+      Value dz = input(g, shape_);
+      shape_ = {groups * ocg, cg, kh, kw};
+      return g.conv2d_weight_grad(x, dz, {kh, kw}, o);
+    }
+    Value wt = input(g, {groups * ocg, cg, kh, kw});
     if (pick(0, 1)) return g.conv2d(x, wt, std::nullopt, o);
     Value b = input(g, {groups * ocg});
     return g.conv2d(x, wt, b, o);

@@ -125,6 +125,34 @@ extern "C" __global__ void k(const float* x, const float* w, const __nv_bfloat16
   run<fj::mma::F32x3, float, Tile, fj::PoolTiledPixels<S, 64, 2, 2, 2>>(x, w, y, smem);
   run<fj::mma::BF16, __nv_bfloat16, Tile16, fj::DensePixels<S>>(xb, wb, y, smem);
 })"},
+      {"conv_wgrad.cuh", R"(
+#include "fusejit/fj_half.cuh"
+#include "fusejit/gemm_simt.cuh"
+struct S {  // conv_simt.cuh's shape: M = 3, N = 18, K = 110 per group; padded, strided, dilated
+  static constexpr int kBatch = 2, kCin = 4, kH = 13, kW = 11, kCout = 6, kKH = 3, kKW = 3, kSH = 1, kSW = 2,
+                       kPH = 1, kPW = 0, kDH = 2, kDW = 1, kGroups = 2, kOH = 11, kOW = 5;
+};
+using D = fj::WgradDims<S>;
+using Tile = fj::MmaTile<64, 16, 32, 32, 16, 2>;
+using Tile16 = fj::MmaTile<128, 64, 64, 64, 16, 3>;
+using STile = fj::SimtTile<32, 8, 8, 2, 1, true>;
+template <class Kind, class T, class Tl>
+__device__ void run(const T* x, const T* g, float* dw, char* smem) {
+  fj::MmaFragment<Tl> f;
+  fj::mma_mainloop<Tl, Kind>(fj::MmaWgradGrad<T, S>{g}, fj::MmaWgradCols<T, S>{x}, 0, 0, 0, D::K, f, smem);
+  dw[threadIdx.x] += f.acc[0][0];
+}
+extern "C" __global__ void k(const float* x, const float* g, const __nv_bfloat16* xb, const __nv_bfloat16* gb,
+                             float* dw) {
+  extern __shared__ __align__(128) char smem[];
+  run<fj::mma::TF32, float, Tile>(x, g, dw, smem);
+  run<fj::mma::F32x3, float, Tile>(x, g, dw, smem);
+  run<fj::mma::BF16, __nv_bfloat16, Tile16>(xb, gb, dw, smem);
+  fj::SimtFragment<STile> s(threadIdx.x);
+  fj::simt_mainloop<STile>(fj::WgradGrad<float, S>{g}, fj::WgradCols<float, S>{x}, 0, 0, D::K, s,
+                           reinterpret_cast<float*>(smem));
+  if (s.row(0) < D::M && s.col(0) < D::N) dw[s.row(0) * D::N + s.col(0)] = s.acc[0][0];
+})"},
       {"epilogue.cuh", R"(
 #include "fusejit/conv_simt.cuh"
 #include "fusejit/gemm_simt.cuh"

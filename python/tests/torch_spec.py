@@ -129,6 +129,9 @@ OPS = {
     "linear": lambda a, x, w, b=None: F.linear(x, w, b),
     "matmul": lambda a, x, y: torch.matmul(x, y),
     "conv2d": lambda a, x, w, b=None: F.conv2d(x, w, b, a["stride"], a["padding"], a["dilation"], a["groups"]),
+    "conv2d_weight_grad": lambda a, x, g: torch.nn.grad.conv2d_weight(
+        x, (g.shape[1], x.shape[1] // a["groups"], *a["kernel_size"]), g, a["stride"], a["padding"], a["dilation"],
+        a["groups"]),
     # unary
     "relu": lambda a, x: F.relu(x),
     "leaky_relu": lambda a, x: F.leaky_relu(x, a["negative_slope"]),
