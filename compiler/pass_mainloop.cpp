@@ -123,7 +123,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   else if (a.op == OpKind::Matmul && sixteen_bit && (geo.n * eb) % 16)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
                     std::to_string(geo.n * eb);
-  else if (const MmaConfig split = with_split_k(ctx, geo, eb, 0, default_mma_tile(geo, 0));
+  else if (const MmaConfig split = with_split_k(ctx, geo, wgmma_kind, 0, default_mma_tile(geo, 0));
            a.op != OpKind::Conv2d && wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma &&
            split.split_k > 1 &&
            ((flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma && geo.k < kMinKFor3xTf32WgmmaSplit) ||

@@ -274,7 +274,7 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear, matmul and conv2d_weight_grad");
   if (geo.op != OpKind::Conv2d)
-    tile = with_split_k(ctx, geo, kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4, min_bn, tile);
+    tile = with_split_k(ctx, geo, kp.mma_kind, min_bn, tile);
   if (Status s = validate_mma(tile); !s) return Error("codegen: " + s.error().message);
   if (fp32_kn_b && tile.bn < 32)
     return Error("codegen: mma tile " + tile.str() + ": an fp32 matmul reads B as [K, N] and needs bn >= 32");
@@ -315,8 +315,9 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
 // the splits (fj::split_k_gather) and runs the epilogue. The default takes
 // 64x64 tiles (more of them) and enough splits for about one block per SM,
 // at least 4 k tiles per split, at most 16 splits.
-MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int elem_bytes, int64_t min_bn,
-                       MmaConfig tile) {
+MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& mma_kind,
+                       int64_t min_bn, MmaConfig tile) {
+  const int elem_bytes = mma_kind == "bf16" || mma_kind == "f16" ? 2 : 4;
   auto tiles = [&](const MmaConfig& t) { return geo.batch * ceil_div(geo.m, t.bm) * ceil_div(geo.n, t.bn); };
   const int64_t k_tiles = ceil_div(geo.k, 128 / elem_bytes);
   if (ctx.heur.split_k) {
@@ -326,10 +327,16 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int el
     if (tiles(tile) * 2 > sms || k_tiles < 8) return tile;
     if (geo.op == OpKind::Conv2dWeightGrad && !ctx.heur.mma) {
       // dW: tiles as wide as N (up to 128 columns: x's gather runs once per K range, not once per column
-      // tile), 4 stages, K split for about two 256-thread blocks an SM.
+      // tile), 4 stages, K split for about two 256-thread blocks an SM, rounded to whole waves of the blocks
+      // an SM holds: a last, partial wave takes as long as a full one. (H100, ncu, seed 1's tf32 dW: 5 tiles
+      // of 128x128 x 53 splits, one 128 KiB block an SM: 265 blocks = 2 waves and 1 block; SMs active 65% of
+      // the 3.72 ms.)
       tile.stages = 4;
+      const int64_t slots =
+          sms * mma_resident_blocks(tile, mma_kind, ctx.arch, ctx.heur.mma_min_blocks);  // blocks in one wave
+      const int64_t waves = std::max<int64_t>(1, (ceil_div(2 * sms, tiles(tile)) * tiles(tile) + slots / 2) / slots);
       const int64_t want = std::max<int64_t>(
-          1, std::min<int64_t>({ceil_div(2 * sms, tiles(tile)), k_tiles / 4, max_split_k(k_tiles)}));
+          1, std::min<int64_t>({waves * slots / tiles(tile), k_tiles / 4, max_split_k(k_tiles)}));
       tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));
       return tile;
     }

@@ -63,8 +63,8 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan);
 // The mma.sync tile's heuristic (before split-K), and `tile` with split-K
 // where the tiles would leave most SMs idle (or split_k= in the config).
 MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn);
-MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, int elem_bytes, int64_t min_bn,
-                       MmaConfig tile);
+MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& mma_kind,
+                       int64_t min_bn, MmaConfig tile);
 
 // pass_fallback.cpp: every node not yet placed gets a kernel: pointwise groups
 // over materialized tensors, row kernels for reductions and softmax, window

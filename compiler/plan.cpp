@@ -41,6 +41,23 @@ int64_t mma_smem_bytes(const MmaConfig& t, bool fp32_kn_b) {
 
 int64_t sm_count_guess(const std::string& arch) { return arch.rfind("sm_90", 0) == 0 ? 132 : 108; }
 
+int64_t sm_shared_bytes_guess(const std::string& arch) {
+  if (arch.rfind("sm_90", 0) == 0) return 228 * 1024;
+  return arch == "sm_80" || arch == "sm_87" ? 164 * 1024 : 100 * 1024;
+}
+
+int mma_default_min_blocks(const std::string& mma_kind, int threads) {
+  return mma_kind == "f32x3" || threads > 256 ? 1 : 2;
+}
+
+int64_t mma_resident_blocks(const MmaConfig& t, const std::string& mma_kind, const std::string& arch,
+                            std::optional<int> min_blocks) {
+  constexpr int64_t kSmThreads = 2048, kReservedBytes = 1024;
+  const int64_t by_regs = min_blocks.value_or(mma_default_min_blocks(mma_kind, t.threads()));
+  const int64_t by_smem = sm_shared_bytes_guess(arch) / (mma_smem_bytes(t) + kReservedBytes);
+  return std::max<int64_t>(1, std::min({by_regs, by_smem, kSmThreads / t.threads()}));
+}
+
 Status validate_mma(const MmaConfig& t) {
   auto bad = [&](const std::string& why) { return Error("invalid mma tile " + t.str() + ": " + why); };
   if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128");

@@ -132,6 +132,19 @@ int64_t wgmma_store_tile_bytes(const WgmmaConfig& t);
 // guess of how many blocks fill the device (the tuner measures the real one).
 int64_t sm_count_guess(const std::string& arch);
 
+// Shared memory an SM has for blocks (H100: 228 KiB, A100: 164 KiB; less on
+// the consumer chips): with sm_count_guess, how many blocks fill the device.
+int64_t sm_shared_bytes_guess(const std::string& arch);
+// The default minimum blocks an SM of an mma.sync kernel's __launch_bounds__:
+// 2 blocks of up to 256 threads (128 registers a thread), 1 for 3xTF32 (its
+// split operands stay live) or wider blocks (emit_anchor.cpp).
+int mma_default_min_blocks(const std::string& mma_kind, int threads);
+// Blocks of an mma.sync tile an SM runs at once: the register budget above
+// (or `min_blocks`, the config's mma_min_blocks), its threads and its ring of
+// shared memory (1 KiB of each block reserved).
+int64_t mma_resident_blocks(const MmaConfig& t, const std::string& mma_kind, const std::string& arch,
+                            std::optional<int> min_blocks);
+
 // Shared memory (bytes) of an mma.sync tile's ring (128-byte rows of k);
 // fp32 B read as [K, N] (matmul) has padded rows (MmaTile::smem_bytes).
 int64_t mma_smem_bytes(const MmaConfig& t, bool fp32_kn_b = false);

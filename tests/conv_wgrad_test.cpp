@@ -111,6 +111,30 @@ TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
   EXPECT_NE(wgmma.error().message.find("conv2d_weight_grad gathers x"), std::string::npos) << wgmma.error().str();
 }
 
+// The split fills whole waves of the blocks an SM holds (a partial last wave takes a full one's time): seed 1's dW
+// (5 tiles of 128x128 at one 128 KiB block an SM in fp32 / tf32) and seed 3's (one 64x128 tile, 2 blocks an SM in
+// tf32 / bf16, 1 in 3xTF32).
+TEST(ConvWgrad, SplitKFillsWholeWaves) {
+  const WgradGeom seed1{128, 64, 128, 128, 128, 3, 3, 1, 1, 0, 0, 1, 1, 1};
+  const WgradGeom seed3{128, 8, 256, 256, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1};
+  for (const auto& [geo, name] : {std::pair{seed1, "seed 1"}, std::pair{seed3, "seed 3"}})
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16}) {
+      SCOPED_TRACE(::testing::Message() << name << " " << precision_name(p));
+      auto graph = wgrad_graph(geo, p);
+      ASSERT_TRUE(graph) << graph.error().str();
+      auto prog = generate_program(*graph, {"sm_90a", ""});
+      ASSERT_TRUE(prog) << prog.error().str();
+      ASSERT_EQ(prog->launches.size(), 1u) << prog->plan_text;
+      const auto& l = prog->launches[0];
+      const int64_t blocks = int64_t{l.grid[0]} * l.grid[1] * l.grid[2];
+      const int64_t per_sm = std::min<int64_t>(228 * 1024 / (l.shared_bytes + 1024), 2048 / l.block[0]);
+      const int64_t slots = 132 * std::min<int64_t>(per_sm, p == Precision::FP32 || l.block[0] > 256 ? 1 : 2);
+      EXPECT_GE(l.grid[2], 16u) << prog->plan_text;  // split-K
+      EXPECT_GE(blocks % slots == 0 ? slots : blocks % slots, slots * 9 / 10)
+          << blocks << " blocks, " << slots << " a wave\n" << prog->plan_text;
+    }
+}
+
 TEST(ConvWgrad, EveryPrecisionAndGeometryCompilesWithNvrtc) {
   std::vector<test_util::CompileJob> jobs;
   for (Precision p : test_util::kPrecisions)
