@@ -6,6 +6,7 @@ time against the step's wall time (CPU launch overhead).
 
     FUSEJIT_LIB=build/capi/libfusejit_c.so python3 bench/profile_backward.py --shape 1024x8192x8192 --mode bf16
     FUSEJIT_LIB=build/capi/libfusejit_c.so python3 bench/profile_backward.py --seed 3 --mode fp32
+    ... --seed 1 --mode tf32 --side eager     (PyTorch's kernels for the same seed step: cuDNN's convs)
 """
 import argparse
 import os
@@ -24,14 +25,21 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--shape", default="1024x8192x8192")
 ap.add_argument("--mode", default="bf16")
 ap.add_argument("--seed", type=int, default=0, help="profile seed model 1, 2 or 3 instead")
+ap.add_argument("--side", default="fusejit", choices=["fusejit", "eager", "compile"],
+                help="with --seed: profile PyTorch's eager or torch.compile twin instead")
 a = ap.parse_args()
 dtype = DTYPES[a.mode]
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = a.mode == "tf32"
 if a.seed:
-    block, _, params_of, x = seed(a.seed, a.mode, 1)
-    block = block.to("cuda", dtype)
+    model, twin, params_of, x = seed(a.seed, a.mode, 1)
+    model = model.to("cuda", dtype)
     x = x.to("cuda", dtype).requires_grad_()
-    params = [x] + params_of(block)
+    if a.side == "fusejit":
+        block, params = model, [x] + params_of(model)
+    else:
+        pt = [torch.nn.Parameter(t.detach().clone()) for t in params_of(model)]
+        fn = twin if a.side == "eager" else torch.compile(twin, mode="max-autotune-no-cudagraphs")
+        block, params = (lambda v: fn(v, *pt)), [x] + pt
 else:
     m, k, n = (int(v) for v in a.shape.split("x"))
     x = torch.rand(m, k, device="cuda", dtype=dtype, requires_grad=True)

@@ -55,7 +55,7 @@ Expected<std::shared_ptr<BackwardKernel>> Engine::compile_backward(const Graph& 
                                                                    const CompileOptions& opts) {
   Graph prepared = graph;
   if (Status s = prepare_graph(prepared); !s) return s.error();
-  BackwardOptions bo = backward;  // the CPU backend's GEMMs read dense operands: conv2d's dW through im2col
+  BackwardOptions bo = backward;  // the CPU backend: conv2d's dW through im2col and its packed GEMM (docs/cpu.md)
   const Backend backend = opts.backend != Backend::Auto ? opts.backend
                           : cpu_backend_available() && !cuda_device_present(opts.device) ? Backend::Cpu
                                                                                           : Backend::Cuda;

@@ -14,41 +14,18 @@
 #include "fusejit/reference.h"
 #include "tests/compile_jobs.h"
 #include "tests/gradient_check.h"
+#include "tests/wgrad_cases.h"
 #include "tests/mma_kinds.h"
 
 namespace fusejit {
 namespace {
 
-struct WgradGeom {
-  int64_t n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
-  int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
-  int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
-};
-
-const WgradGeom kGeoms[] = {
-    {4, 8, 12, 12, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1},    // seed 3's shape, smaller: M = 72 of a 128-row tile
-    {3, 8, 17, 15, 6, 3, 3, 2, 1, 1, 2, 1, 2, 2},     // strided, padded, dilated, 2 groups; odd 9x15 planes
-    {2, 24, 20, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // padded, M = 216 (two row tiles)
-    {2, 3, 33, 31, 20, 7, 7, 2, 2, 3, 3, 1, 1, 1},    // a 7x7 stem
-    {1, 64, 14, 14, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // M = 576, N = 130: tiles both ways
-    {2, 16, 9, 11, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4},     // 1x1, 4 groups, 99-pixel planes
-};
-
-Expected<Graph> wgrad_graph(const WgradGeom& g, Precision p) {
-  GraphBuilder b(p, "wgrad_case");
-  auto x = b.input("x", {g.n, g.cin, g.h, g.w});
-  auto dz = b.input("dz", {g.n, g.cout, g.oh(), g.ow()});
-  Conv2dOptions o;
-  o.stride = {g.sh, g.sw};
-  o.padding = {g.ph, g.pw};
-  o.dilation = {g.dh, g.dw};
-  o.groups = g.groups;
-  b.output("dw", b.conv2d_weight_grad(x, dz, {g.kh, g.kw}, o));
-  return b.build();
-}
+using test_util::wgrad_geoms;
+using test_util::wgrad_graph;
+using test_util::WgradGeom;
 
 TEST(ConvWgrad, ShapeIsTheWeights) {
-  for (const WgradGeom& g : kGeoms) {
+  for (const WgradGeom& g : wgrad_geoms()) {
     auto graph = wgrad_graph(g, Precision::FP32);
     ASSERT_TRUE(graph) << graph.error().str();
     EXPECT_EQ(graph->node(graph->outputs[0].value).type.shape, (Shape{g.cout, g.cin / g.groups, g.kh, g.kw}));
@@ -78,7 +55,7 @@ std::vector<double> scatter_wgrad(const WgradGeom& g, const std::vector<float>& 
 }
 
 TEST(ConvWgrad, ReferenceMatchesAScatterSum) {
-  for (const WgradGeom& g : kGeoms) {
+  for (const WgradGeom& g : wgrad_geoms()) {
     auto graph = wgrad_graph(g, Precision::FP32);
     ASSERT_TRUE(graph) << graph.error().str();
     const std::vector<HostTensor> in = make_random_inputs(*graph, 11);
@@ -92,7 +69,7 @@ TEST(ConvWgrad, ReferenceMatchesAScatterSum) {
 }
 
 TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
-  auto graph = wgrad_graph(kGeoms[0], Precision::FP32);
+  auto graph = wgrad_graph(wgrad_geoms()[0], Precision::FP32);
   ASSERT_TRUE(graph) << graph.error().str();
   for (const char* arch : {"sm_80", "sm_90a"}) {
     auto prog = generate_program(*graph, {arch, ""});
@@ -138,16 +115,15 @@ TEST(ConvWgrad, SplitKFillsWholeWaves) {
 TEST(ConvWgrad, EveryPrecisionAndGeometryCompilesWithNvrtc) {
   std::vector<test_util::CompileJob> jobs;
   for (Precision p : test_util::kPrecisions)
-    for (const WgradGeom& g : kGeoms) {
-      auto graph = wgrad_graph(g, p);
+    for (const WgradGeom& g : wgrad_geoms()) {
+      auto graph = wgrad_graph(g, p, /*epilogue=*/(&g - wgrad_geoms().data()) % 2 == 1);
       ASSERT_TRUE(graph) << graph.error().str();
       for (const char* arch : {"sm_80", "sm_90a"})
         for (const char* config : {"", "mainloop=mma,mma_tile=64x32x3", "mainloop=ffma"}) {
           if (std::string(config) == "mainloop=ffma" && std::string(arch) == "sm_90a") continue;
           auto prog = generate_program(*graph, {arch, config});
           ASSERT_TRUE(prog) << precision_name(p) << " " << arch << " '" << config << "': " << prog.error().str();
-          jobs.push_back({std::string(precision_name(p)) + " geometry " + std::to_string(&g - kGeoms) + " '" +
-                              config + "'",
+          jobs.push_back({std::string(precision_name(p)) + " " + g.str() + " '" + config + "'",
                           arch, prog->launches[0].kernel, prog->source});
         }
     }
@@ -239,18 +215,8 @@ TEST(ConvWgrad, OwnGradientsMatchFiniteDifferences) {
       {1, 2, 9, 8, 3, 2, 3, 3, 2, 2, 0, 1, 1, 1},  // stride 3 x 2, padding only on the rows
   };
   for (const WgradGeom& geo : small) {
-    SCOPED_TRACE(::testing::Message() << "x [" << geo.n << "," << geo.cin << "," << geo.h << "," << geo.w << "] k "
-                                    << geo.kh << "x" << geo.kw << " stride " << geo.sh << "x" << geo.sw);
-    GraphBuilder b(Precision::FP32, "wgrad_grad");
-    auto x = b.input("x", {geo.n, geo.cin, geo.h, geo.w});
-    auto dz = b.input("dz", {geo.n, geo.cout, geo.oh(), geo.ow()});
-    Conv2dOptions o;
-    o.stride = {geo.sh, geo.sw};
-    o.padding = {geo.ph, geo.pw};
-    o.dilation = {geo.dh, geo.dw};
-    o.groups = geo.groups;
-    b.output("y", b.conv2d_weight_grad(x, dz, {geo.kh, geo.kw}, o).tanh());
-    auto g = b.build();
+    SCOPED_TRACE(geo.str());
+    auto g = wgrad_graph(geo, Precision::FP32, /*epilogue=*/true);
     ASSERT_TRUE(g) << g.error().str();
     testing::GradCheck every;
     every.every_input = true;

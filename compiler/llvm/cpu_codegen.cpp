@@ -156,14 +156,13 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
   plan.notes = simplified->notes;
   mark_leaf_exprs(ctx);
   if (g.anchor()) {
-    if (const Node& a = g.node(*g.anchor()); a.op == OpKind::Conv2dWeightGrad)
-      return Error("the CPU backend has no conv2d_weight_grad kernel yet: write dW as a linear of grad transposed "
-                   "and im2col(x) (what a backward program built for the CPU does)",
-                   a.loc);
     if (Status s = plan_anchor_kernel(ctx, plan); !s) return s.error();
     if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
     plan.kernels[0].notes.clear();  // the GPU mainloop's reasons do not apply
-    plan.kernels[0].notes.push_back("mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
+    plan.kernels[0].notes.push_back(g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad
+                                        ? "mainloop: a vectorized dot product per (output channel, input channel, "
+                                          "tap) (LLVM, host vectors)"
+                                        : "mainloop: packed f32 FMA micro-kernel (LLVM, host vectors)");
     if (g.node(plan.kernels[0].root).op != OpKind::Conv2d) {
       fuse_row_reductions(ctx, plan);
       fuse_pool1d(ctx, plan, [](int64_t k) {  // NC is cut to whole windows
@@ -206,8 +205,11 @@ Expected<CpuProgram> generate_cpu_program(const Graph& written, const CpuCodegen
 
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const int index = static_cast<int>(k);
-    Expected<CpuLaunch> launch = plan.kernels[k].kind == KernelKind::Anchor ? cpu::lower_anchor_kernel(lc, index)
-                                                                            : cpu::lower_fallback_kernel(lc, index);
+    const bool anchor = plan.kernels[k].kind == KernelKind::Anchor;
+    Expected<CpuLaunch> launch = !anchor ? cpu::lower_fallback_kernel(lc, index)
+                                 : g.node(plan.kernels[k].root).op == OpKind::Conv2dWeightGrad
+                                     ? cpu::lower_wgrad_kernel(lc, index)
+                                     : cpu::lower_anchor_kernel(lc, index);
     if (!launch) return launch.error();
     plan.kernels[k].notes.push_back("cpu: " + launch->what + ", " + std::to_string(launch->work_items) +
                                     " work items");

@@ -139,6 +139,10 @@ std::vector<llvm::Value*> decompose(KernelFunction& kf, llvm::Value* linear, con
 // blocked GEMM with the kernel's region applied to each finished tile.
 Expected<CpuLaunch> lower_anchor_kernel(LowerContext& lc, int index);
 
+// lower_wgrad.cpp: conv2d_weight_grad, a dot product per (output channel,
+// input channel, tap) with the kernel's region applied to each result.
+Expected<CpuLaunch> lower_wgrad_kernel(LowerContext& lc, int index);
+
 // lower_fallback.cpp: pointwise, reduction, softmax, pool and row-finish kernels.
 Expected<CpuLaunch> lower_fallback_kernel(LowerContext& lc, int index);
 // lower_gather.cpp: flip, im2col and the pools' backward.

@@ -278,7 +278,8 @@ typedef enum fj_buffer_role {
  * (the message names it) or a name is not an input. */
 FJ_API fj_status fj_backward_build(const fj_spec* forward, const char* const* no_grad, fj_backward** backward);
 /* The same, for the stages' backend: FJ_BACKEND_CPU writes conv2d's dW as
- * im2col(x) and a GEMM (the CPU backend has no conv2d_weight_grad kernel);
+ * im2col(x) and a GEMM (the packed CPU GEMM is faster than the CPU's
+ * conv2d_weight_grad kernel, at the cost of the im2col buffer);
  * CUDA (fj_backward_build's form) one conv2d_weight_grad kernel; AUTO: CPU
  * where fj_engine_compile's AUTO would choose it. */
 FJ_API fj_status fj_backward_build_for(const fj_spec* forward, const char* const* no_grad, fj_backend backend,

@@ -60,9 +60,6 @@ EXPECTED_ERRORS = {
                                       {"dcols", "x", "ddx", "dspread"}),
 }
 
-# Examples with an op the CPU backend has no kernel for: the error's text.
-CPU_MISSING = {"conv_weight_grad": "the CPU backend has no conv2d_weight_grad kernel yet"}
-
 # Tolerances (relative L2 against float64), from PyTorch's own error on the same values in the spec's dtypes
 # (measured in each test): fp32 (and tf32 on the CPU, where fusejit computes it in fp32: docs/cpu.md): 1e-5, the
 # mode's tolerance, or 5x PyTorch's fp32 error where that is larger (a chain ill-conditioned in fp32: in
@@ -190,7 +187,7 @@ def check_example(name, device):
 
 
 def test_lists_name_examples():
-    for name in list(SMALL) + list(EXPECTED_ERRORS) + list(CPU_MISSING):
+    for name in list(SMALL) + list(EXPECTED_ERRORS):
         assert name in EXAMPLES, f"{name}: no such example"
     assert {"seed1_conv_relu_bias", "seed2_linear_bias_relu", "seed3_conv_tanh_scale_bias_maxpool"} <= set(EXAMPLES)
 
@@ -198,10 +195,6 @@ def test_lists_name_examples():
 @pytest.mark.skipif(not fusejit.backend_available("cpu"), reason="this libfusejit_c.so has no CPU backend")
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_gradients_cpu(name):
-    if name in CPU_MISSING:  # the documented error, then nothing to check on the CPU
-        with pytest.raises(fusejit.CompileError, match=re.escape(CPU_MISSING[name])):
-            fusejit.compile(fusejit.Spec(spec_text(name), f"{name}.yaml"), device="cpu")
-        pytest.skip(f"{name}: {CPU_MISSING[name]} (docs/cpu.md)")
     check_example(name, "cpu")
 
 
