@@ -1,7 +1,6 @@
 // capi/capi_backward.cpp — the gradient program through the C API.
 #include "capi/capi_internal.h"
 #include "fusejit/backward.h"
-#include "runtime/engine_cpu.h"
 
 using namespace fusejit::capi;
 
@@ -38,9 +37,8 @@ fj_status fj_backward_build_for(const fj_spec* forward, const char* const* no_gr
                                                " is not FJ_BACKEND_CUDA, FJ_BACKEND_CPU or FJ_BACKEND_AUTO");
     fusejit::BackwardOptions opts;
     for (const char* const* n = no_grad; n && *n; ++n) opts.no_grad.emplace_back(*n);
-    const bool cpu = backend == FJ_BACKEND_CPU ||
-                     (backend == FJ_BACKEND_AUTO && fusejit::cpu_backend_available() && !fusejit::cuda_device_present(0));
-    if (cpu) opts.conv_wgrad = fusejit::ConvWgrad::Im2col;
+    // Both backends run conv2d_weight_grad (the CPU's since 2026-11-25, faster there than im2col + GEMM on
+    // stride-1 convs and without the im2col buffer: docs/cpu.md): one program for either today.
     auto p = fusejit::build_backward(forward->graph, opts);
     if (!p) return fail(FJ_ERR_SPEC, message_of(p.error()));
     auto out = std::make_unique<fj_backward>();

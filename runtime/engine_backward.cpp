@@ -2,7 +2,6 @@
 // and stages as ordinary compiled kernels, run with caller-owned buffers.
 #include "fusejit/backward.h"
 #include "fusejit/engine.h"
-#include "runtime/engine_cpu.h"
 
 namespace fusejit {
 
@@ -55,12 +54,7 @@ Expected<std::shared_ptr<BackwardKernel>> Engine::compile_backward(const Graph& 
                                                                    const CompileOptions& opts) {
   Graph prepared = graph;
   if (Status s = prepare_graph(prepared); !s) return s.error();
-  BackwardOptions bo = backward;  // the CPU backend: conv2d's dW through im2col and its packed GEMM (docs/cpu.md)
-  const Backend backend = opts.backend != Backend::Auto ? opts.backend
-                          : cpu_backend_available() && !cuda_device_present(opts.device) ? Backend::Cpu
-                                                                                          : Backend::Cuda;
-  if (backend == Backend::Cpu) bo.conv_wgrad = ConvWgrad::Im2col;
-  auto program = build_backward(prepared, bo);
+  auto program = build_backward(prepared, backward);
   if (!program) return program.error();
   auto forward = compile(program->forward, opts);
   if (!forward) return forward.error();

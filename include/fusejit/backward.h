@@ -62,9 +62,8 @@ struct BackwardProgram {
 
 // conv2d's dW: one conv2d_weight_grad kernel reading x and dZ where they are
 // (Implicit, the CUDA form), or dZ transposed and im2col(x) written out by the
-// epilogue stage and a GEMM over them (Im2col: for the CPU backend, whose
-// packed GEMM beats its conv2d_weight_grad kernel (docs/cpu.md);
-// Engine::compile_backward picks it there).
+// epilogue stage and a GEMM over them (Im2col: more memory; faster on the
+// CPU backend only for strided convs, whose x the CPU kernel gathers).
 enum class ConvWgrad { Implicit, Im2col };
 
 struct BackwardOptions {

@@ -277,11 +277,10 @@ typedef enum fj_buffer_role {
  * gradients are not wanted. FJ_ERR_SPEC when an op has no derivative yet
  * (the message names it) or a name is not an input. */
 FJ_API fj_status fj_backward_build(const fj_spec* forward, const char* const* no_grad, fj_backward** backward);
-/* The same, for the stages' backend: FJ_BACKEND_CPU writes conv2d's dW as
- * im2col(x) and a GEMM (the packed CPU GEMM is faster than the CPU's
- * conv2d_weight_grad kernel, at the cost of the im2col buffer);
- * CUDA (fj_backward_build's form) one conv2d_weight_grad kernel; AUTO: CPU
- * where fj_engine_compile's AUTO would choose it. */
+/* The same, for the stages' backend (CUDA, CPU, or AUTO: CPU where
+ * fj_engine_compile's AUTO would choose it). Both backends take conv2d's dW
+ * as one conv2d_weight_grad kernel today, so the program is the same; the
+ * argument keeps room for backend-specific forms. */
 FJ_API fj_status fj_backward_build_for(const fj_spec* forward, const char* const* no_grad, fj_backend backend,
                                        fj_backward** backward);
 FJ_API void fj_backward_destroy(fj_backward* backward);

@@ -65,7 +65,7 @@ class DifferentiableSpec:
 
     def program(self, no_grad, device_type="cuda"):
         """(Backward, [callable per stage taking (device, tensors)]) for inputs `no_grad` without gradients, its
-        stages in the form of `device_type`'s backend ("cuda" or "cpu": conv2d's dW differs)."""
+        stages built for `device_type`'s backend ("cuda" or "cpu")."""
         backend = "cpu" if device_type == "cpu" else "cuda"
         key = (frozenset(no_grad), backend)
         with self._lock:

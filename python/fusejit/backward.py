@@ -22,10 +22,9 @@ _ROLES = ("input", "saved", "output_grad", "temporary", "input_grad")
 
 class Backward:
     """`spec`: a path, YAML text or fusejit.Spec. `no_grad`: input names whose
-    gradients are not wanted. `backend`: the stages' backend, "cuda" (conv2d's
-    dW as one conv2d_weight_grad kernel) or "cpu" (as im2col(x) and the packed
-    GEMM: faster there than the CPU's conv2d_weight_grad kernel, docs/cpu.md).
-    SpecError when an op has no derivative yet."""
+    gradients are not wanted. `backend`: the stages' backend, "cuda" or "cpu"
+    (both take conv2d's dW as one conv2d_weight_grad kernel today: the same
+    program). SpecError when an op has no derivative yet."""
 
     def __init__(self, spec, no_grad=(), backend="cuda"):
         L = lib()
