@@ -40,7 +40,13 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         for (const char* c : {"mma_min_blocks=4", "mma_min_blocks=6", "mma_tile=64x16x2,mma_min_blocks=8"})
           if (generate_program(g, {arch, c})) out.push_back(c);
     }
-    if (g.node(*anchor).op != OpKind::Conv2d) {
+    if (g.node(*anchor).op == OpKind::Conv2dWeightGrad) {
+      // dW's K (N*Ho*Wo) is deep: half and twice the default's split (whole waves of its blocks), and 1.
+      auto p = generate_program(g, {arch, ""});
+      const int64_t split = p && !p->launches.empty() ? p->launches[0].grid[2] : 1;
+      for (int64_t s : {int64_t{1}, split / 2, split * 2})
+        if (s >= 1 && s != split) out.push_back("split_k=" + std::to_string(s));
+    } else if (g.node(*anchor).op != OpKind::Conv2d) {
       const int64_t k_tiles = (geo.k * 4 + 127) / 128;  // fp32 k tiles (16-bit: half as many, still legal)
       for (int split : {1, 2, 4, 8, 16})
         if (split == 1 || split * 4 <= k_tiles) out.push_back("split_k=" + std::to_string(split));

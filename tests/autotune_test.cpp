@@ -156,6 +156,30 @@ TEST(TuningSpace, HaloPatchConvsTryRegisterCaps) {
   for (const auto& c : tuning_candidates(wide, "sm_80")) EXPECT_EQ(c.find("mma_min_blocks"), std::string::npos) << c;
 }
 
+// conv2d_weight_grad: mma.sync tiles, the SIMT mainloop, and splits around the default's; each a legal program.
+TEST(TuningSpace, WeightGradTriesSplitsAroundTheDefault) {
+  GraphBuilder g(Precision::TF32);
+  g.output("dw", g.conv2d_weight_grad(g.input("x", {8, 16, 34, 34}), g.input("dz", {8, 64, 32, 32}), {3, 3}));
+  const Graph wgrad = g.build().take();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto def = generate_program(wgrad, {arch, ""});
+    ASSERT_TRUE(def) << def.error().str();
+    const unsigned split = def->launches[0].grid[2];
+    ASSERT_GE(split, 4u) << def->plan_text;
+    const auto cands = tuning_candidates(wgrad, arch);
+    std::set<std::string> splits;
+    for (const auto& c : cands) {
+      auto prog = generate_program(wgrad, {arch, c});
+      ASSERT_TRUE(prog) << arch << " " << c << ": " << prog.error().str();
+      EXPECT_EQ(c.find("wgmma"), std::string::npos) << c;
+      if (c.rfind("split_k=", 0) == 0) splits.insert(c);
+    }
+    EXPECT_EQ(splits, (std::set<std::string>{"split_k=1", "split_k=" + std::to_string(split / 2),
+                                             "split_k=" + std::to_string(split * 2)}))
+        << arch;
+  }
+}
+
 TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   auto linear = [](Precision p, int64_t n) {
     GraphBuilder g(p);
