@@ -19,6 +19,8 @@
 #   normbench bench/bench_norm.py: group norm / row reduction chains against PyTorch (NORM_BENCH_ARGS)
 #   gtest     ctest -R TEST_REGEX (default '^Gpu|/Gpu'), -E TEST_EXCLUDE, GTEST_JOBS in parallel:
 #             one call for the tests a change needs
+#   wgrad     `fusejit run` on the seeds' dW (conv2d_weight_grad) at full size, each mode
+#             (WGRAD_MODES, WGRAD_CONFIG)
 #   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
 #   scripts/gpu_check.sh build test runs memcheck
@@ -157,6 +159,30 @@ stage_gemm() {
       local ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
       local tf=$(python3 -c "print(f'{2*$1*$2*$3/($ms*1e-3)/1e12:.0f}')" 2>/dev/null)
       note "run $p ${1}x${2}x${3}: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms ${tf:-?} TFLOP/s $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1) $(echo "$log" | grep -o 'fj_linear[a-z0-9_]*' | head -1)"
+    done
+  done
+}
+
+# The seeds' dW at full size (what their training steps run): conv2d_weight_grad of x and dZ, each mode.
+wgrad_spec() {  # precision name x-shape dz-shape
+  local f="/tmp/wgrad_$1_$2.yaml"
+  printf 'name: wgrad_%s_%s\nprecision: %s\ninputs:\n  - {name: x, shape: %s, init: uniform01}\n' "$2" "$1" "$1" "$3" > "$f"
+  printf '  - {name: dz, shape: %s, init: normal}\nops:\n' "$4" >> "$f"
+  printf '  - {name: dw, op: conv2d_weight_grad, args: [x, dz], kernel_size: 3}\noutputs: [dw]\n' >> "$f"
+  echo "$f"
+}
+
+stage_wgrad() {
+  : > "$out/wgrad_runs.log"
+  for p in ${WGRAD_MODES:-fp32 tf32 bf16}; do
+    for seed in seed1 seed3; do
+      local spec log ms
+      if [ $seed = seed1 ]; then spec=$(wgrad_spec "$p" $seed "[128, 64, 128, 128]" "[128, 128, 126, 126]")
+      else spec=$(wgrad_spec "$p" $seed "[128, 8, 256, 256]" "[128, 64, 254, 254]"); fi
+      log=$(timeout 120 "$build/fusejit" run "$spec" --samples 2000 --iters 10 ${WGRAD_CONFIG:+--config "$WGRAD_CONFIG"} 2>&1)
+      echo "== $spec"$'\n'"$log" >> "$out/wgrad_runs.log"
+      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
+      note "wgrad $p $seed: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1)"
     done
   done
 }
