@@ -1,0 +1,144 @@
+// parse_heuristics: the codegen config string ("key=value,...") as the
+// planner's Heuristics, with an error naming the bad key or value.
+#include <sstream>
+#include <string>
+
+#include "compiler/plan.h"
+
+namespace fusejit::cg {
+
+namespace {
+bool parse_int(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  size_t pos = 0;
+  try {
+    out = std::stoll(s, &pos);
+  } catch (...) {
+    return false;
+  }
+  return pos == s.size();
+}
+}  // namespace
+
+Expected<Heuristics> parse_heuristics(const std::string& config) {
+  Heuristics h;
+  std::string text = config;
+  for (char& c : text)
+    if (c == ',' || c == ';') c = ' ';
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) return Error("codegen config: expected key=value, got '" + item + "'");
+    std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    int64_t num = 0;
+    if (key == "mainloop") {
+      if (val != "auto" && val != "ffma" && val != "wgmma" && val != "mma")
+        return Error("codegen config: mainloop must be auto, ffma, wgmma or mma, got '" + val + "'");
+      h.mainloop = val;
+    } else if (key == "wgmma_tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: wgmma_tile must be BMxBNxSTAGES[xGROUP], got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 3 && parts.size() != 4)
+        return Error("codegen config: wgmma_tile must be BMxBNxSTAGES[xGROUP], got '" + val + "'");
+      WgmmaConfig t;
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.stages = static_cast<int>(parts[2]);
+      if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
+      if (Status s = validate_wgmma(t, false); !s) return Error("codegen config: " + s.error().message);
+      h.wgmma = t;
+    } else if (key == "wgmma_schedule") {
+      if (val != "auto" && val != "cooperative" && val != "pingpong")
+        return Error("codegen config: wgmma_schedule must be auto, cooperative or pingpong, got '" + val + "'");
+      h.wgmma_schedule = val;
+    } else if (key == "tma_store") {
+      if (val != "0" && val != "1" && val != "auto")
+        return Error("codegen config: tma_store must be 0, 1 or auto, got '" + val + "'");
+      h.tma_store = val == "auto" ? -1 : val == "1";
+    } else if (key == "mma_tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 3) return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+      MmaConfig t;
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.stages = static_cast<int>(parts[2]);
+      if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
+      h.mma = t;
+    } else if (key == "split_k") {
+      if (!parse_int(val, num) || num < 1 || num > 1024)
+        return Error("codegen config: split_k must be an integer in [1, 1024], got '" + val + "'");
+      h.split_k = static_cast<int>(num);
+    } else if (key == "split_from") {
+      if (!parse_int(val, num) || num < 0)
+        return Error("codegen config: split_from must be a tile index >= 0, got '" + val + "'");
+      h.split_from = num;
+    } else if (key == "wgmma_cluster") {
+      if (val != "1" && val != "2") return Error("codegen config: wgmma_cluster must be 1 or 2, got '" + val + "'");
+      h.wgmma_cluster = val == "2" ? 2 : 1;
+    } else if (key == "tma_slots") {
+      if (!parse_int(val, num) || num < 1 || num > 8)
+        return Error("codegen config: tma_slots must be an integer in [1, 8], got '" + val + "'");
+      h.tma_slots = static_cast<int>(num);
+    } else if (key == "tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: tile must be BMxBNxTMxTN[xBK], got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 4 && parts.size() != 5)
+        return Error("codegen config: tile must be BMxBNxTMxTN or BMxBNxTMxTNxBK, got '" + val + "'");
+      TileConfig t;
+      if (parts.size() == 5) t.bk = static_cast<int>(parts[4]);
+      t.bm = static_cast<int>(parts[0]);
+      t.bn = static_cast<int>(parts[1]);
+      t.tm = static_cast<int>(parts[2]);
+      t.tn = static_cast<int>(parts[3]);
+      if (Status s = validate_tile(t); !s) return Error("codegen config: " + s.error().message);
+      h.tile = t;
+    } else if (key == "mma_min_blocks") {
+      if (!parse_int(val, num) || num < 1 || num > 32)
+        return Error("codegen config: mma_min_blocks must be an integer in [1, 32], got '" + val + "'");
+      h.mma_min_blocks = static_cast<int>(num);
+    } else if (key == "conv_patch") {
+      if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
+      h.conv_patch = val == "1";
+    } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
+               key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline") {
+      if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
+      (key == "fuse_pool"         ? h.fuse_pool
+       : key == "pool_first"      ? h.pool_first
+       : key == "halo_pipeline"   ? h.halo_pipeline
+       : key == "fuse_reductions" ? h.fuse_reductions
+       : key == "softmax_parts"   ? h.softmax_parts
+       : key == "simplify"        ? h.simplify
+                                  : h.conv_tap_table) = val == "1";
+    } else if (key == "pointwise_threads" || key == "row_threads") {
+      if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
+        return Error("codegen config: " + key + " must be a multiple of 32 in [32, 1024]");
+      (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
+    } else {
+      return Error("codegen config: unknown key '" + key +
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
+    }
+  }
+  return h;
+}
+
+}  // namespace fusejit::cg
