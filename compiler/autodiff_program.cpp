@@ -338,12 +338,14 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
     return Status{};
   };
 
+  const bool wgrad = an.op == OpKind::Conv2dWeightGrad;  // U = d(loss)/d(dW); its dX is conv2d's with dZ := G, W := U
+  const char* dx_what = wgrad ? "dX = conv2d(G, U transposed and flipped)" : "dX = conv2d(dZ, W transposed and flipped)";
+  if ((an.op == OpKind::Conv2d || wgrad) && !dz.empty() && !b_t.empty())
+    if (Status s = stage(x, dx_what, [&](StageWriter& w) {
+          return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
+        }); !s)
+      return s;
   if (an.op == OpKind::Conv2d) {
-    if (!dz.empty() && !b_t.empty())
-      if (Status s = stage(x, "dX = conv2d(dZ, W transposed and flipped)", [&](StageWriter& w) {
-            return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
-          }); !s)
-        return s;
     if (!conv_dz_w_.empty())
       if (Status s = stage(wt, "dW = conv2d_weight_grad(X, dZ)", [&](StageWriter& w) {
             return conv_wgrad_implicit(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
@@ -357,12 +359,7 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
         return s;
     return {};
   }
-  if (an.op == OpKind::Conv2dWeightGrad) {  // U = d(loss)/d(dW)
-    if (!dz.empty() && !b_t.empty())
-      if (Status s = stage(x, "dX = conv2d(G, U transposed and flipped)", [&](StageWriter& w) {
-            return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
-          }); !s)
-        return s;
+  if (wgrad) {
     if (!conv_dz_w_.empty())
       if (Status s = stage(wt, "dG = conv2d(X, U)", [&](StageWriter& w) {
             return conv_forward(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
