@@ -8,7 +8,9 @@
 // are k-contiguous: A's rows are grad's channel planes, read in place (no
 // transposed copy); B's rows are the rows of im2col(x), made by the loader's
 // addresses (no im2col buffer).
-// Rows past M or N and k past K are copied as zeros. (H100, seed 3's dW,
+// k past K is copied as zeros (no test where K is whole k tiles); rows past M
+// (A) are zeros unless M is whole row tiles; rows past N (B) copy row 0's tap:
+// they only feed output columns past N, which are never stored. (H100, seed 3's dW,
 // [64 x 72] over K = 8.26M: this orientation, 64x128 tiles, 3.81 ms fp32 /
 // 1.34 tf32 / 1.13 bf16; x's rows as M with 128x64 tiles and the mma of rows
 // past M skipped per warp: 5.34 / 1.57 / 1.21; rows past M, N left uncopied
@@ -79,6 +81,8 @@ struct MmaWgradGrad {
     static constexpr int kCopies = 16 / kCopyBytes, kPerCopy = kCopyBytes / E;
     static_assert(kThreads % CH == 0, "a tile row must not be wider than the block");
     static constexpr int kRowStep = kThreads / CH, kIters = ceil_div(Layout::kRows, kRowStep);
+    // Whole k tiles and whole row tiles: no test (the splits are whole k tiles too).
+    static constexpr bool kWhole = D::K % (CH * kPerChunk) == 0 && D::M % Layout::kRows == 0;
     const T* __restrict__ grad;  // at this thread's first row
     int rows_left;               // rows of the problem from this thread's first one
     int tr, tc;                  // its first row and its chunk in the tile
@@ -93,7 +97,7 @@ struct MmaWgradGrad {
 #pragma unroll
       for (int c = 0; c < kCopies; ++c) {
         const int k = k0 + tc * kPerChunk + c * kPerCopy;
-        const long long off = D::grad_offset(k < D::K ? k : 0);
+        const long long off = D::grad_offset(kWhole || k < D::K ? k : 0);
 #pragma unroll
         for (int i = 0; i < kIters; ++i) {
           const int r = i * kRowStep;
@@ -101,7 +105,7 @@ struct MmaWgradGrad {
           const unsigned s = dst + c * kCopyBytes +
                              (kRowStep % Layout::kPeriod == 0 ? Layout::offset(tr, tc) + r * Layout::kStride
                                                               : Layout::offset(tr + r, tc));
-          const bool ok = r < rows_left && k < D::K;
+          const bool ok = kWhole || (r < rows_left && k < D::K);
           const T* src = ok ? grad + (long long)r * D::kPix + off : grad;
           if constexpr (kCopyBytes == 16) {
             mma::cp_async16(s, src, ok ? 16 : 0);
@@ -146,8 +150,10 @@ struct MmaWgradCols {
     static_assert(kRowStep % Layout::kPeriod == 0 || Layout::kPeriod % kRowStep == 0, "swizzle phases");
     static constexpr int kPhases = kRowStep % Layout::kPeriod == 0 ? 1 : Layout::kPeriod / kRowStep;
     static constexpr int kOffsets = kPhases < kIters ? kPhases : kIters;
+    // K a whole number of k tiles (and the splits whole k tiles): no k past K, no test.
+    static constexpr bool kWholeK = D::K % BK == 0;
     const T* __restrict__ x;
-    int tap[kIters];     // x offset of row n's tap; -1: n past N (not copied); -2: past the tile
+    int tap[kIters];     // x offset of row n's tap (rows past N: row 0's, their columns never stored); -2: past the tile
     int packed[kIters];  // (kh*DH << 16) | kw*DW, for the padding test
     int kl;              // this thread's first k in a k tile
     unsigned soff[kOffsets];  // shared offsets of its word in rows 0 .. kOffsets - 1 of its rows
@@ -164,31 +170,37 @@ struct MmaWgradCols {
       for (int i = 0; i < kIters; ++i) {
         const int n = n0 + tr + i * kRowStep;
         const int2 t = Taps::at(n < D::N ? n : 0);
-        tap[i] = tr + i * kRowStep >= Layout::kRows ? -2 : n < D::N ? t.x : -1;
+        tap[i] = tr + i * kRowStep >= Layout::kRows ? -2 : t.x;
         packed[i] = t.y;
       }
     }
     __device__ __forceinline__ void load(unsigned dst, int k0) const {
       if constexpr (E == 4) {
         const int k = k0 + kl;
-        const typename D::Origin o = D::origin(k < D::K ? k : 0);
+        const bool k_ok = kWholeK || k < D::K;
+        const typename D::Origin o = D::origin(k_ok ? k : 0);
+        const T* base = x + o.off;  // this thread's pixel; each row adds its tap
 #pragma unroll
         for (int i = 0; i < kIters; ++i) {
           if (Layout::kRows % kRowStep != 0 && tap[i] == -2) continue;  // past the tile
-          const bool in = tap[i] >= 0 && k < D::K && D::inside(o, packed[i]);
-          const T* src = in ? x + o.off + tap[i] : x;
-          mma::cp_async4(smem_at(dst, i), src, in ? 4 : 0);
+          if constexpr (kWholeK && !D::kPadded) {
+            mma::cp_async4(smem_at(dst, i), base + tap[i], 4);
+          } else {
+            const bool in = k_ok && D::inside(o, packed[i]);
+            mma::cp_async4(smem_at(dst, i), in ? base + tap[i] : x, in ? 4 : 0);
+          }
         }
       } else {
         static_assert(E == 2, "fp32 or 16-bit operands");
         const int ka = k0 + kl, kb = ka + 1;
-        const typename D::Origin oa = D::origin(ka < D::K ? ka : 0), ob = D::origin(kb < D::K ? kb : 0);
+        const bool ka_ok = kWholeK || ka < D::K, kb_ok = kWholeK || kb < D::K;
+        const typename D::Origin oa = D::origin(ka_ok ? ka : 0), ob = D::origin(kb_ok ? kb : 0);
         const unsigned short* p = reinterpret_cast<const unsigned short*>(x);
         unsigned w[kIters];
 #pragma unroll
         for (int i = 0; i < kIters; ++i) {
-          const bool ina = tap[i] >= 0 && ka < D::K && D::inside(oa, packed[i]);
-          const bool inb = tap[i] >= 0 && kb < D::K && D::inside(ob, packed[i]);
+          const bool ina = tap[i] >= 0 && ka_ok && D::inside(oa, packed[i]);
+          const bool inb = tap[i] >= 0 && kb_ok && D::inside(ob, packed[i]);
           const unsigned lo = ina ? p[oa.off + tap[i]] : 0u, hi = inb ? p[ob.off + tap[i]] : 0u;
           w[i] = lo | (hi << 16);
         }
