@@ -345,29 +345,20 @@ Status Builder::anchor_stages(ValueId anchor, const std::string& dz, const std::
           return conv_dgrad(an, w, w.input(dz, p_.buffer(dz)->type), w.input(b_t, p_.buffer(b_t)->type), xs);
         }); !s)
       return s;
-  if (an.op == OpKind::Conv2d) {
-    if (!conv_dz_w_.empty())
-      if (Status s = stage(wt, "dW = conv2d_weight_grad(X, dZ)", [&](StageWriter& w) {
-            return conv_wgrad_implicit(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
-                                       w.input(conv_dz_w_, p_.buffer(conv_dz_w_)->type), ws);
-          }); !s)
-        return s;
-    if (!dz_t.empty() && !a_t.empty())
-      if (Status s = stage(wt, "dW = dZ^T im2col(X)^T", [&](StageWriter& w) {
-            return conv_wgrad(an, w, dz_t, p_.buffer(dz_t)->type, a_t, p_.buffer(a_t)->type);
-          }); !s)
-        return s;
-    return {};
-  }
-  if (wgrad) {
-    if (!conv_dz_w_.empty())
-      if (Status s = stage(wt, "dG = conv2d(X, U)", [&](StageWriter& w) {
-            return conv_forward(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
-                                w.input(conv_dz_w_, p_.buffer(conv_dz_w_)->type), ws);
-          }); !s)
-        return s;
-    return {};
-  }
+  // The second operand's stage from x and the stage-1 buffer conv_dz_w_: conv2d's dW = conv2d_weight_grad(X, dZ),
+  // conv2d_weight_grad's dG = conv2d(X, U).
+  if ((an.op == OpKind::Conv2d || wgrad) && !conv_dz_w_.empty())
+    if (Status s = stage(wt, wgrad ? "dG = conv2d(X, U)" : "dW = conv2d_weight_grad(X, dZ)", [&](StageWriter& w) {
+          return (wgrad ? conv_forward : conv_wgrad_implicit)(an, w, w.input(fwd_.node(x).name, fwd_.node(x).type),
+                                                              w.input(conv_dz_w_, p_.buffer(conv_dz_w_)->type), ws);
+        }); !s)
+      return s;
+  if (an.op == OpKind::Conv2d && !dz_t.empty() && !a_t.empty())
+    if (Status s = stage(wt, "dW = dZ^T im2col(X)^T", [&](StageWriter& w) {
+          return conv_wgrad(an, w, dz_t, p_.buffer(dz_t)->type, a_t, p_.buffer(a_t)->type);
+        }); !s)
+      return s;
+  if (an.op == OpKind::Conv2d || wgrad) return {};
   if (an.op == OpKind::Linear) {
     const int64_t n_out = zs.back(), k = ws[1], m = numel(zs) / n_out;
     if (!dz.empty())
