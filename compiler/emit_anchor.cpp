@@ -210,28 +210,37 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (geo.cin * geo.h * geo.w > int_max || geo.oh * geo.ow * geo.cout > int_max)
         return Error("codegen: one conv image exceeds 2^31 elements");
       if (m_tiles * geo.groups > int_max) return Error("codegen: conv2d_weight_grad needs more than 2^31 row tiles");
-      AnchorGeometry taps_geo = geo;  // the taps table is indexed by B's column n = (ci, kh, kw)
-      taps_geo.k = geo.n;
-      const std::string taps = ctx.heur.conv_tap_table ? add_conv_tap_table(taps_geo, s) : "fj::NoTaps<ConvShape>";
       const std::string pre = mma ? "fj::Mma" : "fj::";
       append(run, {"const int g = blockIdx.x / kMTiles;  // group", "const int m0 = (blockIdx.x % kMTiles) * Tile::BM;",
                    "const int n0 = blockIdx.y * Tile::BN;",
                    "const " + pre + "WgradGrad<" + T + ", ConvShape> a{" + w() +
-                       " + (long long)g * kM * (ConvShape::kOH * ConvShape::kOW)};  // grad, the group's channels",
-                   "const " + pre + "WgradCols<" + T + ", ConvShape, " + taps + "> b{" + x() +
-                       " + (long long)g * (ConvShape::kCin / ConvShape::kGroups) * (ConvShape::kH * ConvShape::kW)};"
-                       "  // x's im2col rows, the group's channels"});
+                       " + (long long)g * kM * (ConvShape::kOH * ConvShape::kOW)};  // grad, the group's channels"});
+      if (kp.wgrad_nhwc) {  // B [pixels][(kh, kw, ci)] from x in NHWC (the staging kernel's)
+        const std::string scratch = em.buffer_param({BufferKind::Scratch, kp.a_staged}, false);
+        const std::string x_nhwc = T == "float" ? scratch : "reinterpret_cast<const " + T + "*>(" + scratch + ")";
+        run.push_back("const fj::MmaWgradNhwc<" + T + ", ConvShape> b{" + x_nhwc +
+                      " + g * (ConvShape::kCin / ConvShape::kGroups)};  // x in NHWC, the group's channels");
+      } else {
+        AnchorGeometry taps_geo = geo;  // the taps table is indexed by B's column n = (ci, kh, kw)
+        taps_geo.k = geo.n;
+        const std::string taps = ctx.heur.conv_tap_table ? add_conv_tap_table(taps_geo, s) : "fj::NoTaps<ConvShape>";
+        run.push_back("const " + pre + "WgradCols<" + T + ", ConvShape, " + taps + "> b{" + x() +
+                      " + (long long)g * (ConvShape::kCin / ConvShape::kGroups) * (ConvShape::kH * ConvShape::kW)};"
+                      "  // x's im2col rows, the group's channels");
+      }
       if (mma) {  // grad's planes copied in pieces of the widest width the plane size keeps aligned
         const int64_t plane = geo.oh * geo.ow * elem_bytes;
         const int copy = plane % 16 == 0 ? 16 : plane % 8 == 0 ? 8 : plane % 4 == 0 ? 4 : elem_bytes;
         launch.aligned.push_back({plan.buffer.at(a.operands[1]), copy});
       }
-      // C[m][n] = dW[g * kM + m][ci][kh][kw], n = (ci, kh, kw)
+      // C[m][n] = dW[g * kM + m][ci][kh][kw], n = (ci, kh, kw); from x in NHWC, n = (kh, kw, ci)
       shape.coords.push_back("const int i0 = g * kM + m;");
-      std::vector<std::string> cols = decompose_index("n", {geo.cin / geo.groups, geo.kh, geo.kw}, "j", "int");
-      append(shape.coords, cols);
+      const int64_t cin_g = geo.cin / geo.groups;
+      append(shape.coords, decompose_index("n", kp.wgrad_nhwc ? Shape{geo.kh, geo.kw, cin_g} : Shape{cin_g, geo.kh, geo.kw},
+                                           "j", "int"));
+      const int order[3] = {kp.wgrad_nhwc ? 2 : 0, kp.wgrad_nhwc ? 0 : 1, kp.wgrad_nhwc ? 1 : 2};  // ci, kh, kw
       for (int d = 0; d < 3; ++d)
-        shape.coords.push_back("const int i" + std::to_string(d + 1) + " = j" + std::to_string(d) + ";");
+        shape.coords.push_back("const int i" + std::to_string(d + 1) + " = j" + std::to_string(order[d]) + ";");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.groups), static_cast<unsigned>(n_tiles), 1};
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
@@ -382,6 +391,16 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
                         (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " +
                         shape.cols + ", smem,");
+        } else if (mma && geo.op == OpKind::Conv2d) {
+          // NCHW: each thread a pixel row of a staged chunk, so a warp stores 32 consecutive pixels of a
+          // channel. (From the fragment directly, a warp stores 8-pixel pieces: half a 32-byte sector in
+          // 16-bit. H100, seed 3's bf16 forward storing Z in bf16 and the pool's input in f32: 7.45 ms,
+          // DRAM 22% busy; the same without Z 3.95 ms.)
+          const int chunk = std::min(tile_n, 32);
+          smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8));
+          fn = epilogue_fn();
+          run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ", true>(frag, m0, n0, " + shape.rows +
+                        ", " + shape.cols + ", smem,");
         } else {
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
@@ -522,7 +541,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             1, map_params);
     if (wt.cluster_m > 1) s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m) + ", 1, 1)";
   } else if (mma) {
-    const bool fp32_kn_b = geo.op == OpKind::Matmul && elem_bytes == 4;
+    const bool fp32_kn_b = (geo.op == OpKind::Matmul || kp.wgrad_nhwc) && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,
                                                                        ctx.heur.halo_pipeline)
                                             : mma_smem_bytes(mt, fp32_kn_b);
@@ -541,7 +560,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     } else {
       s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
       fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem_bytes) + ", " +
-                 (geo.op == OpKind::Matmul ? "true" : "false") + "), \"shared memory for the mainloop\");"};
+                 (geo.op == OpKind::Matmul || kp.wgrad_nhwc ? "true" : "false") +
+                 "), \"shared memory for the mainloop\");"};
     }
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (mma.sync " + kp.mma_kind + ", " + mt.str() + ")";
     launch.block = {static_cast<unsigned>(mt.threads()), 1, 1};

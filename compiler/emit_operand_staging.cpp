@@ -2,7 +2,8 @@
 // launched before a wgmma anchor that needs it: 3xTF32 (f32x3) reads each
 // operand's TF32 residual (x - x truncated to TF32, rounded to nearest), and
 // an fp32 matmul B [K, N] is read transposed, [N, K] (tf32 wgmma reads K-major
-// B only); conv2d reads x in NHWC and w as [Cout][KH][KW][Cin]. One kernel
+// B only); conv2d reads x in NHWC and w as [Cout][KH][KW][Cin]; an mma.sync
+// conv2d_weight_grad (wgrad_nhwc) reads x in NHWC. One kernel
 // writes all of it to the plan's scratch.
 #include <algorithm>
 
@@ -45,28 +46,27 @@ EmittedKernel finish_staging(KernelEmitter& em, const std::string& name, std::ve
 // conv2d on wgmma (conv_wgmma.cuh): w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
 // by the first blocks, x [N][Cin][H*W] -> NHWC by the rest (3xTF32: with
 // their residuals), each a batched transpose through 32 x 64 tiles.
+// conv2d_weight_grad on mma.sync (conv_wgrad.cuh, MmaWgradNhwc): x alone.
 Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
-  const bool split = needs_tf32_split(kp);
+  const bool split = needs_tf32_split(kp), weights = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const std::string name = split ? "fj_split_tf32_conv_operands_nhwc" : "fj_conv_operands_nhwc";
+  const std::string name = !weights ? "fj_x_nhwc" : split ? "fj_split_tf32_conv_operands_nhwc" : "fj_conv_operands_nhwc";
   KernelEmitter em(ctx, plan, anchor);
   KernelSource& s = em.src();
   s.ns = "staging";
-  s.comment = name + ": " + ctx.g.describe(a.operands[0]) + " in NHWC and " + ctx.g.describe(a.operands[1]) +
-              " as [Cout][KH][KW][Cin]" + (split ? ", with their TF32 residuals," : "") + " for " + kp.name;
+  s.comment = name + ": " + ctx.g.describe(a.operands[0]) + " in NHWC" +
+              (weights ? " and " + ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]" : std::string()) +
+              (split ? ", with their TF32 residuals," : "") + " for " + kp.name;
   const int64_t taps = geo.kh * geo.kw, pixels = geo.h * geo.w;
   s.constants.push_back({"kBatch", geo.batch_n, "images"});
   s.constants.push_back({"kCin", geo.cin, "input channels"});
   s.constants.push_back({"kPixels", pixels, "H * W"});
-  s.constants.push_back({"kCout", geo.cout, "output channels"});
-  s.constants.push_back({"kTaps", taps, "KH * KW"});
   auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 63) / 64); };
   const int64_t cap = 16 * sm_count_guess(ctx.arch);  // about 16 blocks per SM at most for each
-  const int64_t w_blocks = std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap);
+  const int64_t w_blocks = weights ? std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap) : 0;
   const int64_t x_blocks = std::clamp<int64_t>((tiles(geo.batch_n, geo.cin, pixels) + 3) / 4, 1, cap);
-  s.constants.push_back({"kWeightBlocks", w_blocks, "blocks that reorder w (the first)"});
   auto scratch = [&](int index) { return em.buffer_param({BufferKind::Scratch, index}, true); };
   const std::string T = ctype(ctx.g.node(a.operands[0]).type.dtype);
   auto staged = [&](int index) {  // scratch parameters are float*: 16-bit operands stay 16-bit
@@ -74,14 +74,23 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   };
   const std::string residual = split ? "true" : "false";
   auto lo = [&](int index) { return split ? scratch(index) : std::string("nullptr"); };
-  std::vector<std::string> body = {"if (blockIdx.x < kWeightBlocks) {  // w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]",
-             "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[1]) + ", " +
-                 staged(kp.b_transposed) + ", " + lo(kp.residual_b) +
-                 ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
-             "return;", "}", "// x [N][Cin][H*W] -> [N][H*W][Cin]",
-             "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[0]) + ", " +
-                 staged(kp.a_staged) + ", " + lo(kp.residual_a) +
-                 ", kBatch, kCin, kPixels, blockIdx.x - kWeightBlocks, gridDim.x - kWeightBlocks);"};
+  std::vector<std::string> body;
+  if (weights) {
+    s.constants.push_back({"kCout", geo.cout, "output channels"});
+    s.constants.push_back({"kTaps", taps, "KH * KW"});
+    s.constants.push_back({"kWeightBlocks", w_blocks, "blocks that reorder w (the first)"});
+    body = {"if (blockIdx.x < kWeightBlocks) {  // w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]",
+            "fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[1]) + ", " +
+                staged(kp.b_transposed) + ", " + lo(kp.residual_b) +
+                ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
+            "return;", "}"};
+  }
+  const std::string first = weights ? "blockIdx.x - kWeightBlocks" : "blockIdx.x";
+  const std::string count = weights ? "gridDim.x - kWeightBlocks" : "gridDim.x";
+  body.push_back("// x [N][Cin][H*W] -> [N][H*W][Cin]");
+  body.push_back("fj::transpose_batched<" + residual + ", " + T + ">(" + em.load_param(a.operands[0]) + ", " +
+                 staged(kp.a_staged) + ", " + lo(kp.residual_a) + ", kBatch, kCin, kPixels, " + first + ", " + count +
+                 ");");
   return finish_staging(em, name, std::move(body), w_blocks + x_blocks);
 }
 

@@ -118,6 +118,15 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       kp.residual_b = add_scratch(geo.n, "3xTF32 residual of " + g.describe(a.operands[1]));
     }
   }
+  // conv2d_weight_grad on mma.sync with wgrad_nhwc: x in NHWC, from the staging kernel.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Mma && kp.wgrad_nhwc) {
+    const AnchorGeometry geo = analyze_anchor(g, kp.root);
+    const Node& x = g.node(g.node(kp.root).operands[0]);
+    const std::string what = "x in NHWC for the dW gather: " + g.describe(g.node(kp.root).operands[0]) + " (" +
+                             std::string(dtype_name(x.type.dtype)) + shape_str({geo.batch_n, geo.h, geo.w, geo.cin}) + ")";
+    plan.scratch.push_back({x.type.numel() * dtype_size(x.type.dtype), what});
+    kp.a_staged = static_cast<int>(plan.scratch.size()) - 1;
+  }
   auto add_buffer = [&](ValueId v) {
     std::vector<BufferRef> outs;
     for (size_t o = 0; o < g.outputs.size(); ++o)

@@ -16,9 +16,11 @@
 //   (cp.async) into swizzled shared memory, linear and (batched) matmul with
 //   dense cp.async tile copies (matmul's B read as [K, N]: ldmatrix.trans for
 //   16-bit, scalar shared loads for fp32).
-// - conv2d_weight_grad (dW) on mma.sync: grad read in place, x gathered per
-//   (ci, kh, kw) row by cp.async (templates/conv_wgrad.cuh), split-K over
-//   the N*Ho*Wo output pixels.
+// - conv2d_weight_grad (dW) on mma.sync, split-K over the N*Ho*Wo output
+//   pixels, grad read in place (templates/conv_wgrad.cuh); x staged to NHWC
+//   first where Cin / groups is whole 16-byte chunks (B's k rows: a tap's
+//   channels at a pixel, 16-byte cp.async), else gathered per (ci, kh, kw)
+//   row from NCHW (4-byte copies, 16-bit: element loads).
 // Everything else keeps the SIMT FFMA mainloop, with a note saying why.
 // `mainloop=ffma` (or a SIMT `tile=`) in the config forces SIMT;
 // `mainloop=wgmma` / `mainloop=mma` make ineligibility an error.
@@ -69,6 +71,18 @@ std::string conv_wgmma_blocker(const AnchorGeometry& geo, const std::string& kin
            " (the TMA conv path loads whole 128-byte channel blocks)";
   if (kind == "f32x3" && geo.k < kMinKFor3xTf32Conv)
     return "3xTF32 with K=" + std::to_string(geo.k) + " below " + std::to_string(kMinKFor3xTf32Conv);
+  return "";
+}
+
+// Why conv2d_weight_grad cannot read x staged to NHWC ("" if it can).
+std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const Heuristics& heur) {
+  const int64_t per_chunk = 16 / elem_bytes, cin_g = geo.cin / geo.groups;
+  if (cin_g % per_chunk)
+    return "Cin/groups=" + std::to_string(cin_g) + " is not a multiple of " + std::to_string(per_chunk) +
+           " (x in NHWC is copied in 16-byte chunks of one tap's channels)";
+  if (elem_bytes == 4 && heur.mma && heur.mma->bn < 32)
+    return "the config's mma_tile is narrower than 32 columns (fp32 B [pixels][columns] is read by scalar shared "
+           "loads from rows padded for 32 columns)";
   return "";
 }
 
@@ -193,6 +207,20 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   }
   kp.mainloop = Mainloop::Mma;
   kp.mma_kind = kind;
+  std::string why_not_nhwc;
+  if (a.op == OpKind::Conv2dWeightGrad) {
+    why_not_nhwc = wgrad_nhwc_blocker(geo, kind == "bf16" || kind == "f16" ? 2 : 4, ctx.heur);
+    if (ctx.heur.wgrad_nhwc == true && !why_not_nhwc.empty())
+      return Error("codegen config: wgrad_nhwc=1, but " + why_not_nhwc);
+    if (ctx.heur.wgrad_nhwc == false) why_not_nhwc = "wgrad_nhwc=0 in the config";
+    // fp32 operands: B [pixels][columns] goes through scalar shared loads (no 32-bit ldmatrix.trans), and
+    // the gather is faster (H100, seed 1's dW: tf32 2.48 vs 2.84 ms, 3xTF32 6.91 vs 7.25; seed 3's: tf32
+    // 1.39 vs 1.46). 16-bit: 8 element loads a chunk become one cp.async (bf16 2.00 -> 1.53 ms, seed 3
+    // 1.10 -> 1.00, the staging kernel included).
+    else if (why_not_nhwc.empty() && !ctx.heur.wgrad_nhwc && kind != "bf16" && kind != "f16")
+      why_not_nhwc = "fp32 operands gather faster from NCHW (wgrad_nhwc=1 forces it)";
+    kp.wgrad_nhwc = why_not_nhwc.empty();
+  }
   std::string halo_channels = "every channel";
   if (kp.conv_patch) {
     const int eb = kind == "bf16" || kind == "f16" ? 2 : 4, per_block = conv_patch_block_chunks(geo, eb) * (16 / eb);
@@ -205,9 +233,14 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                           "copied once per block"
       : a.op == OpKind::Conv2d ? "im2col gather by cp.async into a shared-memory ring" +
                                      (why_not_patch.empty() ? "" : " (not from halo patches: " + why_not_patch + ")")
+      : a.op == OpKind::Conv2dWeightGrad && kp.wgrad_nhwc
+          ? "grad's channel planes (A, read in place) and x in NHWC (B [pixels][(kh, kw, ci)]: a staging kernel "
+            "writes x in NHWC first, then 16-byte copies of a tap's channels at each pixel) copied by cp.async into "
+            "a shared-memory ring"
       : a.op == OpKind::Conv2dWeightGrad
           ? "grad's channel planes (A, read in place) and x's im2col rows (B, gathered per (ci, kh, kw) from the "
-            "loader's addresses: no im2col buffer) copied by cp.async into a shared-memory ring"
+            "loader's addresses: no im2col buffer; not from x in NHWC: " + why_not_nhwc +
+            ") copied by cp.async into a shared-memory ring"
       : a.op == OpKind::Matmul ? "A [M, K] and B [K, N] copied by cp.async into a shared-memory ring"
                                : "x [M, K] and W [N, K] copied by cp.async into a shared-memory ring";
   kp.notes.push_back("mainloop: mma.sync " + kind + " (" + kind_text(kind) + "), " + staging +

@@ -250,7 +250,8 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
     // halves the gathers (H100, 32x256x56x56 k3 bf16: 0.638 -> 0.539 ms; tf32
     // got slower, 0.868 -> 0.909, so it keeps 128).
     const bool half = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
-    if (half && geo.n >= 256 && kp.tails.empty()) tile.bn = 256;  // with fused tails: correct, not timed
+    // (Not a dW from x in NHWC: there 128 columns, two blocks an SM, are faster; see with_split_k.)
+    if (half && geo.n >= 256 && kp.tails.empty() && !kp.wgrad_nhwc) tile.bn = 256;  // with fused tails: correct, not timed
     if (kp.conv_patch) {
       // Halo patches: at most 32 columns (more blocks, fewer registers); 64-pixel
       // tiles under a fused pool. H100, seed 3 (64 -> 64 k3, 4x4 max pool): bf16
@@ -268,16 +269,16 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
       if (kp.mma_kind == "f32x3" && conv_patch_blocks(geo, 4) > 1) tile.bm = 64;
     }
   }
-  // fp32 B read as [K, N] by scalar shared loads: rows padded for 32 columns.
-  const bool fp32_kn_b = geo.op == OpKind::Matmul && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
+  // fp32 B read as [K, N] by scalar shared loads (matmul; dW from x in NHWC): rows padded for 32 columns.
+  const bool fp32_kn_b = (geo.op == OpKind::Matmul || kp.wgrad_nhwc) && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
   if (fp32_kn_b && !ctx.heur.mma) tile.bn = std::max(tile.bn, 32);
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear, matmul and conv2d_weight_grad");
   if (geo.op != OpKind::Conv2d)
-    tile = with_split_k(ctx, geo, kp.mma_kind, min_bn, tile);
+    tile = with_split_k(ctx, geo, kp.mma_kind, min_bn, tile, kp.wgrad_nhwc);
   if (Status s = validate_mma(tile); !s) return Error("codegen: " + s.error().message);
   if (fp32_kn_b && tile.bn < 32)
-    return Error("codegen: mma tile " + tile.str() + ": an fp32 matmul reads B as [K, N] and needs bn >= 32");
+    return Error("codegen: mma tile " + tile.str() + ": fp32 B read as [K, N] (matmul, dW from x in NHWC) needs bn >= 32");
   if (tile.bn < min_bn)
     return Error("codegen: mma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
                  ", which a fused row reduction needs");
@@ -316,7 +317,7 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
 // 64x64 tiles (more of them) and enough splits for about one block per SM,
 // at least 4 k tiles per split, at most 16 splits.
 MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& mma_kind,
-                       int64_t min_bn, MmaConfig tile) {
+                       int64_t min_bn, MmaConfig tile, bool wgrad_nhwc) {
   const int elem_bytes = mma_kind == "bf16" || mma_kind == "f16" ? 2 : 4;
   auto tiles = [&](const MmaConfig& t) { return geo.batch * ceil_div(geo.m, t.bm) * ceil_div(geo.n, t.bn); };
   const int64_t k_tiles = ceil_div(geo.k, 128 / elem_bytes);
@@ -331,12 +332,22 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const 
       // an SM holds: a last, partial wave takes as long as a full one. (H100, ncu, seed 1's tf32 dW: 5 tiles
       // of 128x128 x 53 splits, one 128 KiB block an SM: 265 blocks = 2 waves and 1 block; SMs active 65% of
       // the 3.72 ms.)
-      tile.stages = 4;
+      // 16-bit from x in NHWC (cheap copies): 3 stages, two blocks of 128x128 an SM, about four blocks an SM
+      // in all (H100, seed 1's bf16 dW: 128x128x3 split 105 1.53 ms, 128x128x4 split 52 1.61, 128x256x4
+      // split 88 1.75, 128x64x3 split 88 2.46). Past one wave, at most 8 MiB of partials a tile: the last
+      // block of a tile sums them alone (seed 3's one 64x128 tile: split 264 0.99 ms, 527 1.16).
+      const bool nhwc16 = wgrad_nhwc && elem_bytes == 2;
+      constexpr int64_t kMaxPartialBytes = int64_t{8} << 20;
+      tile.stages = nhwc16 ? 3 : 4;
+      const int64_t per_sm = nhwc16 ? 4 : 2;
       const int64_t slots =
           sms * mma_resident_blocks(tile, mma_kind, ctx.arch, ctx.heur.mma_min_blocks);  // blocks in one wave
-      const int64_t waves = std::max<int64_t>(1, (ceil_div(2 * sms, tiles(tile)) * tiles(tile) + slots / 2) / slots);
-      const int64_t want = std::max<int64_t>(
-          1, std::min<int64_t>({waves * slots / tiles(tile), k_tiles / 4, max_split_k(k_tiles)}));
+      const int64_t waves =
+          std::max<int64_t>(1, (ceil_div(per_sm * sms, tiles(tile)) * tiles(tile) + slots / 2) / slots);
+      int64_t want = waves * slots / tiles(tile);
+      if (nhwc16)
+        want = std::min(want, std::max(slots / tiles(tile), kMaxPartialBytes / (int64_t{tile.bm} * tile.bn * 4)));
+      want = std::max<int64_t>(1, std::min<int64_t>({want, k_tiles / 4, max_split_k(k_tiles)}));
       tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));
       return tile;
     }

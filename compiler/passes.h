@@ -61,10 +61,11 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan);
 // suit the fused tails.
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan);
 // The mma.sync tile's heuristic (before split-K), and `tile` with split-K
-// where the tiles would leave most SMs idle (or split_k= in the config).
+// where the tiles would leave most SMs idle (or split_k= in the config);
+// wgrad_nhwc: a dW reading x in NHWC (KernelPlan::wgrad_nhwc).
 MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn);
 MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& mma_kind,
-                       int64_t min_bn, MmaConfig tile);
+                       int64_t min_bn, MmaConfig tile, bool wgrad_nhwc = false);
 
 // pass_fallback.cpp: every node not yet placed gets a kernel: pointwise groups
 // over materialized tensors, row kernels for reductions and softmax, window

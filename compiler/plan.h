@@ -89,6 +89,7 @@ struct Heuristics {
   std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
   std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
+  std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
@@ -105,7 +106,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
-// mma_min_blocks=1..32, halo_pipeline=0|1,
+// wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -304,8 +305,12 @@ struct KernelPlan {
   // Wgmma conv2d: w as [Cout][KH][KW][Cin] (K-major B, k = tap * Cin + ci).
   int b_transposed = -1;
   // Wgmma conv2d: scratch of x in NHWC, read by 4-D TMA boxes; residual_a
-  // is then its residual (same layout).
+  // is then its residual (same layout). Mma conv2d_weight_grad with
+  // wgrad_nhwc: x in NHWC, B's rows (pixels) copied 16 bytes of channels at a time.
   int a_staged = -1;
+  // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
+  // instead of x's im2col rows gathered from NCHW.
+  bool wgrad_nhwc = false;
   int split_k_partials = -1;     // split_k > 1 (mma.sync, wgmma): scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }

@@ -119,6 +119,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "conv_patch") {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
+    } else if (key == "wgrad_nhwc") {
+      if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
+      h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
@@ -135,7 +138,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, pointwise_threads, row_threads)");
     }
   }
   return h;

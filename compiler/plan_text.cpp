@@ -128,7 +128,8 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
     const Node& a = g.node(kp.root);
     name += "_" + std::string(op_name(a.op));
     if (kp.mainloop != Mainloop::Simt)  // the precision is a mainloop property
-      name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind + (kp.conv_patch ? "_halo" : "");
+      name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind + (kp.conv_patch ? "_halo" : "") +
+              (kp.wgrad_nhwc ? "_nhwc" : "");
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));

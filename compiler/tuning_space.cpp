@@ -46,6 +46,10 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       const int64_t split = p && !p->launches.empty() ? p->launches[0].grid[2] : 1;
       for (int64_t s : {int64_t{1}, split / 2, split * 2})
         if (s >= 1 && s != split) out.push_back("split_k=" + std::to_string(s));
+      // The other B: x in NHWC (the 16-bit default where eligible) or gathered from NCHW (fp32's).
+      const bool nhwc = p && p->name.find("_nhwc") != std::string::npos;
+      const std::string other = nhwc ? "wgrad_nhwc=0" : "wgrad_nhwc=1";
+      if (generate_program(g, {arch, other})) out.push_back(other);
     } else if (g.node(*anchor).op != OpKind::Conv2d) {
       const int64_t k_tiles = (geo.k * 4 + 127) / 128;  // fp32 k tiles (16-bit: half as many, still legal)
       for (int split : {1, 2, 4, 8, 16})

@@ -219,6 +219,72 @@ struct MmaWgradCols {
   }
 };
 
+// B from x in NHWC (the staging kernel's copy), kKContiguous false: the
+// tile is [BK pixels][BN columns], columns n = (kh*KW + kw) * CinG + ci, so
+// a 16-byte chunk of a row is kPerChunk channels of one tap at one pixel:
+// one cp.async (zero-filled in the padding and past N) where the NCHW
+// gather needs 4 (fp32) or 8 element loads (16-bit). Each thread keeps its
+// chunk's tap and channel and works out the pixels of its rows per k tile.
+// Needs CinG % (16 / sizeof(T)) == 0 and x 16-byte aligned (scratch).
+template <class T, class S>
+struct MmaWgradNhwc {
+  using Elem = T;
+  using D = WgradDims<S>;
+  static constexpr bool kKContiguous = false;
+  static constexpr int kCinG = S::kCin / S::kGroups;
+  static constexpr long long kImage = (long long)S::kH * S::kW * S::kCin;  // x's elements per image
+  const T* __restrict__ x;  // x in NHWC at the group's first channel
+
+  template <class Layout, int kThreads>
+  struct Cursor {
+    static constexpr int E = sizeof(T), kPerChunk = 16 / E, CH = Layout::kChunksPerRow;
+    static_assert(kCinG % kPerChunk == 0, "a 16-byte chunk must hold channels of one tap");
+    static_assert(kThreads % CH == 0, "a tile row must not be wider than the block");
+    static constexpr int kRowStep = kThreads / CH, kIters = ceil_div(Layout::kRows, kRowStep);
+    static constexpr bool kWholeK = D::K % Layout::kRows == 0;  // the splits are whole k tiles too
+    const T* __restrict__ x;  // at this thread's chunk: its channels, its tap's offset
+    int dh, dw;               // the tap's offsets in x (kh * DH, kw * DW)
+    bool col_ok;              // column < N
+    int tr, tc;               // its first row (pixel) of a k tile, its chunk of a row
+    unsigned soff;            // shared offset of its chunk in row tr
+
+    __device__ __forceinline__ Cursor(const T* __restrict__ p, int n0, int tid) {
+      tr = tid / CH;
+      tc = tid % CH;
+      const int n = n0 + tc * kPerChunk;
+      col_ok = n < D::N;
+      const int tap = col_ok ? n / kCinG : 0, ci = col_ok ? n % kCinG : 0;
+      dh = (tap / S::kKW) * S::kDH;
+      dw = (tap % S::kKW) * S::kDW;
+      x = p + ci + ((long long)dh * S::kW + dw) * S::kCin;
+      soff = Layout::offset(tr, tc);
+    }
+    __device__ __forceinline__ void load(unsigned dst, int k0) const {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int r = tr + i * kRowStep;
+        if (Layout::kRows % kRowStep != 0 && r >= Layout::kRows) break;
+        const unsigned s = dst + (kRowStep % Layout::kPeriod == 0 ? soff + i * kRowStep * Layout::kStride
+                                                                   : Layout::offset(r, tc));
+        const int k = k0 + r;
+        const bool k_ok = kWholeK || k < D::K;
+        const int kk = k_ok ? k : 0, img = kk / D::kPix, pix = kk - img * D::kPix;
+        const int oh = pix / S::kOW, ow = pix - oh * S::kOW;
+        const int ih0 = oh * S::kSH - S::kPH, iw0 = ow * S::kSW - S::kPW;
+        bool in = col_ok && k_ok;
+        if constexpr (D::kPadded)
+          in = in && (unsigned)(ih0 + dh) < (unsigned)S::kH && (unsigned)(iw0 + dw) < (unsigned)S::kW;
+        const T* src = x + img * kImage + ((long long)ih0 * S::kW + iw0) * S::kCin;
+        mma::cp_async16(s, in ? src : x, in ? 16 : 0);
+      }
+    }
+  };
+  template <class Layout, int kThreads>
+  __device__ __forceinline__ Cursor<Layout, kThreads> begin(int n0, int tid) const {
+    return Cursor<Layout, kThreads>(x, n0, tid);
+  }
+};
+
 // ---- SIMT loaders (gemm_simt.cuh's loader interface) ------------------------------
 
 template <class T, class S, class Taps = NoTaps<S>>

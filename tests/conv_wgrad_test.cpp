@@ -71,7 +71,10 @@ TEST(ConvWgrad, ReferenceMatchesAScatterSum) {
 TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
   auto graph = wgrad_graph(wgrad_geoms()[0], Precision::FP32);
   ASSERT_TRUE(graph) << graph.error().str();
+  auto bf16 = wgrad_graph(wgrad_geoms()[0], Precision::BF16);
+  ASSERT_TRUE(bf16) << bf16.error().str();
   for (const char* arch : {"sm_80", "sm_90a"}) {
+    // fp32 operands: x's im2col rows gathered from NCHW: no staging kernel, no im2col buffer.
     auto prog = generate_program(*graph, {arch, ""});
     ASSERT_TRUE(prog) << prog.error().str();
     EXPECT_EQ(prog->launches.size(), 1u) << prog->plan_text;
@@ -79,6 +82,22 @@ TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
     EXPECT_NE(prog->plan_text.find("no im2col buffer"), std::string::npos) << prog->plan_text;
     EXPECT_NE(prog->plan_text.find("split-K"), std::string::npos) << prog->plan_text;
     EXPECT_NE(prog->source.find("fj::MmaWgradCols<"), std::string::npos);
+    // 16-bit with Cin = 8 (whole 16-byte chunks of channels), or fp32 with wgrad_nhwc=1: x staged to NHWC first.
+    for (auto [g, config, name] : {std::tuple{&*bf16, "", "fj_conv2d_weight_grad_mma_bf16_nhwc_k3"},
+                                   std::tuple{&*graph, "wgrad_nhwc=1", "fj_conv2d_weight_grad_mma_f32x3_nhwc_k3"}}) {
+      auto staged = generate_program(*g, {arch, config});
+      ASSERT_TRUE(staged) << staged.error().str();
+      ASSERT_EQ(staged->launches.size(), 2u) << staged->plan_text;
+      EXPECT_TRUE(staged->launches[0].operand_staging) << staged->plan_text;
+      EXPECT_EQ(staged->launches[0].kernel, "fj_x_nhwc");
+      EXPECT_NE(staged->plan_text.find(name), std::string::npos) << staged->plan_text;
+      EXPECT_NE(staged->plan_text.find("x in NHWC for the dW gather"), std::string::npos) << staged->plan_text;
+      EXPECT_NE(staged->source.find("fj::MmaWgradNhwc<"), std::string::npos);
+    }
+    auto gather = generate_program(*bf16, {arch, "wgrad_nhwc=0"});
+    ASSERT_TRUE(gather) << gather.error().str();
+    EXPECT_EQ(gather->launches.size(), 1u) << gather->plan_text;
+    EXPECT_NE(gather->source.find("fj::MmaWgradCols<"), std::string::npos) << gather->plan_text;
   }
   auto simt = generate_program(*graph, {"sm_80", "mainloop=ffma"});
   ASSERT_TRUE(simt) << simt.error().str();
@@ -86,6 +105,29 @@ TEST(ConvWgrad, PlansAnImplicitGemmOnMmaSync) {
   auto wgmma = generate_program(*graph, {"sm_90a", "mainloop=wgmma"});
   ASSERT_FALSE(wgmma);
   EXPECT_NE(wgmma.error().message.find("conv2d_weight_grad gathers x"), std::string::npos) << wgmma.error().str();
+}
+
+// Where x in NHWC cannot be read in 16-byte chunks of one tap's channels: the gather, and a clear error if forced.
+TEST(ConvWgrad, NhwcNeedsWholeChunksOfChannels) {
+  const WgradGeom geo = wgrad_geoms()[3];  // 2 groups of 4 channels: whole fp32 chunks, half a 16-bit one
+  auto bf16 = wgrad_graph(geo, Precision::BF16);
+  ASSERT_TRUE(bf16) << bf16.error().str();
+  auto prog = generate_program(*bf16, {"sm_90a", ""});
+  ASSERT_TRUE(prog) << prog.error().str();
+  EXPECT_EQ(prog->launches.size(), 1u) << prog->plan_text;
+  EXPECT_NE(prog->plan_text.find("not from x in NHWC: Cin/groups=4 is not a multiple of 8"), std::string::npos)
+      << prog->plan_text;
+  auto forced = generate_program(*bf16, {"sm_90a", "wgrad_nhwc=1"});
+  ASSERT_FALSE(forced);
+  EXPECT_NE(forced.error().message.find("wgrad_nhwc=1, but Cin/groups=4"), std::string::npos) << forced.error().str();
+  auto fp32 = wgrad_graph(geo, Precision::FP32);
+  ASSERT_TRUE(fp32) << fp32.error().str();
+  auto staged = generate_program(*fp32, {"sm_90a", "wgrad_nhwc=1"});
+  ASSERT_TRUE(staged) << staged.error().str();
+  EXPECT_NE(staged->source.find("fj::MmaWgradNhwc<"), std::string::npos) << staged->plan_text;
+  auto narrow = generate_program(*fp32, {"sm_90a", "mma_tile=64x16x3,wgrad_nhwc=1"});
+  ASSERT_FALSE(narrow);
+  EXPECT_NE(narrow.error().message.find("narrower than 32 columns"), std::string::npos) << narrow.error().str();
 }
 
 // The split fills whole waves of the blocks an SM holds (a partial last wave takes a full one's time): seed 1's dW
@@ -101,8 +143,7 @@ TEST(ConvWgrad, SplitKFillsWholeWaves) {
       ASSERT_TRUE(graph) << graph.error().str();
       auto prog = generate_program(*graph, {"sm_90a", ""});
       ASSERT_TRUE(prog) << prog.error().str();
-      ASSERT_EQ(prog->launches.size(), 1u) << prog->plan_text;
-      const auto& l = prog->launches[0];
+      const auto& l = prog->launches.back();  // the GEMM (after the NHWC staging kernel)
       const int64_t blocks = int64_t{l.grid[0]} * l.grid[1] * l.grid[2];
       const int64_t per_sm = std::min<int64_t>(228 * 1024 / (l.shared_bytes + 1024), 2048 / l.block[0]);
       const int64_t slots = 132 * std::min<int64_t>(per_sm, p == Precision::FP32 || l.block[0] > 256 ? 1 : 2);
@@ -119,12 +160,15 @@ TEST(ConvWgrad, EveryPrecisionAndGeometryCompilesWithNvrtc) {
       auto graph = wgrad_graph(g, p, /*epilogue=*/(&g - wgrad_geoms().data()) % 2 == 1);
       ASSERT_TRUE(graph) << graph.error().str();
       for (const char* arch : {"sm_80", "sm_90a"})
-        for (const char* config : {"", "mainloop=mma,mma_tile=64x32x3", "mainloop=ffma"}) {
+        for (const char* config : {"", "wgrad_nhwc=0", "wgrad_nhwc=1", "mainloop=mma,mma_tile=64x32x3", "mainloop=ffma"}) {
           if (std::string(config) == "mainloop=ffma" && std::string(arch) == "sm_90a") continue;
           auto prog = generate_program(*graph, {arch, config});
+          if (!prog && std::string(config) == "wgrad_nhwc=1" &&
+              prog.error().message.find("Cin/groups") != std::string::npos)
+            continue;  // channels not in whole 16-byte chunks (NhwcNeedsWholeChunksOfChannels)
           ASSERT_TRUE(prog) << precision_name(p) << " " << arch << " '" << config << "': " << prog.error().str();
           jobs.push_back({std::string(precision_name(p)) + " " + g.str() + " '" + config + "'",
-                          arch, prog->launches[0].kernel, prog->source});
+                          arch, prog->launches.back().kernel, prog->source});
         }
     }
   const std::vector<std::string> failures = test_util::compile_all(std::move(jobs));
