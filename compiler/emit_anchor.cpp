@@ -541,7 +541,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             1, map_params);
     if (wt.cluster_m > 1) s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m) + ", 1, 1)";
   } else if (mma) {
-    const bool fp32_kn_b = (geo.op == OpKind::Matmul || kp.wgrad_nhwc) && elem_bytes == 4;
+    const bool fp32_kn_b = kp.mma_b_kn_major(geo.op) && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,
                                                                        ctx.heur.halo_pipeline)
                                             : mma_smem_bytes(mt, fp32_kn_b);
@@ -560,7 +560,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     } else {
       s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the cp.async ring, then the epilogue's"});
       fn.body = {"static_assert(kSmemBytes >= Tile::smem_bytes(" + std::to_string(elem_bytes) + ", " +
-                 (geo.op == OpKind::Matmul || kp.wgrad_nhwc ? "true" : "false") +
+                 (kp.mma_b_kn_major(geo.op) ? "true" : "false") +
                  "), \"shared memory for the mainloop\");"};
     }
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (mma.sync " + kp.mma_kind + ", " + mt.str() + ")";

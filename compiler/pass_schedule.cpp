@@ -270,7 +270,7 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
     }
   }
   // fp32 B read as [K, N] by scalar shared loads (matmul; dW from x in NHWC): rows padded for 32 columns.
-  const bool fp32_kn_b = (geo.op == OpKind::Matmul || kp.wgrad_nhwc) && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
+  const bool fp32_kn_b = kp.mma_b_kn_major(geo.op) && kp.mma_kind != "bf16" && kp.mma_kind != "f16";
   if (fp32_kn_b && !ctx.heur.mma) tile.bn = std::max(tile.bn, 32);
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear, matmul and conv2d_weight_grad");

@@ -311,6 +311,8 @@ struct KernelPlan {
   // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
   // instead of x's im2col rows gathered from NCHW.
   bool wgrad_nhwc = false;
+  // mma.sync: B staged [BK][BN] (k rows): matmul's B [K, N], a dW from x in NHWC.
+  bool mma_b_kn_major(OpKind anchor_op) const { return anchor_op == OpKind::Matmul || wgrad_nhwc; }
   int split_k_partials = -1;     // split_k > 1 (mma.sync, wgmma): scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
