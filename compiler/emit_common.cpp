@@ -251,6 +251,11 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
     }
   }
   if (tree.result >= 0) f.body.push_back("return " + vars[static_cast<size_t>(tree.result)] + ";");
+  if (!tree.results.empty()) {
+    f.params += ", float* __restrict__ out";
+    for (size_t k = 0; k < tree.results.size(); ++k)
+      f.body.push_back("out[" + std::to_string(k) + "] = " + vars[static_cast<size_t>(tree.results[k])] + ";");
+  }
   return src_.add_function(std::move(f));
 }
 

@@ -42,6 +42,8 @@ class KernelEmitter {
   // values the caller has staged in shared memory for the tile's columns:
   // the function then takes `const float* cols<k>` for each and the column's
   // index in them, `int tile_col`, last.
+  // A tree with several results (EpilogueTree::results) takes `float* out`
+  // last and writes them there.
   std::string emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
                         const std::vector<BufferRef>& smem_tiles = {},
                         const std::vector<BufferRef>& column_loads = {});

@@ -43,10 +43,9 @@ std::string post_call(const std::string& fn, const std::string& value, int rank)
 
 namespace {
 
-// reduce_columns (templates/reduce.cuh): warps per block, and where it pays:
-// runs of at least a warp's outputs, and blocks enough to spread over the SMs.
+// reduce_columns (templates/reduce.cuh): warps per block (where it pays:
+// reduce_by_columns, plan.cpp).
 constexpr int kColumnGroups = 16;
-constexpr int64_t kMinColumnRun = 32, kMinColumnBlocks = 16;
 
 
 
@@ -95,9 +94,76 @@ std::string reduce_op(OpKind op) {
   }
 }
 
+// A row pass (pass_fallback.cpp): the reductions of the same rows (the root,
+// then the tails) in one fj::reduce_rows_multi, the leaf expressions they
+// reduce computed once per element, and the streamed outputs stored there.
+Expected<EmittedKernel> emit_row_pass(const PlanContext& ctx, const Plan& plan, int index) {
+  const Graph& g = ctx.g;
+  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  const Node& r = g.node(kp.root);
+  const Shape& xs = g.node(r.operands[0]).type.shape;
+  const ReduceGeometry geo = reduce_geometry(g, kp.root);
+  if (geo.len > kIntMax) return Error("codegen: a reduction over more than 2^31 elements");
+  std::vector<ValueId> reductions = {kp.root};
+  std::vector<const Region*> posts = {&kp.region};
+  for (const FusedTail& t : kp.tails) {
+    reductions.push_back(t.op);
+    posts.push_back(&t.post);
+  }
+  const RowConfig& cfg = ctx.heur.row;
+  int group = cfg.group_for(geo.len);
+  if (group > 32) group = cfg.threads;
+
+  KernelEmitter em(ctx, plan, index);
+  KernelSource& s = em.src();
+  std::string what, ops, values;
+  std::vector<ValueId> operands;
+  for (ValueId red : reductions) {
+    what += (what.empty() ? "" : ", ") + g.describe(red);
+    ops += ", " + reduce_op(g.node(red).op);
+    operands.push_back(g.node(red).operands[0]);
+  }
+  for (ValueId v : kp.streamed.stores) values += (values.empty() ? "" : ", ") + g.describe(v);
+  s.comment = kp.name + ": " + what + " of " + g.node(r.operands[0]).type.str() + " over dims " +
+              attr_str(AttrValue(r.attr_ints("dims"))) + " in one pass, " + std::to_string(group) + " threads per row" +
+              (values.empty() ? std::string() : "; stores " + values + " on the way");
+  s.constants.push_back({"kRows", geo.rows, "rows (outputs of each reduction)"});
+  s.constants.push_back({"kLen", geo.len, "elements reduced into each"});
+  Region pass = kp.streamed;
+  pass.domain = xs;
+  const std::string element = em.emit_tree(build_row_pass_tree(ctx, plan, pass, operands), "fj_row_element",
+                                           "the values reduced (and those stored) at one element of the rows");
+  std::vector<std::string> run = {"fj::reduce_rows_multi<" + std::to_string(group) + ", " + std::to_string(cfg.threads) +
+                                      ops + ">(",
+                                  "    kRows, kLen,", "[&](long long o) { return o; },",
+                                  "[&](long long o, int r, float* v) {"};
+  append(run, decompose_index("o", geo.kept_shape, "c", "long long"));
+  append(run, decompose_index("r", geo.reduced_shape, "q", "int"));
+  std::string coords;
+  for (int d = 0, kept = 0, red = 0; d < static_cast<int>(xs.size()); ++d) {
+    const bool reduced = std::find(geo.reduced.begin(), geo.reduced.end(), d) != geo.reduced.end();
+    coords += (d ? ", " : "") + (reduced ? "q" + std::to_string(red++) : "c" + std::to_string(kept++));
+  }
+  run.push_back(element + "(p" + (coords.empty() ? "" : ", " + coords) + ", v);");
+  run.push_back("},");
+  run.push_back("[&](long long o, const float* v) {");
+  append(run, decompose_index("o", r.type.shape, "i", "long long"));
+  for (size_t j = 0; j < reductions.size(); ++j) {
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, *posts[j], reductions[j], -1, true),
+                                          j == 0 ? "fj_post" : "fj_post_" + std::to_string(reductions[j]),
+                                          g.describe(reductions[j]) + " and its fused consumers, at output coordinates");
+    const std::string value = "v[" + std::to_string(j) + "]";
+    const bool mean = reduce_geometry(g, reductions[j]).mean;
+    run.push_back(post_call(post, mean ? value + " / (float)kLen" : value, static_cast<int>(r.type.shape.size())));
+  }
+  run.push_back("});");
+  return finish_kernel(em, kp, run, {grid_for(geo.rows, cfg.threads / group, kIntMax), 1, 1}, cfg.threads);
+}
+
 Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
+  if (!kp.tails.empty() || !kp.streamed.stores.empty()) return emit_row_pass(ctx, plan, index);
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
@@ -112,7 +178,7 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   for (int d = static_cast<int>(xs.size()) - 1; d >= 0 && (geo.reduced.empty() || d > geo.reduced.back()); --d)
     inner *= xs[static_cast<size_t>(d)];
   const int64_t column_blocks = geo.rows / inner * ((inner + 31) / 32);
-  const bool columns = r.op != OpKind::LogSumExp && inner >= kMinColumnRun && column_blocks >= kMinColumnBlocks;
+  const bool columns = reduce_by_columns(g, kp.root);
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();

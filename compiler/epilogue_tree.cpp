@@ -14,7 +14,7 @@ class TreeBuilder {
       : ctx_(ctx), plan_(plan), region_(region), sources_(std::move(sources)), anchor_adds_bias_(anchor_adds_bias) {
     for (size_t k = 0; k < plan.kernels.size(); ++k) {  // the kernel this region belongs to, if any
       const KernelPlan& kp = plan.kernels[k];
-      bool ours = &kp.region == &region || &kp.wide == &region;
+      bool ours = &kp.region == &region || &kp.wide == &region || &kp.streamed == &region;
       for (const FusedTail& t : kp.tails) ours = ours || &t.post == &region;
       if (ours) kernel_ = static_cast<int>(k);
     }
@@ -112,6 +112,15 @@ EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const
                                  ValueId result, bool with_stores) {
   return build_epilogue_tree(ctx, plan, region, source >= 0 ? std::vector<ValueId>{source} : std::vector<ValueId>{},
                              result, with_stores);
+}
+
+EpilogueTree build_row_pass_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
+                                 const std::vector<ValueId>& values) {
+  TreeBuilder b(ctx, plan, region, {}, true);
+  b.tree.domain = region.domain;
+  for (ValueId v : region.stores) b.store(v);
+  for (ValueId v : values) b.tree.results.push_back(b.visit(v));
+  return b.tree;
 }
 
 }  // namespace fusejit::cg

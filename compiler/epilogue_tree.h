@@ -25,6 +25,9 @@ struct EpilogueTree {
   Shape domain;
   std::vector<EpiNode> nodes;  // in evaluation order
   int result = -1;             // node whose value the composed function returns, or -1
+  // Several results (a row pass): the composed function returns nothing and
+  // writes these nodes' values to its last parameter, `float* out`, in order.
+  std::vector<int> results;
   bool has_source = false;     // the composed function takes the source value (`src`)
   // With more than one source (a row-finish kernel's finished reductions):
   // the composed function takes `float src_<value>` for each, in this order.
@@ -42,5 +45,10 @@ EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const
 EpilogueTree build_epilogue_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
                                  const std::vector<ValueId>& sources, ValueId result, bool with_stores,
                                  bool anchor_adds_bias = true);
+
+// The tree of a row pass (KernelPlan::streamed): `values` at one element of
+// the region's domain, as EpilogueTree::results, and the region's stores.
+EpilogueTree build_row_pass_tree(const PlanContext& ctx, const Plan& plan, const Region& region,
+                                 const std::vector<ValueId>& values);
 
 }  // namespace fusejit::cg

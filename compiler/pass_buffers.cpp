@@ -152,8 +152,10 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
   const auto inputs = g.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) plan.buffer[inputs[i]] = {BufferKind::Input, static_cast<int>(i)};
   // Leaf expressions some kernel writes out (pass_fallback put them in stores).
-  for (KernelPlan& kp : plan.kernels)
+  for (KernelPlan& kp : plan.kernels) {
     for (ValueId v : kp.region.stores) add_buffer(v);
+    for (ValueId v : kp.streamed.stores) add_buffer(v);  // a row pass's
+  }
 
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int k = ctx.kernel_of[i];

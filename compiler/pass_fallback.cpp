@@ -162,6 +162,111 @@ void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
+// Row passes (CUDA): a reduce kernel takes the later reductions of the same
+// rows (same operand shape, dims and output shape: `sum(g)` and `sum(g *
+// mask)` over H, W) into its pass, one read of the data for all of them, and
+// stores the leaf expressions it computes that are graph outputs (dZ next to
+// the bias gradient summed from it) instead of a pointwise kernel writing them
+// before a second read. Sum, mean, max, min; fj::reduce_rows only.
+bool row_pass_op(OpKind op) {
+  return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min;
+}
+
+bool row_pass_root(const PlanContext& ctx, ValueId r) {
+  return ctx.heur.row_pass && ctx.arch.rfind("sm_", 0) == 0 && row_pass_op(ctx.node(r).op) &&
+         !reduce_by_columns(ctx.g, r);
+}
+
+bool same_rows(const PlanContext& ctx, ValueId r, ValueId u) {
+  const Node& a = ctx.node(r);
+  const Node& b = ctx.node(u);
+  return a.type.shape == b.type.shape && ctx.node(a.operands[0]).type.shape == ctx.node(b.operands[0]).type.shape &&
+         reduce_geometry(ctx.g, r).reduced == reduce_geometry(ctx.g, u).reduced;
+}
+
+// Whether each row of reduction r is one contiguous run of its operand (the
+// reduced dims trailing): a row pass stores values only then, so its stores
+// stay as coalesced as a pointwise kernel's.
+bool contiguous_rows(const PlanContext& ctx, ValueId r) {
+  const Shape& xs = ctx.node(ctx.node(r).operands[0]).type.shape;
+  const std::vector<int> reduced = reduce_geometry(ctx.g, r).reduced;
+  if (reduced.empty()) return false;
+  for (int d = reduced.front(); d < static_cast<int>(xs.size()); ++d)
+    if (xs[static_cast<size_t>(d)] != 1 && std::find(reduced.begin(), reduced.end(), d) == reduced.end()) return false;
+  return true;
+}
+
+// A leaf expression a row pass may store: a graph output that nothing reads
+// from memory (its readers recompute it; no view), computed without strided
+// (transposed) loads.
+bool streamable(const PlanContext& ctx, ValueId x) {
+  const Node& n = ctx.node(x);
+  if (!ctx.leaf_expr[static_cast<size_t>(x)] || n.op == OpKind::Input || n.op == OpKind::Constant ||
+      ctx.is_view(x) || !ctx.is_output(x))
+    return false;
+  for (ValueId u : ctx.users[static_cast<size_t>(x)])
+    if (ctx.is_view(u) || (ctx.reads_memory(u) && !ctx.recomputes_operand(u, x))) return false;
+  return !leaf_cost(ctx, x).transposed;
+}
+
+// Whether a row pass will reduce leaf expression x (so it can store x).
+bool row_pass_reads(const PlanContext& ctx, ValueId x) {
+  for (ValueId u : ctx.users[static_cast<size_t>(x)])
+    if (ctx.node(u).operands[0] == x && row_pass_root(ctx, u) && contiguous_rows(ctx, u)) return true;
+  return false;
+}
+
+// Joins the later reductions of kernel `index`'s rows and the outputs it can store.
+void join_row_pass(PlanContext& ctx, Plan& plan, int index) {
+  KernelPlan& k = plan.kernels[static_cast<size_t>(index)];
+  if (!row_pass_root(ctx, k.root)) return;
+  std::vector<ValueId> reductions = {k.root};
+  for (ValueId u = k.root + 1; u < static_cast<ValueId>(ctx.g.nodes.size()); ++u) {
+    if (ctx.placed(u) || !row_pass_op(ctx.node(u).op) || !same_rows(ctx, k.root, u)) continue;
+    const ValueId x = ctx.node(u).operands[0];
+    const int in_memory = ctx.memory_kernel(x);
+    const bool readable = ctx.node(x).op == OpKind::Input || (in_memory >= 0 && in_memory < index) ||
+                          (in_memory < 0 && ctx.leaf_expr[static_cast<size_t>(x)] && !ctx.is_view(x) &&
+                           (streamable(ctx, x) || !needs_memory(ctx, x)));
+    if (!readable) continue;
+    FusedTail tail;
+    tail.op = u;
+    tail.post.domain = ctx.node(u).type.shape;
+    ctx.kernel_of[static_cast<size_t>(u)] = index;
+    grow_region(ctx, tail.post, {u}, u, index, /*allow_placed=*/true);
+    k.tails.push_back(std::move(tail));
+    reductions.push_back(u);
+    k.notes.push_back(label_of(ctx, u) + " reduces the same rows in the same pass");
+  }
+  for (ValueId r : reductions) {
+    const ValueId x = ctx.node(r).operands[0];
+    if (!contiguous_rows(ctx, r) || !streamable(ctx, x) || ctx.memory_kernel(x) >= 0) continue;
+    k.streamed.domain = ctx.node(x).type.shape;
+    k.streamed.stores.push_back(x);
+    ctx.written_by[static_cast<size_t>(x)] = index;
+    k.notes.push_back("stores %" + std::to_string(x) + " (a graph output) as the pass computes it");
+  }
+}
+
+// Materializes leaf expression v (kept unplaced: users still recompute it).
+void write_leaf(PlanContext& ctx, Plan& plan, ValueId v) {
+  const int index = static_cast<int>(plan.kernels.size());
+  KernelPlan k;
+  k.kind = KernelKind::Pointwise;
+  k.region.domain = ctx.node(v).type.shape;
+  k.region.stores.push_back(v);
+  const LeafEvaluation eval = recomputed_nodes(ctx, v, index);
+  std::string ops, loaded;
+  for (ValueId u : eval.ops) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
+  for (ValueId u : eval.loaded) loaded += (loaded.empty() ? "%" : ", %") + std::to_string(u);
+  k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone" +
+                    (ops.empty() ? std::string() : " (" + ops + ")") +
+                    (loaded.empty() ? std::string() : ", reading " + loaded + " at swapped coordinates from the buffer an earlier kernel wrote") +
+                    "; written out because " + write_reason(ctx, v));
+  ctx.written_by[static_cast<size_t>(v)] = index;
+  plan.kernels.push_back(std::move(k));
+}
+
 }  // namespace
 
 namespace {
@@ -174,21 +279,11 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
     const int index = static_cast<int>(plan.kernels.size());
     KernelPlan k;
     if (ctx.leaf_expr[i]) {
-      if (!needs_memory(ctx, v)) return Status::success();
-      // Materializes a leaf expression (kept unplaced: users still recompute it).
-      k.kind = KernelKind::Pointwise;
-      k.region.domain = n.type.shape;
-      k.region.stores.push_back(v);
-      const LeafEvaluation eval = recomputed_nodes(ctx, v, index);
-      std::string ops, loaded;
-      for (ValueId u : eval.ops) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
-      for (ValueId u : eval.loaded) loaded += (loaded.empty() ? "%" : ", %") + std::to_string(u);
-      k.notes.push_back("%" + std::to_string(v) + " is computed from inputs alone" +
-                        (ops.empty() ? std::string() : " (" + ops + ")") +
-                        (loaded.empty() ? std::string() : ", reading " + loaded + " at swapped coordinates from the buffer an earlier kernel wrote") +
-                        "; written out because " + write_reason(ctx, v));
-      ctx.written_by[i] = index;
-      plan.kernels.push_back(std::move(k));
+      // Stored by a row pass already, or left to the row pass that will reduce it
+      // (plan_fallback_kernels writes it at the end if none did).
+      if (!needs_memory(ctx, v) || ctx.written_by[i] >= 0 || (streamable(ctx, v) && row_pass_reads(ctx, v)))
+        return Status::success();
+      write_leaf(ctx, plan, v);
       return Status::success();
     }
     if (ctx.is_view(v)) {  // no kernel: the operand's buffer, read as this shape
@@ -227,7 +322,8 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
       k.root = v;
       const ValueId x = n.operands.empty() ? -1 : n.operands[0];
       if (x >= 0 && ctx.recomputes_operand(v, x) && ctx.leaf_expr[static_cast<size_t>(x)] && ctx.memory_kernel(x) < 0 &&
-          ctx.node(x).op != OpKind::Input && ctx.node(x).op != OpKind::Constant && !ctx.is_view(x)) {
+          ctx.node(x).op != OpKind::Input && ctx.node(x).op != OpKind::Constant && !ctx.is_view(x) &&
+          !(k.kind == KernelKind::Reduce && row_pass_root(ctx, v) && contiguous_rows(ctx, v) && streamable(ctx, x))) {
         std::string ops;
         for (ValueId u : recomputed_nodes(ctx, x, index).ops) ops += (ops.empty() ? "" : ", ") + label_of(ctx, u);
         k.notes.push_back("%" + std::to_string(x) + " (" + ops + ") is computed from the inputs where " +
@@ -248,6 +344,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
       grow_row_broadcast(ctx, placed, index);
       fuse_reduction_across_rows(ctx, placed, index);
     }
+    if (placed.kind == KernelKind::Reduce) join_row_pass(ctx, plan, index);
   }
   return Status::success();
 }
@@ -282,6 +379,8 @@ Status plan_fallback_kernels(PlanContext& ctx, Plan& plan) {
   for (ValueId v = 0; v < count; ++v)
     if (pending(ctx, v))
       if (Status s = plan_node(ctx, plan, v); !s) return s;
+  for (ValueId v = 0; v < count; ++v)  // left to a row pass that did not store it
+    if (ctx.leaf_expr[static_cast<size_t>(v)] && ctx.memory_kernel(v) < 0 && needs_memory(ctx, v)) write_leaf(ctx, plan, v);
   return Status::success();
 }
 

@@ -129,6 +129,18 @@ ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction) {
   return geo;
 }
 
+bool reduce_by_columns(const Graph& g, ValueId reduction) {
+  constexpr int64_t kMinColumnRun = 32, kMinColumnBlocks = 16;  // runs of a warp's outputs, blocks for the SMs
+  const Node& r = g.node(reduction);
+  if (r.op == OpKind::LogSumExp) return false;
+  const Shape& xs = g.node(r.operands[0]).type.shape;
+  const ReduceGeometry geo = reduce_geometry(g, reduction);
+  int64_t inner = 1;
+  for (int d = static_cast<int>(xs.size()) - 1; d >= 0 && (geo.reduced.empty() || d > geo.reduced.back()); --d)
+    inner *= xs[static_cast<size_t>(d)];
+  return inner >= kMinColumnRun && geo.rows / inner * ((inner + 31) / 32) >= kMinColumnBlocks;
+}
+
 NormGeometry norm_geometry(const Graph& g, ValueId norm) {
   const Node& n = g.node(norm);
   const Shape& xs = g.node(n.operands[0]).type.shape;

@@ -98,6 +98,7 @@ struct Heuristics {
   bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
+  bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -107,7 +108,7 @@ struct Heuristics {
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -230,6 +231,10 @@ struct ReduceGeometry {
   bool mean = false;  // mean or global_avg_pool: the sum divided by len
 };
 ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction);
+// Whether a reduce kernel takes fj::reduce_columns (the kept dims after the
+// last reduced one give runs of consecutive outputs that fill warps) rather
+// than fj::reduce_rows.
+bool reduce_by_columns(const Graph& g, ValueId reduction);
 
 // A pool or row reduction done inside the anchor's epilogue, with the
 // elementwise consumers of its result fused into its store. A `partial` row
@@ -278,8 +283,14 @@ struct KernelPlan {
   // region's nodes are recomputed at the wider coordinates.
   Region wide;
   // Anchor: the fused pool or row reductions. RowFinish: at most one
-  // reduction of the finished rows to a single value (one block).
+  // reduction of the finished rows to a single value (one block). Reduce:
+  // further reductions of the same rows done in the same pass (a row pass),
+  // each with its consumers.
   std::vector<FusedTail> tails;
+  // Reduce (row pass): leaf expressions over the reduced operand's shape that
+  // are graph outputs, stored as the pass computes them (no kernel of their
+  // own, no second read of what they are computed from).
+  Region streamed;
   TileConfig tile;               // Anchor only: the SIMT tile
   Mainloop mainloop = Mainloop::Simt;  // Anchor only
   std::string mma_kind;          // Wgmma, Mma: bf16 | f16 | tf32 | f32x3

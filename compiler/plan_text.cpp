@@ -92,6 +92,7 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
     if (!kp.wide.nodes.empty()) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
+    if (!kp.streamed.stores.empty()) region_lines(s, g, plan, kp.streamed, "as it reads the rows,");
     for (const FusedTail& t : kp.tails) {
       if (t.partial)
         s << "  partials of " << label(g, t.op) << " -> scratch " << plan.partials.at(t.op).sums << "\n";

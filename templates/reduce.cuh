@@ -87,6 +87,40 @@ __device__ __forceinline__ void reduce_rows(long long rows, int len, const BaseF
   if (active && lane == 0) store(o, result);
 }
 
+// Several reductions of the same rows in one pass (Ops: SumOp, MaxOp, MinOp;
+// a mean is a sum the caller divides): load(b, r, v) writes element r's value
+// of each reduction to v[0 .. sizeof...(Ops)) (and may store values computed
+// on the way: each element is loaded once, by an active group); store(o, v)
+// gets the results. Deterministic as reduce_rows.
+template <int G, int kBlock, class... Ops, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void reduce_rows_multi(long long rows, int len, const BaseF& base, const LoadF& load,
+                                                  const StoreF& store) {
+  constexpr int kN = sizeof...(Ops);
+  static_assert(kN > 0 && (!Ops::kLogSumExp && ...), "sum, max, min");
+  __shared__ float smem[kBlock / 32];
+  const long long o = group_row<G, kBlock>();
+  const int lane = threadIdx.x % G;
+  const bool active = o < rows;
+  const auto b = base(active ? o : 0);
+  float a[kN];
+  {
+    int i = 0;
+    ((a[i++] = Ops::identity()), ...);
+  }
+  if (active)
+    for (int r = lane; r < len; r += G) {
+      float v[kN];
+      load(b, r, v);
+      int i = 0;
+      ((a[i] = Ops::combine(a[i], v[i]), ++i), ...);
+    }
+  {
+    int i = 0;
+    ((a[i] = group_combine<G, kBlock>(a[i], [](float x, float y) { return Ops::combine(x, y); }, smem), ++i), ...);
+  }
+  if (active && lane == 0) store(o, a);
+}
+
 // Reductions whose consecutive outputs are consecutive input elements (the
 // input's innermost dims are kept: a bias gradient sum(dz, dims=[0]) sums
 // columns). Outputs come in runs of `inner` (the kept dims after the last

@@ -26,8 +26,8 @@ Graph case_graph(const std::string& name) {
   return {};
 }
 
-Program plan(const Graph& g, const std::string& arch = "sm_90a") {
-  auto p = generate_program(g, {arch, ""});
+Program plan(const Graph& g, const std::string& arch = "sm_90a", const std::string& config = "") {
+  auto p = generate_program(g, {arch, config});
   EXPECT_TRUE(p) << p.error().str();
   return p ? p.take() : Program{};
 }
@@ -82,6 +82,30 @@ TEST(CodegenLayout, ReductionReadsTheStoredOutput) {
   EXPECT_EQ(p.launches[1].kernel, "fj_sum");
   EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
   EXPECT_NE(p.plan_text.find("reads %4 from output 0 'dz'"), std::string::npos) << p.plan_text;
+}
+
+// Reductions of the same rows share one pass (a row pass); the leaf
+// expression dz, a graph output, is stored by it instead of a kernel of its own.
+TEST(CodegenLayout, RowPassReducesTheSameRowsOnceAndStoresDz) {
+  const Program p = plan(case_graph("conv_bias_backward_row_pass"));
+  ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+  EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  EXPECT_NE(p.plan_text.find("stores %5 (a graph output) as the pass computes it"), std::string::npos) << p.plan_text;
+  for (const char* r : {"sum %6", "max %7", "mean %10"})
+    EXPECT_NE(p.plan_text.find(std::string(r) + " reduces the same rows in the same pass"), std::string::npos)
+        << r << "\n" << p.plan_text;
+  EXPECT_NE(p.source.find("fj::reduce_rows_multi<"), std::string::npos);
+  EXPECT_NE(p.source.find("fj::SumOp, fj::SumOp, fj::MaxOp, fj::SumOp>"), std::string::npos) << p.source;
+  // row_pass=0: the previous plan (a pointwise kernel writes dz; four reductions).
+  const Program q = plan(case_graph("conv_bias_backward_row_pass"), "sm_90a", "row_pass=0");
+  EXPECT_EQ(q.launches.size(), 5u) << q.plan_text;
+  // Short rows (groups of threads a row, inactive groups in the last block); r = s - u reads both results.
+  const Program s = plan(case_graph("short_rows_row_pass"));
+  ASSERT_EQ(s.launches.size(), 2u) << s.plan_text;
+  EXPECT_NE(s.plan_text.find("stores %3 (a graph output) as the pass computes it"), std::string::npos) << s.plan_text;
+  // Rows that are not contiguous runs (sum over dims [0]): dz keeps its own (coalesced) kernel.
+  const Program c = plan(case_graph("relu_backward"));
+  EXPECT_EQ(c.launches.size(), 2u) << c.plan_text;
 }
 
 TEST(CodegenLayout, TransposeOfTheEpilogueIsAPointwiseKernel) {

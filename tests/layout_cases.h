@@ -32,6 +32,27 @@ ops:
   - {name: dz, op: mul, args: [dy, mask]}
   - {name: db, op: sum, args: [dz], dims: [0]}
 outputs: [dz, db])"},
+      // Row passes: reductions of the same rows in one kernel, dz stored on the way.
+      {"conv_bias_backward_row_pass", R"(
+inputs: [{name: dy, shape: [3, 5, 9, 11]}, {name: z, shape: [3, 5, 9, 11]}]
+ops:
+  - {name: gb, op: sum, args: [dy], dims: [2, 3]}
+  - {name: mask, op: gt, args: [z, 0]}
+  - {name: dz, op: mul, args: [dy, mask]}
+  - {name: db, op: sum, args: [dz], dims: [2, 3]}
+  - {name: m, op: max, args: [dz], dims: [2, 3]}
+  - {name: mn, op: mean, args: [z], dims: [2, 3]}
+  - {name: y, op: mul, args: [m, 2]}
+outputs: [gb, dz, db, y, mn])"},
+      {"short_rows_row_pass", R"(
+inputs: [{name: a, shape: [37, 6]}, {name: b, shape: [37, 6]}]
+ops:
+  - {name: s, op: sum, args: [a], dims: [1], keepdim: true}
+  - {name: e, op: exp, args: [b]}
+  - {name: t, op: mul, args: [a, e]}
+  - {name: u, op: min, args: [t], dims: [1], keepdim: true}
+  - {name: r, op: sub, args: [s, u]}
+outputs: [t, r])"},
       {"transpose_mul", R"(
 inputs: [{name: a, shape: [37, 24]}, {name: b, shape: [37, 24]}]
 ops:
