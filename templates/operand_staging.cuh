@@ -82,4 +82,64 @@ __device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* 
   }
 }
 
+// Whether p is aligned to kBytes.
+template <int kBytes, class T>
+__device__ __forceinline__ bool aligned_to(const T* p) {
+  return reinterpret_cast<unsigned long long>(p) % kBytes == 0;
+}
+
+// An unsigned integer type of kBytes (2, 4, 8 or 16: a vector access).
+template <int kBytes>
+struct VecOf;
+template <> struct VecOf<2> { using type = unsigned short; };
+template <> struct VecOf<4> { using type = unsigned; };
+template <> struct VecOf<8> { using type = uint2; };
+template <> struct VecOf<16> { using type = uint4; };
+
+// transpose_batched for 16-bit elements with wide accesses: 64 x 64 tiles,
+// VL consecutive elements of a src row per load (C % VL == 0 and src
+// aligned to VL elements: the caller checks), VS of a src column per store
+// (R % VS == 0), so 8 threads write one 128-byte run of a dst row (an NHWC
+// pixel's 64 channels) and a thread moves 16 bytes where transpose_batched
+// moves 2. Shared memory is XOR-swizzled in 16-byte chunks (chunk c/8 of row r
+// at c/8 ^ (r/8 % 8)): the loads' row chunks and the stores' column reads
+// (eight row groups at one column) are both conflict-free. 256 threads.
+template <int VL, int VS, class T>
+__device__ __forceinline__ void transpose16_batched(const T* __restrict__ src, T* __restrict__ dst, int batches, int R,
+                                                    int C, int block, int blocks) {
+  static_assert(sizeof(T) == 2 && VL >= 1 && VL <= 8 && VS >= 1 && VS <= 8, "16-bit, at most 16-byte vectors");
+  using LoadV = typename VecOf<2 * VL>::type;
+  using StoreV = typename VecOf<2 * VS>::type;
+  constexpr int kTile = 64, kRowVecs = kTile / VL, kColVecs = kTile / VS;
+  __shared__ __align__(16) T tile[kTile][kTile];
+  const auto at = [](int r, int c) { return (((c >> 3) ^ ((r >> 3) & 7)) << 3) | (c & 7); };
+  const int c_tiles = (C + kTile - 1) / kTile, per_batch = c_tiles * ((R + kTile - 1) / kTile);
+  const long long batch_elems = static_cast<long long>(R) * C;
+  for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
+    const long long base = (t / per_batch) * batch_elems;
+    const int rem = static_cast<int>(t % per_batch);
+    const int r0 = (rem / c_tiles) * kTile, c0 = (rem % c_tiles) * kTile;
+#pragma unroll
+    for (int i = threadIdx.x; i < kTile * kRowVecs; i += 256) {
+      const int r = i / kRowVecs, c = (i % kRowVecs) * VL;
+      if (r0 + r < R && c0 + c < C)
+        *reinterpret_cast<LoadV*>(&tile[r][at(r, c)]) =
+            *reinterpret_cast<const LoadV*>(src + base + static_cast<long long>(r0 + r) * C + c0 + c);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = threadIdx.x; i < kTile * kColVecs; i += 256) {
+      const int c = i / kColVecs, r = (i % kColVecs) * VS;
+      if (c0 + c < C && r0 + r < R) {
+        StoreV v;
+        T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+        for (int j = 0; j < VS; ++j) e[j] = tile[r + j][at(r + j, c)];
+        *reinterpret_cast<StoreV*>(dst + base + static_cast<long long>(c0 + c) * R + r0 + r) = v;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace fj
