@@ -46,7 +46,7 @@ EmittedKernel finish_staging(KernelEmitter& em, const std::string& name, std::ve
 // conv2d on wgmma (conv_wgmma.cuh): w [Cout][Cin][KH*KW] -> [Cout][KH*KW][Cin]
 // by the first blocks, x [N][Cin][H*W] -> NHWC by the rest (3xTF32: with
 // their residuals), each a batched transpose through 32 x 64 tiles (16-bit
-// x: 64 x 64 tiles with 16-byte accesses, fj::transpose16_batched).
+// x: 64 x 64 tiles with 16-byte accesses, fj::transpose16_wide).
 // conv2d_weight_grad on mma.sync (conv_wgrad.cuh, MmaWgradNhwc): x alone.
 Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
@@ -90,18 +90,18 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   const std::string count = weights ? "gridDim.x - kWeightBlocks" : "gridDim.x";
   body.push_back("// x [N][Cin][H*W] -> [N][H*W][Cin]");
   const std::string x = em.load_param(a.operands[0]);
-  const std::string scalar = "fj::transpose_batched<" + residual + ", " + T + ">(" + x + ", " + staged(kp.a_staged) +
-                             ", " + lo(kp.residual_a) + ", kBatch, kCin, kPixels, " + first + ", " + count + ");";
-  if (T == "float") {
-    body.push_back(scalar);
-  } else {  // 16-bit: wide loads along the pixels and stores along the channels, where they divide and x is aligned
+  const std::string args = ", " + staged(kp.a_staged) + ", " + lo(kp.residual_a) + ", kBatch, kCin, kPixels, " +
+                           first + ", " + count + ");";
+  if (T == "float") {  // 4-byte accesses already move whole 128-byte lines a warp (the wide form measured no faster)
+    body.push_back("fj::transpose_batched<" + residual + ", " + T + ">(" + x + args);
+  } else {  // 16-bit: wide loads along the pixels and stores along the channels where they divide and x is aligned
     auto widest = [](int64_t n) { return n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1; };
     const int vl = widest(pixels), vs = widest(geo.cin);
     body.push_back("if (fj::aligned_to<" + std::to_string(2 * vl) + ">(" + x + "))");
-    body.push_back("  fj::transpose16_batched<" + std::to_string(vl) + ", " + std::to_string(vs) + ">(" + x + ", " +
+    body.push_back("  fj::transpose16_wide<" + std::to_string(vl) + ", " + std::to_string(vs) + ">(" + x + ", " +
                    staged(kp.a_staged) + ", kBatch, kCin, kPixels, " + first + ", " + count + ");");
     body.push_back("else");
-    body.push_back("  " + scalar);
+    body.push_back("  fj::transpose_batched<false, " + T + ">(" + x + args);
   }
   return finish_staging(em, name, std::move(body), w_blocks + x_blocks);
 }

@@ -101,18 +101,18 @@ template <> struct VecOf<16> { using type = uint4; };
 // aligned to VL elements: the caller checks), VS of a src column per store
 // (R % VS == 0), so 8 threads write one 128-byte run of a dst row (an NHWC
 // pixel's 64 channels) and a thread moves 16 bytes where transpose_batched
-// moves 2. Shared memory is XOR-swizzled in 16-byte chunks (chunk c/8 of row r
-// at c/8 ^ (r/8 % 8)): the loads' row chunks and the stores' column reads
-// (eight row groups at one column) are both conflict-free. 256 threads.
+// moves 2. Shared memory is XOR-swizzled in 16-byte chunks (chunk k of row r
+// at k ^ (r / VS % 8)): the loads' row chunks and the stores' column reads
+// (VS-row groups at one column) are both conflict-free. 256 threads.
 template <int VL, int VS, class T>
-__device__ __forceinline__ void transpose16_batched(const T* __restrict__ src, T* __restrict__ dst, int batches, int R,
-                                                    int C, int block, int blocks) {
+__device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* __restrict__ dst, int batches, int R,
+                                                 int C, int block, int blocks) {
   static_assert(sizeof(T) == 2 && VL >= 1 && VL <= 8 && VS >= 1 && VS <= 8, "16-bit, at most 16-byte vectors");
   using LoadV = typename VecOf<2 * VL>::type;
   using StoreV = typename VecOf<2 * VS>::type;
   constexpr int kTile = 64, kRowVecs = kTile / VL, kColVecs = kTile / VS;
   __shared__ __align__(16) T tile[kTile][kTile];
-  const auto at = [](int r, int c) { return (((c >> 3) ^ ((r >> 3) & 7)) << 3) | (c & 7); };
+  const auto at = [](int r, int c) { return (((c >> 3) ^ ((r / VS) & 7)) << 3) | (c & 7); };
   const int c_tiles = (C + kTile - 1) / kTile, per_batch = c_tiles * ((R + kTile - 1) / kTile);
   const long long batch_elems = static_cast<long long>(R) * C;
   for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
