@@ -97,11 +97,14 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   } else {  // 16-bit: wide loads along the pixels and stores along the channels where they divide and x is aligned
     auto widest = [](int64_t n) { return n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1; };
     const int vl = widest(pixels), vs = widest(geo.cin);
-    body.push_back("if (fj::aligned_to<" + std::to_string(2 * vl) + ">(" + x + "))");
+    if (vl > 1) body.push_back("if (fj::aligned_to<" + std::to_string(2 * vl) + ">(" + x + "))");
     body.push_back("  fj::transpose16_wide<" + std::to_string(vl) + ", " + std::to_string(vs) + ">(" + x + ", " +
                    staged(kp.a_staged) + ", kBatch, kCin, kPixels, " + first + ", " + count + ");");
-    body.push_back("else");
-    body.push_back("  fj::transpose_batched<false, " + T + ">(" + x + args);
+    if (vl > 1) {  // x itself not aligned to vl elements (a view at an odd offset): element-wide loads
+      body.push_back("else");
+      body.push_back("  fj::transpose16_wide<1, " + std::to_string(vs) + ">(" + x + ", " + staged(kp.a_staged) +
+                     ", kBatch, kCin, kPixels, " + first + ", " + count + ");");
+    }
   }
   return finish_staging(em, name, std::move(body), w_blocks + x_blocks);
 }

@@ -41,6 +41,27 @@ __device__ __forceinline__ void tf32_residuals(const float4* __restrict__ x, flo
   }
 }
 
+// The tiles of a batched [batches][R][C] -> [batches][C][R] transpose, kTileR
+// x kTileC each, numbered batch-major then row tile then column tile.
+template <int kTileR, int kTileC>
+struct BatchedTiles {
+  struct Tile {
+    long long base;  // the batch's first element
+    int r0, c0;      // the tile's first row and column
+  };
+  int c_tiles, per_batch;
+  long long batch_elems, count;
+  __device__ __forceinline__ BatchedTiles(int batches, int R, int C)
+      : c_tiles((C + kTileC - 1) / kTileC),
+        per_batch(c_tiles * ((R + kTileR - 1) / kTileR)),
+        batch_elems(static_cast<long long>(R) * C),
+        count(static_cast<long long>(batches) * per_batch) {}
+  __device__ __forceinline__ Tile operator[](long long t) const {
+    const int rem = static_cast<int>(t % per_batch);
+    return {(t / per_batch) * batch_elems, (rem / c_tiles) * kTileR, (rem % c_tiles) * kTileC};
+  }
+};
+
 // src [batches][R][C] -> dst [batches][C][R] (T: float or 16-bit) and, with
 // kResidual (fp32), each element's residual into lo, laid out as dst. Tiles
 // of 32 rows x 64 columns through shared memory (both sides coalesced; each
@@ -57,12 +78,9 @@ __device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* 
   constexpr int kTileR = 32, kTileC = 64;
   __shared__ T tile[kTileR][kTileC + 1];  // +1: conflict-free columns
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;  // 8 warps
-  const int c_tiles = (C + kTileC - 1) / kTileC, per_batch = c_tiles * ((R + kTileR - 1) / kTileR);
-  const long long batch_elems = static_cast<long long>(R) * C;
-  for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
-    const long long base = (t / per_batch) * batch_elems;
-    const int rem = static_cast<int>(t % per_batch);
-    const int r0 = (rem / c_tiles) * kTileR, c0 = (rem % c_tiles) * kTileC;
+  const BatchedTiles<kTileR, kTileC> tiles(batches, R, C);
+  for (long long t = block; t < tiles.count; t += blocks) {
+    const auto [base, r0, c0] = tiles[t];
 #pragma unroll
     for (int j = ty; j < kTileR; j += 8)
 #pragma unroll
@@ -96,6 +114,15 @@ template <> struct VecOf<4> { using type = unsigned; };
 template <> struct VecOf<8> { using type = uint2; };
 template <> struct VecOf<16> { using type = uint4; };
 
+// VS raw 16-bit values (in the low halves of h) as one vector, the first lowest.
+template <int VS>
+__device__ __forceinline__ typename VecOf<2 * VS>::type pack16(const unsigned (&h)[VS]) {
+  if constexpr (VS == 1) return static_cast<unsigned short>(h[0]);
+  else if constexpr (VS == 2) return h[0] | h[1] << 16;
+  else if constexpr (VS == 4) return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+  else return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+
 // transpose_batched for 16-bit elements with wide accesses: 64 x 64 tiles,
 // VL consecutive elements of a src row per load (C % VL == 0 and src
 // aligned to VL elements: the caller checks), VS of a src column per store
@@ -113,12 +140,9 @@ __device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* _
   constexpr int kTile = 64, kRowVecs = kTile / VL, kColVecs = kTile / VS;
   __shared__ __align__(16) T tile[kTile][kTile];
   const auto at = [](int r, int c) { return (((c >> 3) ^ ((r / VS) & 7)) << 3) | (c & 7); };
-  const int c_tiles = (C + kTile - 1) / kTile, per_batch = c_tiles * ((R + kTile - 1) / kTile);
-  const long long batch_elems = static_cast<long long>(R) * C;
-  for (long long t = block; t < static_cast<long long>(batches) * per_batch; t += blocks) {
-    const long long base = (t / per_batch) * batch_elems;
-    const int rem = static_cast<int>(t % per_batch);
-    const int r0 = (rem / c_tiles) * kTile, c0 = (rem % c_tiles) * kTile;
+  const BatchedTiles<kTile, kTile> tiles(batches, R, C);
+  for (long long t = block; t < tiles.count; t += blocks) {
+    const auto [base, r0, c0] = tiles[t];
 #pragma unroll
     for (int i = threadIdx.x; i < kTile * kRowVecs; i += 256) {
       const int r = i / kRowVecs, c = (i % kRowVecs) * VL;
@@ -131,11 +155,10 @@ __device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* _
     for (int i = threadIdx.x; i < kTile * kColVecs; i += 256) {
       const int c = i / kColVecs, r = (i % kColVecs) * VS;
       if (c0 + c < C && r0 + r < R) {
-        StoreV v;
-        T* e = reinterpret_cast<T*>(&v);
+        unsigned h[VS];  // the column's VS elements as raw 16-bit values
 #pragma unroll
-        for (int j = 0; j < VS; ++j) e[j] = tile[r + j][at(r + j, c)];
-        *reinterpret_cast<StoreV*>(dst + base + static_cast<long long>(c0 + c) * R + r0 + r) = v;
+        for (int j = 0; j < VS; ++j) h[j] = reinterpret_cast<const unsigned short&>(tile[r + j][at(r + j, c)]);
+        *reinterpret_cast<StoreV*>(dst + base + static_cast<long long>(c0 + c) * R + r0 + r) = pack16<VS>(h);
       }
     }
     __syncthreads();
