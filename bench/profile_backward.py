@@ -25,6 +25,10 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--shape", default="1024x8192x8192")
 ap.add_argument("--mode", default="bf16")
 ap.add_argument("--seed", type=int, default=0, help="profile seed model 1, 2 or 3 instead")
+ap.add_argument("--gaps", action="store_true", help="also list the device's idle gaps between kernels (after which "
+                "kernel, before which): where host overhead or a sync leaves the GPU waiting")
+ap.add_argument("--flush", action="store_true", help="profile steps as bench_backward.py times them: an L2 flush "
+                "(a 256 MiB write) before each, a sync after")
 ap.add_argument("--side", default="fusejit", choices=["fusejit", "eager", "compile"],
                 help="with --seed: profile PyTorch's eager or torch.compile twin instead")
 a = ap.parse_args()
@@ -59,8 +63,39 @@ def step():
 for _ in range(5):
     step()
 torch.cuda.synchronize()
-with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as p:
+flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+# --gaps: device activity only (recording CPU ops would slow the host down and widen the gaps it measures)
+activities = [torch.profiler.ProfilerActivity.CUDA] + ([] if a.gaps else [torch.profiler.ProfilerActivity.CPU])
+with torch.profiler.profile(activities=activities) as p:
     for _ in range(5):
+        if a.flush:
+            flush.zero_()
         step()
+        if a.flush:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
 print(p.key_averages().table(sort_by="cuda_time_total", row_limit=25))
+if a.gaps:
+    kernels = sorted((e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.time_range.start)
+    busy = sum(e.time_range.end - e.time_range.start for e in kernels)
+    span = kernels[-1].time_range.end - kernels[0].time_range.start
+    print(f"device: {len(kernels)} kernels, busy {busy / 5:.1f} us a step, first start to last end "
+          f"{span / 5:.1f} us a step (5 steps)")
+    gaps = {}
+    for prev, nxt in zip(kernels, kernels[1:]):
+        gap = nxt.time_range.start - prev.time_range.end
+        if gap > 2:
+            key = (prev.name[:48], nxt.name[:48])
+            total, count = gaps.get(key, (0.0, 0))
+            gaps[key] = (total + gap, count + 1)
+    first = next((e.name for e in kernels if e.name.startswith("fj_")), kernels[0].name)  # the step's forward
+    begin = max(i for i, e in enumerate(kernels) if e.name == first)
+    last = kernels[max(0, begin - 1):]  # with the flush (or the previous step's last kernel) before it
+    print("the last step's kernels (start and duration, us from its first kernel's start):")
+    for e in last:
+        print(f"  {e.time_range.start - last[0].time_range.start:9.1f} {e.time_range.end - e.time_range.start:8.1f}  "
+              f"{e.name[:70]}")
+    print("idle gaps over 2 us, by total (us; after -> before):")
+    for (before, after), (total, count) in sorted(gaps.items(), key=lambda kv: -kv[1][0])[:15]:
+        print(f"  {total:9.1f} in {count:3d}  {before} -> {after}")

@@ -63,6 +63,15 @@ std::vector<KernelArg> kernel_args(const Graph& g) {
   return args;
 }
 
+// The memory cache's graph field. The structural hash ignores names, but a
+// cached CompiledKernel reports its arguments' names (args()): two graphs that
+// differ only in them (a square linear's dX and dW stages) need two entries.
+std::string memory_graph_key(const Graph& prepared) {
+  std::string key = hash_hex(structural_hash(prepared));
+  for (const KernelArg& a : kernel_args(prepared)) key += " " + std::to_string(a.name.size()) + ":" + a.name;
+  return key;
+}
+
 Expected<Program> generate(const Graph& prepared, const std::string& arch,
                            const CompileOptions& opts) {
   CodegenOptions codegen;
@@ -128,7 +137,7 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::Impl::compile_cpu(const Graph&
   auto g = prepared_copy(graph);
   if (!g) return g.error();
   const Graph& prepared = *g;
-  std::string key = cpu_memory_key(hash_hex(structural_hash(prepared)), opts.config);
+  std::string key = cpu_memory_key(memory_graph_key(prepared), opts.config);
   bool built = false;
   auto result = cache.get_or_build(key, [&]() -> Expected<std::shared_ptr<CompiledKernel>> {
     built = true;
@@ -229,7 +238,7 @@ Expected<std::shared_ptr<CompiledKernel>> Engine::compile(const Graph& graph,
   auto arch = resolve_arch(opts.arch, opts.device);
   if (!arch) return arch.error();
   NvrtcOptions nv = nvrtc_options_for(*arch, opts);
-  std::string key = kernel_cache_key(hash_hex(structural_hash(*g)), opts.config,
+  std::string key = kernel_cache_key(memory_graph_key(*g), opts.config,
                                      nvrtc_option_list(nv), *arch, opts.device);
 
   const Graph& prepared = *g;

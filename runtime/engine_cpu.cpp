@@ -37,9 +37,9 @@ std::string launches_digest(const CpuProgram& p) {
 
 }  // namespace
 
-std::string cpu_memory_key(const std::string& graph_hash_hex, const std::string& config) {
+std::string cpu_memory_key(const std::string& graph_key, const std::string& config) {
   CpuTarget host = cpu::host_target();
-  return kernel_cache_key(graph_hash_hex, config,
+  return kernel_cache_key(graph_key, config,
                           {"backend=cpu", "llvm=" + cpu::llvm_version(), "features=" + host.features},
                           "cpu:" + host.triple + ":" + host.cpu, -1);
 }
@@ -115,8 +115,8 @@ Error no_llvm() {
 }
 }  // namespace
 
-std::string cpu_memory_key(const std::string& graph_hash_hex, const std::string& config) {
-  return kernel_cache_key(graph_hash_hex, config, {"backend=cpu"}, "cpu", -1);
+std::string cpu_memory_key(const std::string& graph_key, const std::string& config) {
+  return kernel_cache_key(graph_key, config, {"backend=cpu"}, "cpu", -1);
 }
 
 CacheKey cpu_object_cache_key(const Graph& prepared, const std::string& config, const CpuProgram& program) {

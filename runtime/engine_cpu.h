@@ -21,7 +21,7 @@ bool cuda_device_present(int device);
 
 // The in-memory (per Engine) key of a CPU kernel: graph, config, backend,
 // host target and LLVM version.
-std::string cpu_memory_key(const std::string& graph_hash_hex, const std::string& config);
+std::string cpu_memory_key(const std::string& graph_key, const std::string& config);
 
 // The disk cache key of a CPU object file. Parts: backend ("cpu"), graph,
 // config, generator, ir (sha256 of the module's bitcode), launches (sha256 of the

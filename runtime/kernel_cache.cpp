@@ -15,11 +15,11 @@ void append_field(std::string& key, const char* name, const std::string& value) 
 
 }  // namespace
 
-std::string kernel_cache_key(const std::string& graph_hash_hex, const std::string& codegen_config,
+std::string kernel_cache_key(const std::string& graph_key, const std::string& codegen_config,
                              const std::vector<std::string>& nvrtc_options,
                              const std::string& arch, int device) {
   std::string key;
-  append_field(key, "graph", graph_hash_hex);
+  append_field(key, "graph", graph_key);
   append_field(key, "config", codegen_config);
   for (const auto& option : nvrtc_options) append_field(key, "nvrtc", option);
   append_field(key, "arch", arch);

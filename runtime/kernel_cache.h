@@ -22,9 +22,10 @@
 
 namespace fusejit {
 
-// Key = structural hash + codegen config + exact NVRTC options + arch + device.
-// Each field is length-prefixed, so no two field lists give the same key.
-std::string kernel_cache_key(const std::string& graph_hash_hex, const std::string& codegen_config,
+// Key = graph (its structural hash and argument names) + codegen config +
+// exact NVRTC options + arch + device. Each field is length-prefixed, so no
+// two field lists give the same key.
+std::string kernel_cache_key(const std::string& graph_key, const std::string& codegen_config,
                              const std::vector<std::string>& nvrtc_options,
                              const std::string& arch, int device);
 

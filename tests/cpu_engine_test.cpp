@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "compiler/cpu_program.h"
 #include "fusejit/builder.h"
@@ -154,6 +155,40 @@ TEST(CpuEngine, CompilesRunsAndCaches) {
   EXPECT_EQ(*key.find("backend"), "cpu");
   EXPECT_EQ(*key.find("arch"), "cpu " + (*k)->cpu_program()->cpu);
   EXPECT_EQ(DiskCache(tmp.dir).entry_path(key), tmp.entries()[0].string());
+}
+
+// The structural hash ignores names; a cached kernel reports its arguments'
+// names, so graphs differing only in them (a square linear's dX and dW
+// stages) each get their own kernel, each reporting its own names.
+TEST(CpuEngine, GraphsDifferingOnlyInArgumentNamesKeepTheirNames) {
+  auto square = [](const char* a, const char* b, const char* out) {
+    GraphBuilder g(Precision::FP32, "square_linear");
+    g.output(out, g.linear(g.input(a, {16, 16}), g.input(b, {16, 16})));
+    auto graph = g.build();
+    EXPECT_TRUE(graph) << graph.error().str();
+    return graph ? graph.take() : Graph();
+  };
+  Graph dx = square("tmp_dz", "w", "grad_x"), dw = square("tmp_dz_t", "x_t", "grad_w");
+  ASSERT_EQ(structural_hash(dx), structural_hash(dw));
+  SKIP_UNLESS_CPU_CODEGEN(dx);
+  TempCacheDir tmp;
+  Engine engine;
+  auto kx = engine.compile(dx, cpu_options());
+  auto kw = engine.compile(dw, cpu_options());
+  ASSERT_TRUE(kx) << kx.error().str();
+  ASSERT_TRUE(kw) << kw.error().str();
+  auto names = [](const CompiledKernel& k) {
+    std::set<std::string> out;
+    for (const KernelArg& a : k.args()) out.insert(a.name);
+    return out;
+  };
+  EXPECT_EQ(names(**kx), (std::set<std::string>{"tmp_dz", "w", "grad_x"}));
+  EXPECT_EQ(names(**kw), (std::set<std::string>{"tmp_dz_t", "x_t", "grad_w"}));
+  EXPECT_EQ(engine.cache_stats().hits, 0u);
+  expect_matches_reference(**kw, dw);
+  auto again = engine.compile(dw, cpu_options());  // the same names: a memory hit
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get(), kw->get());
 }
 
 TEST(CpuEngine, CorruptEntriesAreRefusedAndRecompiled) {

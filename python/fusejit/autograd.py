@@ -14,7 +14,10 @@ when it is asked for.
 On torch >= 2.4 the forward and every stage are torch.library operators
 (fusejit.torch.op_for) and the backward is the forward operator's registered
 autograd formula, so torch.compile traces forward and backward without a graph
-break; older torch runs a torch.autograd.Function over the kernels.
+break. Called eagerly on plain tensors (no torch.compile tracing, no tensor
+subclass), and on older torch, a torch.autograd.Function launches the same
+kernels directly: the operator dispatch and its autograd wrapper cost more host
+time than the kernels of a small step (docs/python.md, "Host overhead").
 """
 import threading
 
@@ -36,6 +39,7 @@ class DifferentiableSpec:
 
     def __init__(self, spec, *, arch="auto", config=None):
         self.spec = _as_spec(spec)
+        self._input_names = [a.name for a in self.spec.inputs]
         self._arch, self._config = arch, config
         self._programs = {}  # (frozenset(no_grad), backend) -> (Backward, [stage runners])
         self._lock = threading.Lock()
@@ -61,49 +65,65 @@ class DifferentiableSpec:
 
     @property
     def input_names(self):
-        return [a.name for a in self.spec.inputs]
+        return list(self._input_names)
 
-    def program(self, no_grad, device_type="cuda"):
-        """(Backward, [callable per stage taking (device, tensors)]) for inputs `no_grad` without gradients, its
-        stages built for `device_type`'s backend ("cuda" or "cpu")."""
+    def program(self, no_grad, device_type="cuda", direct=False):
+        """The _Program for inputs `no_grad` without gradients, its stages built for `device_type`'s backend
+        ("cuda" or "cpu"); `direct`: the stages' kernels called without their torch.library operators (eager only:
+        torch.compile cannot trace them)."""
         backend = "cpu" if device_type == "cpu" else "cuda"
-        key = (frozenset(no_grad), backend)
+        use_ops = self._op is not None and not direct
+        key = (frozenset(no_grad), backend, use_ops)
+        entry = self._programs.get(key)
+        if entry is not None:
+            return entry
         with self._lock:
             entry = self._programs.get(key)
             if entry is None:
                 bw = Backward(self.spec, no_grad=sorted(key[0]), backend=backend)
-                if self._op is not None:  # operators: traceable by torch.compile
+                if use_ops:  # operators: traceable by torch.compile
                     ops = [_fj_torch.op_for(s, config=self._config, arch=self._arch) for s in bw.stages]
                     runners = [lambda device, args, op=op: op(*args) for op in ops]
                 else:
                     label = f"fusejit backward of '{self.spec.name}'"
                     kernels = [DeviceKernels(s, self._arch, self._config, label) for s in bw.stages]
                     runners = [lambda device, args, k=k: k.for_device(device)(*args) for k in kernels]
-                entry = (bw, runners)
+                entry = _Program(bw, runners)
                 self._programs[key] = entry
         return entry
 
     def _op_backward(self, ctx, *grads):
         inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
         needs = ctx.needs_input_grad
-        grads = self._backward(inputs, outs, grads, needs)
+        grads = self._backward(inputs, outs, grads, needs, direct=_eager(inputs))
         return tuple(g if need else None for g, need in zip(grads, needs))
 
-    def _backward(self, inputs, outs, grads, needs):
+    def _backward(self, inputs, outs, grads, needs, direct):
         """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it)."""
-        names = self.input_names
-        bw, runners = self.program([n for n, need in zip(names, needs) if not need], inputs[0].device.type)
-        env = dict(zip(names, inputs))
-        env.update(zip([a.name for a in bw.forward.outputs], outs))
-        for buf, g, out in zip(bw.output_grads, grads, outs):
-            env[buf.name] = torch.zeros_like(out) if g is None else g.to(out.dtype).contiguous()
+        names = self._input_names
         device = inputs[0].device
-        for spec, run in zip(bw.stages, runners):
-            result = run(device, [env[a.name].reshape(a.shape) for a in spec.inputs])  # views of the buffers
-            result = result if isinstance(result, tuple) else (result,)
-            env.update(zip([a.name for a in spec.outputs], result))
-        return [env[bw.input_grads[n]].reshape(t.shape).to(t.dtype) if n in bw.input_grads else torch.zeros_like(t)
-                for n, t in zip(names, inputs)]
+        prog = self.program([n for n, need in zip(names, needs) if not need], device.type, direct)
+        env = dict(zip(names, inputs))
+        env.update(zip(prog.saved_names, outs))
+        for name, g, out in zip(prog.output_grad_names, grads, outs):
+            env[name] = torch.zeros_like(out) if g is None else g.to(out.dtype).contiguous()
+        for run, ins, out_names in prog.stages:
+            args = []
+            for name, shape in ins:  # views of the buffers, in the stage's shapes
+                t = env[name]
+                args.append(t if t.shape == shape else t.reshape(shape))
+            result = run(device, args)
+            env.update(zip(out_names, result if isinstance(result, tuple) else (result,)))
+        grads = []
+        for name, t in zip(names, inputs):
+            buf = prog.input_grads.get(name)
+            if buf is None:
+                grads.append(torch.zeros_like(t))
+                continue
+            g = env[buf]
+            g = g if g.shape == t.shape else g.reshape(t.shape)
+            grads.append(g if g.dtype == t.dtype else g.to(t.dtype))
+        return grads
 
     def __call__(self, *inputs):
         names = self.input_names
@@ -115,12 +135,37 @@ class DifferentiableSpec:
                 raise TypeError(f"fusejit '{self.spec.name}': input '{name}': expected a torch.Tensor, "
                                 f"got {type(t).__name__}")
         n_out = len(self.spec.outputs)
-        if self._op is not None:
+        if self._op is not None and not _eager(inputs):
             out = self._op(*inputs)
             out = (out if isinstance(out, tuple) else (out,))[:n_out]
         else:
             out = _FusedFunction.apply(self, *inputs)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+class _Program:
+    """A backward program with what each step looks up: the stages' runners with their arguments' names and
+    shapes, the buffer names of the saved values, of the output gradients and of the input gradients."""
+
+    def __init__(self, bw, runners):
+        self.backward = bw
+        self.saved_names = [a.name for a in bw.forward.outputs]
+        self.output_grad_names = [b.name for b in bw.output_grads]
+        self.input_grads = dict(bw.input_grads)
+        self.stages = [(run, [(a.name, torch.Size(a.shape)) for a in s.inputs], [a.name for a in s.outputs])
+                       for run, s in zip(runners, bw.stages)]
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+
+def _eager(tensors):
+    """Whether kernels may be launched directly on `tensors`: no torch.compile tracing, and plain tensors (not
+    the fake or functional tensors of a tracer, which only the operators accept)."""
+    if _is_compiling is not None and _is_compiling():
+        return False
+    return all(type(t) in _PLAIN for t in tensors)
 
 
 def _op_setup_context(ctx, inputs, output):
@@ -134,10 +179,10 @@ def function(spec, *, arch="auto", config=None):
     return DifferentiableSpec(spec, arch=arch, config=config)
 
 
-class _FusedFunction(torch.autograd.Function):  # torch < 2.4
+class _FusedFunction(torch.autograd.Function):  # eager calls, and torch < 2.4
     @staticmethod
     def forward(ctx, fn, *inputs):
-        outs = fn._forward_kernels.for_device(inputs[0].device)(*[t.detach() for t in inputs])
+        outs = fn._forward_kernels.for_device(inputs[0].device)(*inputs)
         outs = outs if isinstance(outs, tuple) else (outs,)
         ctx.fn, ctx.n_inputs = fn, len(inputs)
         ctx.save_for_backward(*inputs, *outs)
@@ -147,5 +192,5 @@ class _FusedFunction(torch.autograd.Function):  # torch < 2.4
     def backward(ctx, *grads):
         inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
         needs = ctx.needs_input_grad[1:]
-        grads = ctx.fn._backward(inputs, outs, grads, needs)
+        grads = ctx.fn._backward(inputs, outs, grads, needs, direct=True)
         return (None,) + tuple(g if need else None for g, need in zip(grads, needs))

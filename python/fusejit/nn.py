@@ -6,10 +6,11 @@
 The spec inputs given to the constructor become nn.Parameters under their spec
 names (state_dict, .to(), optimizers see them); the others are the forward's
 inputs. Shapes and dtypes are the spec's. One kernel per device, compiled at
-the first call there. On torch >= 2.4 the module calls the spec's
-torch.library operator (fusejit.torch.op_for), so torch.compile traces it
-without a graph break and CUDA graphs capture it; on older torch it calls the
-kernels directly.
+the first call there. On torch >= 2.4, under torch.compile the module calls
+the spec's torch.library operator (fusejit.torch.op_for), so torch.compile
+traces it without a graph break; called eagerly (and on older torch) it
+launches the kernel directly, which costs less host time. CUDA graphs capture
+either.
 
 When gradients are wanted (grad mode on and an input or parameter requiring
 grad), the module runs fusejit.autograd: the forward saves what the generated
@@ -24,6 +25,7 @@ import torch
 
 from . import torch as _fj_torch
 from ._kernel import DeviceKernels, _as_spec
+from .autograd import _eager
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -61,7 +63,7 @@ class Fused(torch.nn.Module):
         self._inputs = [n for n in args if n not in parameters]
         # The spec's operator where this torch has torch.library fake kernels, else its kernels, called directly.
         self._op = _fj_torch.op_for(self._spec, config=config, arch=arch) if _fj_torch.available() else None
-        self._kernels = None if self._op is not None else DeviceKernels(self._spec, arch, config, self._label)
+        self._kernels = DeviceKernels(self._spec, arch, config, self._label)
         self._warned_autograd = False
         self._differentiable = None  # fusejit.autograd.DifferentiableSpec, built when first needed
         self._compile_args = dict(config=config, arch=arch)
@@ -91,7 +93,8 @@ class Fused(torch.nn.Module):
         if missing:
             raise TypeError(f"{self._label}: missing input(s) {', '.join(missing)}")
         names = self._names
-        tensors = [given[n] if n in given else getattr(self, n) for n in names]
+        params = self._parameters
+        tensors = [given[n] if n in given else params[n] for n in names]
         for name, t in zip(names, tensors):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{self._label}: input '{name}': expected a torch.Tensor, got {type(t).__name__}")
@@ -105,8 +108,9 @@ class Fused(torch.nn.Module):
             differentiable = self._autograd()
             if differentiable is not None:
                 return differentiable(*tensors)
-        run = self._op if self._op is not None else self._kernels.for_device(device)
-        return run(*[t.detach() for t in tensors])
+        if self._op is not None and not _eager(tensors):
+            return self._op(*[t.detach() for t in tensors])
+        return self._kernels.for_device(device)(*tensors)  # eager: the kernel without the operator's dispatch
 
     def _autograd(self):
         """The spec with its generated backward, or None (with a warning, once) when it has none."""
