@@ -158,12 +158,16 @@ class _Program:
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 
 
 def _eager(tensors):
-    """Whether kernels may be launched directly on `tensors`: no torch.compile tracing, and plain tensors (not
-    the fake or functional tensors of a tracer, which only the operators accept)."""
+    """Whether kernels may be launched directly on `tensors`: no torch.compile tracing, no torch.func transform
+    (its wrapped tensors are of type Tensor but have no storage), and plain tensors (not the fake or functional
+    tensors of a tracer, which only the operators accept)."""
     if _is_compiling is not None and _is_compiling():
+        return False
+    if _functorch_active is not None and _functorch_active():
         return False
     return all(type(t) in _PLAIN for t in tensors)
 

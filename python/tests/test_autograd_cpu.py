@@ -178,3 +178,27 @@ def test_seed2_model_trains_like_pytorch():
         opt.step()
         ref_opt.step()
         assert abs(loss.item() - ref_loss.item()) <= 1e-5 * ref_loss.item()
+
+
+def test_eager_calls_launch_directly_only_on_plain_tensors():
+    """fusejit.autograd._eager decides whether a call may bypass the torch.library operators (docs/python.md,
+    "Host overhead"): plain tensors and Parameters yes; a tensor subclass (a tracer's fake or functional tensor
+    is one) no, since only the operators take those."""
+    from fusejit.autograd import _eager
+
+    class Wrapped(torch.Tensor):
+        pass
+
+    t = torch.zeros(3)
+    assert _eager([t, torch.nn.Parameter(torch.zeros(3))])
+    assert not _eager([t, t.as_subclass(Wrapped)])
+    # the direct path (the only one on torch < 2.4) against float64 autograd
+    f = fusejit.autograd.function(LINEAR_CHAIN)
+    x, w, b, scale = (v.requires_grad_() for v in values(3))
+    y, s = f(x, w, b, scale)
+    (y.sum() + s.sum()).backward()
+    ref = [v.detach().double().requires_grad_() for v in (x, w, b, scale)]
+    ry, rs = torch_chain(*ref)
+    (ry.sum() + rs.sum()).backward()
+    for got, want in zip((x, w, b, scale), ref):
+        assert rel_l2(got.grad, want.grad) <= 1e-5
