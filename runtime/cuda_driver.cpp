@@ -20,7 +20,8 @@ namespace {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)                  \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)     \
   X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) X(cuStreamDestroy)            \
-  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)                \
+  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate)          \
+  X(cuEventDestroy)                                                                             \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuDriverGetVersion)          \
   X(cuTensorMapEncodeTiled)
 
@@ -401,6 +402,13 @@ Expected<float> elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
 Status stream_wait_event(CUstream stream, const CudaEvent& event) {
   FJ_TRY(cuda_init());
   return FJ_CU(cuStreamWaitEvent, stream, event.get(), 0);
+}
+
+Expected<bool> stream_is_capturing(CUstream stream) {
+  FJ_TRY(cuda_init());
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  FJ_TRY(FJ_CU(cuStreamIsCapturing, stream, &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;  // active, or invalidated (the capture failed already)
 }
 
 Status stream_synchronize(CUstream stream) {

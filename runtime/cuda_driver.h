@@ -172,6 +172,8 @@ class CudaEvent {  // move-only
 
 Expected<float> elapsed_ms(const CudaEvent& start, const CudaEvent& end);
 Status stream_wait_event(CUstream stream, const CudaEvent& event);
+// Whether work enqueued on `stream` goes into a CUDA graph being captured.
+Expected<bool> stream_is_capturing(CUstream stream);
 Status stream_synchronize(CUstream stream);
 Status device_synchronize(int device = 0);
 

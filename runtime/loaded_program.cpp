@@ -109,6 +109,12 @@ Status LoadedProgram::run(const std::vector<CUdeviceptr>& inputs,
   if (auto s = use_device(device_); !s) return s;
 
   if (scratch_.empty()) return enqueue(inputs, outputs, stream);
+  // Under stream capture (a CUDA graph) the scratch's event can be neither waited on nor recorded: a
+  // dependency across the capture's boundary is an error that ends the capture. The captured launches keep
+  // the stream's order; a replay is not ordered against launches of this program on other streams.
+  auto capturing = stream_is_capturing(stream);
+  if (!capturing) return capturing.error();
+  if (*capturing) return enqueue(inputs, outputs, stream);
   std::lock_guard<std::mutex> lock(scratch_mutex_);
   if (auto s = stream_wait_event(stream, scratch_free_); !s) return s;
   Status launched = enqueue(inputs, outputs, stream);

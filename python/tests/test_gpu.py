@@ -331,3 +331,52 @@ def test_op_is_captured_by_a_cuda_graph(op_module):
         graph.replay()
         torch.cuda.synchronize()
     torch.testing.assert_close(y.double(), expected_small(x, w, b, bias), rtol=1e-4, atol=1e-4)
+
+
+SCRATCH_SPEC = """\
+name: py_gpu_scratch_linear
+precision: fp32
+inputs:
+  - {name: x, shape: [256, 512]}
+  - {name: w, shape: [384, 512]}
+  - {name: b, shape: [384]}
+ops:
+  - {name: h, op: linear, args: [x, w, b]}
+  - {name: y, op: gelu, args: [h]}
+outputs: [y]
+"""
+
+
+def test_program_with_scratch_is_captured_by_a_cuda_graph():
+    """A program with scratch buffers (sm_90a: 3xTF32's residuals, written by a staging kernel before the GEMM)
+    orders its scratch with an event between launches; inside a stream capture that event must be left alone
+    (a wait on an event recorded outside the capture ends it with an error), and after the capture eager calls
+    must still work."""
+    if "0 scratch buffer(s)" in fusejit.emit(SCRATCH_SPEC, "plan"):
+        pytest.skip("this device's plan has no scratch buffer")
+    g = torch.Generator(device="cpu").manual_seed(5)
+    x = torch.rand(256, 512, generator=g).to(DEV)
+    w = (torch.randn(384, 512, generator=g) / 512 ** 0.5).to(DEV)
+    b = torch.randn(384, generator=g).to(DEV)
+    kernel = fusejit.compile(SCRATCH_SPEC)
+
+    def expected():
+        return torch.nn.functional.gelu(torch.nn.functional.linear(x.double(), w.double(), b.double()))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernel(x, w, b)  # loaded, and its scratch event recorded, outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = kernel(x, w, b)
+    for _ in range(2):
+        x.copy_(torch.rand(256, 512, generator=g).to(DEV))
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert ((y.double() - expected()).norm() / expected().norm()).item() <= 1e-5
+    eager = kernel(x, w, b)  # the same program eagerly again, its event in use again
+    torch.cuda.synchronize()
+    assert ((eager.double() - expected()).norm() / expected().norm()).item() <= 1e-5
