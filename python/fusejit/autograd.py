@@ -95,7 +95,7 @@ class DifferentiableSpec:
     def _op_backward(self, ctx, *grads):
         inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
         needs = ctx.needs_input_grad
-        grads = self._backward(inputs, outs, grads, needs, direct=_eager(inputs))
+        grads = _first_derivatives_only(self._backward(inputs, outs, grads, needs, direct=_eager(inputs)), inputs)
         return tuple(g if need else None for g, need in zip(grads, needs))
 
     def _backward(self, inputs, outs, grads, needs, direct):
@@ -172,6 +172,28 @@ def _eager(tensors):
     return all(type(t) in _PLAIN for t in tensors)
 
 
+def _first_derivatives_only(grads, inputs):
+    """The stages' kernels record no autograd graph. Under create_graph (grad mode on in the backward), the
+    gradients raise when differentiated again, instead of a second derivative that would silently be missing."""
+    wanted = [t for t in inputs if t.requires_grad]
+    if not torch.is_grad_enabled() or not wanted:
+        return grads
+    return [_NoSecondDerivative.apply(g, *wanted) for g in grads]
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """g, tied to the inputs it is a gradient for; differentiating it raises."""
+
+    @staticmethod
+    def forward(ctx, g, *inputs):
+        return g.view_as(g)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("fusejit: the generated backward is not differentiable (no second derivatives through "
+                           "a fusejit chain)")
+
+
 def _op_setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs, *output)
     ctx.n_inputs = len(inputs)
@@ -196,5 +218,5 @@ class _FusedFunction(torch.autograd.Function):  # eager calls, and torch < 2.4
     def backward(ctx, *grads):
         inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
         needs = ctx.needs_input_grad[1:]
-        grads = ctx.fn._backward(inputs, outs, grads, needs, direct=True)
+        grads = _first_derivatives_only(ctx.fn._backward(inputs, outs, grads, needs, direct=True), inputs)
         return (None,) + tuple(g if need else None for g, need in zip(grads, needs))

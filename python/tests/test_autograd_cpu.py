@@ -202,3 +202,14 @@ def test_eager_calls_launch_directly_only_on_plain_tensors():
     (ry.sum() + rs.sum()).backward()
     for got, want in zip((x, w, b, scale), ref):
         assert rel_l2(got.grad, want.grad) <= 1e-5
+
+
+def test_double_backward_is_an_error_not_zeros():
+    """The backward stages are kernels that record no autograd graph: a second derivative through them raises
+    instead of coming back as zeros."""
+    f = fusejit.autograd.function(LINEAR_CHAIN)
+    x, w, b, scale = (v.requires_grad_() for v in values(4))
+    y, s = f(x, w, b, scale)
+    (gx,) = torch.autograd.grad(s.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivatives"):
+        torch.autograd.grad((gx * x).sum(), [x, w], allow_unused=True)  # else: w's second derivative None
