@@ -95,7 +95,10 @@ class DifferentiableSpec:
     def _op_backward(self, ctx, *grads):
         inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
         needs = ctx.needs_input_grad
-        grads = _first_derivatives_only(self._backward(inputs, outs, grads, needs, direct=_eager(inputs)), inputs)
+        direct = _eager(inputs)
+        grads = self._backward(inputs, outs, grads, needs, direct=direct)
+        if direct:  # (not while torch.compile traces the backward: it decides what is differentiated)
+            grads = _first_derivatives_only(grads, inputs)
         return tuple(g if need else None for g, need in zip(grads, needs))
 
     def _backward(self, inputs, outs, grads, needs, direct):
