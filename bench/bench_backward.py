@@ -47,11 +47,10 @@ def torch_chain(x, w, bias):
     return torch.relu(F.linear(x, w) + bias)
 
 
-def time_steps(step, iters, warmup, flush):
-    for _ in range(warmup):
-        step()
+def step_times(step, n, flush):
+    """ms of each of n steps: CUDA events around the step, the L2 flushed before it."""
     times = []
-    for _ in range(iters):
+    for _ in range(n):
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -59,7 +58,40 @@ def time_steps(step, iters, warmup, flush):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def time_steps(step, iters, warmup, flush):
+    for _ in range(warmup):
+        step()
+    return statistics.median(step_times(step, iters, flush))
+
+
+def time_sides(steps, iters, warmup, flush, rounds=1):
+    """The median ms a step of each side (steps: name -> step function), and each round's medians. With
+    rounds > 1 the sides take turns, iters // rounds steps a turn, round r starting at side r: a host whose
+    speed drifts during the run weighs on every side alike."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    names = list(steps)
+    per_turn = max(1, iters // rounds)
+    times = {name: [] for name in names}
+    by_round = []
+    for r in range(rounds):
+        medians = {}
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t = step_times(steps[name], per_turn, flush)
+            times[name] += t
+            medians[name] = statistics.median(t)
+        by_round.append(medians)
+    return {name: statistics.median(t) for name, t in times.items()}, by_round
+
+
+def round_spread(by_round, peer, side="fusejit"):
+    """'min-max' of peer / side over the rounds ('' with one round or a side missing)."""
+    ratios = [r[peer] / r[side] for r in by_round if peer in r and side in r]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else ""
 
 
 def rel_l2(a, b):
@@ -74,6 +106,7 @@ def main():
     ap.add_argument("--sides", default="eager,compile,fusejit")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="the sides take turns this many times (time_sides)")
     ap.add_argument("--out", default=None, help="directory for the Markdown results")
     ap.add_argument("--tag", default="backward")
     a = ap.parse_args()
@@ -105,29 +138,33 @@ def main():
             errs = {nm: rel_l2(t.grad, r.grad) for nm, t, r in zip(("x", "w", "bias"), params["fusejit"],
                                                                    (x64, w64, b64))}
             row = {"shape": shape, "mode": mode, "errs": errs}
-            for side in sides:
-                def step(side=side):
-                    for t in params[side]:
-                        t.grad = None
-                    (fns[side]() * gy).sum().backward()
-                row[side] = time_steps(step, a.iters, a.warmup, flush)
+            def step(side):
+                for t in params[side]:
+                    t.grad = None
+                (fns[side]() * gy).sum().backward()
+            medians, row["rounds"] = time_sides({s: (lambda s=s: step(s)) for s in sides}, a.iters, a.warmup, flush,
+                                                a.rounds)
+            row.update(medians)
             rows.append(row)
             print(f"{shape} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
+                  "".join(f"; {p} / fusejit by round {round_spread(row['rounds'], p)}" for p in sides
+                          if p != "fusejit" and round_spread(row["rounds"], p)) +
                   "; fusejit grad rel L2 vs fp64: " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()), flush=True)
     flops = {r["shape"]: 6 * eval(r["shape"].replace("x", "*")) for r in rows}
     lines = [f"# Forward + backward, linear + bias + relu ({torch.cuda.get_device_name()}, torch {torch.__version__})",
              "", f"{datetime.datetime.now():%Y-%m-%d %H:%M}; command: bench/bench_backward.py --shapes {a.shapes} "
-             f"--modes {a.modes}; median of {a.iters} steps, L2 flushed, CUDA events; one step = forward, "
+             f"--modes {a.modes} --rounds {a.rounds}; median of {a.iters} steps (the sides taking turns in {a.rounds} "
+             "rounds), L2 flushed, CUDA events; one step = forward, "
              "sum(y * g), backward (x, W, bias). torch.compile: max-autotune-no-cudagraphs.", "",
              "| shape | mode | " + " | ".join(f"{s} ms" for s in sides) + " | fusejit / eager | fusejit / compile "
-             "| fusejit TFLOP/s | grad rel L2 (x, W, bias) |",
-             "|---|---|" + "---|" * (len(sides) + 4)]
+             "| fusejit TFLOP/s | grad rel L2 (x, W, bias) | compile / fusejit by round |",
+             "|---|---|" + "---|" * (len(sides) + 5)]
     for r in rows:
         fj = r.get("fusejit")
         ratio = lambda s: f"{r[s] / fj:.2f}x" if fj and s in r else "-"  # noqa: E731
         lines.append(f"| {r['shape']} | {r['mode']} | " + " | ".join(f"{r[s]:.3f}" for s in sides) +
                      f" | {ratio('eager')} | {ratio('compile')} | {flops[r['shape']] / fj / 1e9:.0f} | " +
-                     ", ".join(f"{v:.1e}" for v in r["errs"].values()) + " |")
+                     ", ".join(f"{v:.1e}" for v in r["errs"].values()) + f" | {round_spread(r['rounds'], 'compile')} |")
     lines.append("")
     lines.append("Ratios are peer time / fusejit time (above 1: fusejit faster).")
     text = "\n".join(lines) + "\n"

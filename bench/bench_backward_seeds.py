@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 import fusejit  # noqa: E402
-from bench_backward import DTYPES, rel_l2, time_steps  # noqa: E402
+from bench_backward import DTYPES, rel_l2, round_spread, time_sides  # noqa: E402
 
 F = torch.nn.functional
 
@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2, help="the sides take turns this many times (time_sides)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--tag", default="seeds")
     a = ap.parse_args()
@@ -100,31 +101,36 @@ def main():
             del ref
             row = {"seed": which, "mode": mode, "shape": "x".join(map(str, x.shape)), "errs": errs,
                    "torch_errs": torch_errs}
-            for side in sides:
-                def step(side=side):
-                    for t in grads_of[side]:
-                        t.grad = None
-                    (fns[side]() * gy).sum().backward()
-                row[side] = time_steps(step, a.iters, a.warmup, flush)
+            def step(side):
+                for t in grads_of[side]:
+                    t.grad = None
+                (fns[side]() * gy).sum().backward()
+            medians, row["rounds"] = time_sides({s: (lambda s=s: step(s)) for s in sides}, a.iters, a.warmup, flush,
+                                                a.rounds)
+            row.update(medians)
             rows.append(row)
             print(f"seed {which} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
+                  "".join(f"; {p} / fusejit by round {round_spread(row['rounds'], p)}" for p in sides
+                          if p != "fusejit" and round_spread(row["rounds"], p)) +
                   "; grad rel L2 vs fp64: fusejit " + ", ".join(f"{v:.1e}" for v in errs) +
                   "; eager " + ", ".join(f"{v:.1e}" for v in torch_errs), flush=True)
             del model, x, fj_params, pt_params, compiled, fns, grads_of
             torch.cuda.empty_cache()
     lines = [f"# Training step of the seed models ({torch.cuda.get_device_name()}, torch {torch.__version__})", "",
              f"{datetime.datetime.now():%Y-%m-%d %H:%M}; command: bench/bench_backward_seeds.py --seeds {a.seeds} "
-             f"--modes {a.modes} --scale {a.scale}; median of {a.iters} steps, L2 flushed, CUDA events; one step = "
+             f"--modes {a.modes} --scale {a.scale} --rounds {a.rounds}; median of {a.iters} steps (the sides taking turns "
+             f"in {a.rounds} rounds), L2 flushed, CUDA events; one step = "
              f"forward, sum(y * g), backward (x and every parameter). torch.compile: {a.compile_mode}.", "",
              "| seed | x | mode | " + " | ".join(f"{s} ms" for s in sides) +
-             " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params): fusejit | eager |",
-             "|---|---|---|" + "---|" * (len(sides) + 4)]
+             " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params): fusejit | eager "
+             "| compile / fusejit by round |",
+             "|---|---|---|" + "---|" * (len(sides) + 5)]
     for r in rows:
         fj = r.get("fusejit")
         ratio = lambda s: f"{r[s] / fj:.2f}x" if fj and s in r else "-"  # noqa: E731
         lines.append(f"| {r['seed']} | {r['shape']} | {r['mode']} | " + " | ".join(f"{r[s]:.3f}" for s in sides) +
                      f" | {ratio('eager')} | {ratio('compile')} | " + ", ".join(f"{v:.1e}" for v in r["errs"]) + " | " +
-                     ", ".join(f"{v:.1e}" for v in r["torch_errs"]) + " |")
+                     ", ".join(f"{v:.1e}" for v in r["torch_errs"]) + f" | {round_spread(r['rounds'], 'compile')} |")
     lines += ["", "Ratios are peer time / fusejit time (above 1: fusejit faster)."]
     text = "\n".join(lines) + "\n"
     print(text)
