@@ -380,3 +380,33 @@ def test_program_with_scratch_is_captured_by_a_cuda_graph():
     eager = kernel(x, w, b)  # the same program eagerly again, its event in use again
     torch.cuda.synchronize()
     assert ((eager.double() - expected()).norm() / expected().norm()).item() <= 1e-5
+
+
+MISALIGNED_CONV = """\
+name: py_gpu_misaligned_conv
+precision: bf16
+inputs:
+  - {name: x, shape: [2, 64, 12, 12]}
+  - {name: w, shape: [64, 64, 3, 3]}
+  - {name: b, shape: [64]}
+ops:
+  - {name: c, op: conv2d, args: [x, w, b], padding: 1}
+  - {name: y, op: relu, args: [c]}
+outputs: [y]
+"""
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_bf16_conv_input_at_any_element_offset(offset):
+    """x as a view that starts `offset` elements into its buffer: the NHWC staging kernel (sm_90a wgmma convs)
+    reads 16 bytes at a time only from an aligned x, element by element otherwise (fj::transpose16_wide<1, VS>);
+    both must give the same result."""
+    g = torch.Generator(device="cpu").manual_seed(7)
+    flat = torch.rand(2 * 64 * 12 * 12 + offset, generator=g).to(DEV, torch.bfloat16)
+    x = flat[offset:].view(2, 64, 12, 12)
+    assert x.is_contiguous() and (x.data_ptr() % 16 == 0) == (offset == 0)
+    w = (torch.randn(64, 64, 3, 3, generator=g) / 24).to(DEV, torch.bfloat16)
+    b = torch.randn(64, generator=g).to(DEV, torch.bfloat16)
+    y = fusejit.compile(MISALIGNED_CONV)(x, w, b)
+    ref = torch.relu(nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1))
+    assert ((y.double() - ref).norm() / ref.norm()).item() <= 2e-2
