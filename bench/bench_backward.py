@@ -88,6 +88,26 @@ def time_sides(steps, iters, warmup, flush, rounds=1):
     return {name: statistics.median(t) for name, t in times.items()}, by_round
 
 
+def time_training_steps(row, sides, fns, params, gy, a, flush):
+    """Times a step (forward fns[side](), sum(y * gy), backward of params[side]) of each side (time_sides with
+    a.iters, a.warmup, a.rounds) into row: each side's median ms and row["rounds"]."""
+    def step(side):
+        for t in params[side]:
+            t.grad = None
+        (fns[side]() * gy).sum().backward()
+    medians, row["rounds"] = time_sides({s: (lambda s=s: step(s)) for s in sides}, a.iters, a.warmup, flush, a.rounds)
+    row.update(medians)
+
+
+def chain_tensors(m, k, n, dtype, dev):
+    """Seeded x [m, k], w [n, k], bias [n] (requiring grad) and a gradient gy [m, n] for the linear chain."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.rand(m, k, generator=g).to(dev, dtype).requires_grad_()
+    w = (torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dtype).requires_grad_()
+    bias = torch.randn(n, generator=g).to(dev, dtype).requires_grad_()
+    return x, w, bias, torch.randn(m, n, generator=g).to(dev, dtype)
+
+
 def round_spread(by_round, peer, side="fusejit"):
     """'min-max' of peer / side over the rounds ('' with one round or a side missing)."""
     ratios = [r[peer] / r[side] for r in by_round if peer in r and side in r]
@@ -119,11 +139,7 @@ def main():
         for mode in a.modes.split(","):
             torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
             dtype = DTYPES[mode]
-            g = torch.Generator(device="cpu").manual_seed(0)
-            x = torch.rand(m, k, generator=g).to(dev, dtype).requires_grad_()
-            w = (torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dtype).requires_grad_()
-            bias = torch.randn(n, generator=g).to(dev, dtype).requires_grad_()
-            gy = torch.randn(m, n, generator=g).to(dev, dtype)
+            x, w, bias, gy = chain_tensors(m, k, n, dtype, dev)
             block = fusejit.nn.Fused(spec(m, k, n, mode), w=w.detach().clone(), bias=bias.detach().clone())
             compiled = torch.compile(torch_chain, mode="max-autotune-no-cudagraphs")
             fns = {"eager": lambda: torch_chain(x, w, bias), "compile": lambda: compiled(x, w, bias),
@@ -138,13 +154,7 @@ def main():
             errs = {nm: rel_l2(t.grad, r.grad) for nm, t, r in zip(("x", "w", "bias"), params["fusejit"],
                                                                    (x64, w64, b64))}
             row = {"shape": shape, "mode": mode, "errs": errs}
-            def step(side):
-                for t in params[side]:
-                    t.grad = None
-                (fns[side]() * gy).sum().backward()
-            medians, row["rounds"] = time_sides({s: (lambda s=s: step(s)) for s in sides}, a.iters, a.warmup, flush,
-                                                a.rounds)
-            row.update(medians)
+            time_training_steps(row, sides, fns, params, gy, a, flush)
             rows.append(row)
             print(f"{shape} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
                   "".join(f"; {p} / fusejit by round {round_spread(row['rounds'], p)}" for p in sides

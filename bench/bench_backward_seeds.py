@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 import fusejit  # noqa: E402
-from bench_backward import DTYPES, rel_l2, round_spread, time_sides  # noqa: E402
+from bench_backward import DTYPES, rel_l2, round_spread, time_training_steps  # noqa: E402
 
 F = torch.nn.functional
 
@@ -101,13 +101,7 @@ def main():
             del ref
             row = {"seed": which, "mode": mode, "shape": "x".join(map(str, x.shape)), "errs": errs,
                    "torch_errs": torch_errs}
-            def step(side):
-                for t in grads_of[side]:
-                    t.grad = None
-                (fns[side]() * gy).sum().backward()
-            medians, row["rounds"] = time_sides({s: (lambda s=s: step(s)) for s in sides}, a.iters, a.warmup, flush,
-                                                a.rounds)
-            row.update(medians)
+            time_training_steps(row, sides, fns, grads_of, gy, a, flush)
             rows.append(row)
             print(f"seed {which} {mode}: " + ", ".join(f"{s} {row[s]:.3f} ms" for s in sides) +
                   "".join(f"; {p} / fusejit by round {round_spread(row['rounds'], p)}" for p in sides

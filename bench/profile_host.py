@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import fusejit  # noqa: E402
-from bench_backward import DTYPES, spec, time_steps, torch_chain  # noqa: E402
+from bench_backward import DTYPES, chain_tensors, spec, time_steps, torch_chain  # noqa: E402
 
 
 def host_us(fn, calls):
@@ -58,11 +58,7 @@ def main():
         for mode in a.modes.split(","):
             torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
             dtype = DTYPES[mode]
-            g = torch.Generator(device="cpu").manual_seed(0)
-            x = torch.rand(m, k, generator=g).to(dev, dtype).requires_grad_()
-            w = (torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dtype).requires_grad_()
-            bias = torch.randn(n, generator=g).to(dev, dtype).requires_grad_()
-            gy = torch.randn(m, n, generator=g).to(dev, dtype)
+            x, w, bias, gy = chain_tensors(m, k, n, dtype, dev)
             text = spec(m, k, n, mode)
             block = fusejit.nn.Fused(text, w=w.detach().clone(), bias=bias.detach().clone())
             kernel = fusejit.compile(text)

@@ -54,6 +54,19 @@ outputs: [y]
 """
 
 
+def seed2_chain(x, w, b):
+    return torch.relu(F.linear(x, w) + b)
+
+
+def grads_of(fn, vals, gy, dtype, compute=None):
+    """Gradients (float64) of sum(fn(*inputs) * gy) for the values `vals` rounded to `dtype` on the GPU, then
+    converted to `compute` (None: kept in dtype)."""
+    ts = [v.to(DEV, dtype) for v in vals]
+    ts = [(t if compute is None else t.to(compute)).requires_grad_() for t in ts]
+    (fn(*ts).double() * gy.double()).sum().backward()
+    return [t.grad.double() for t in ts]
+
+
 def rel_l2(a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm()).item()
@@ -127,13 +140,8 @@ def test_square_linear_backward(precision):
     vals = [torch.rand(n, n, generator=g), torch.randn(n, n, generator=g) / n ** 0.5, torch.randn(n, generator=g)]
     gy = torch.randn(n, n, generator=g).to(DEV)
 
-    def grads(fn, cast):
-        ts = [cast(v.to(DEV, dtype)).requires_grad_() for v in vals]
-        (fn(*ts).double() * gy.double()).sum().backward()
-        return [t.grad.double() for t in ts]
-
-    ours = grads(fusejit.autograd.function(seed2_spec(n, n, n, precision)), lambda t: t)
-    ref = grads(lambda x, w, b: torch.relu(F.linear(x, w) + b), lambda t: t.double())
+    ours = grads_of(fusejit.autograd.function(seed2_spec(n, n, n, precision)), vals, gy, dtype)
+    ref = grads_of(seed2_chain, vals, gy, dtype, torch.float64)
     tol = 2e-2 if precision == "bf16" else 1e-5
     for name, o, r in zip(("x", "gemm_w", "bias"), ours, ref):
         assert rel_l2(o, r) <= tol, (name, rel_l2(o, r))
@@ -154,15 +162,10 @@ def test_tf32_and_bf16_gradients_within_pytorchs_own_error(precision):
     vals = [torch.rand(m, k, generator=g), torch.randn(n, k, generator=g) / k ** 0.5, torch.randn(n, generator=g)]
     gy = torch.randn(m, n, generator=g).to(DEV)  # seeded: the unseeded CUDA draw made this test flaky (below)
 
-    def grads(fn, cast):
-        ts = [cast(v.to(DEV, dtype)).requires_grad_() for v in vals]
-        (fn(*ts).double() * gy.double()).sum().backward()
-        return [t.grad.double() for t in ts]
-
-    ours = grads(fusejit.autograd.function(seed2_spec(m, k, n, precision)), lambda t: t)
-    ref = grads(lambda x, w, b: torch.relu(F.linear(x, w) + b), lambda t: t.double())
+    ours = grads_of(fusejit.autograd.function(seed2_spec(m, k, n, precision)), vals, gy, dtype)
+    ref = grads_of(seed2_chain, vals, gy, dtype, torch.float64)
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    theirs = grads(lambda x, w, b: torch.relu(F.linear(x, w) + b), lambda t: t)
+    theirs = grads_of(seed2_chain, vals, gy, dtype)
     for name, o, t, r in zip(("x", "gemm_w", "bias"), ours, theirs, ref):
         assert rel_l2(o, r) <= 5 * rel_l2(t, r) + 1e-3, (name, rel_l2(o, r), rel_l2(t, r))
 
