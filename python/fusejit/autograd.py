@@ -129,7 +129,7 @@ class DifferentiableSpec:
         return grads
 
     def __call__(self, *inputs):
-        names = self.input_names
+        names = self._input_names
         if len(inputs) != len(names):
             raise TypeError(f"fusejit '{self.spec.name}' takes {len(names)} inputs ({', '.join(names)}), "
                             f"got {len(inputs)}")
