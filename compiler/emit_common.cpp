@@ -259,6 +259,95 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
   return src_.add_function(std::move(f));
 }
 
+namespace {
+
+// Whether a load of `shape` under the domain-dim map `dims` reads consecutive
+// elements along domain dim `last` (its innermost dim of size > 1 sits there)
+// at offsets that are multiples of `lanes` at the first lane.
+bool steps_by_one_along(const Shape& shape, const std::vector<int>& dims, int last, int lanes) {
+  for (int j = static_cast<int>(shape.size()) - 1; j >= 0; --j)
+    if (shape[static_cast<size_t>(j)] != 1)
+      return dims[static_cast<size_t>(j)] == last && shape[static_cast<size_t>(j)] % lanes == 0;
+  return false;
+}
+
+}  // namespace
+
+std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::string& name, const std::string& comment,
+                                      int lanes, std::vector<BufferRef>& lane_buffers) {
+  const int rank = static_cast<int>(tree.domain.size());
+  if (rank == 0 || tree.has_source || !tree.sources.empty() || tree.result >= 0 || !tree.results.empty() ||
+      tree.domain.back() % lanes)
+    return "";
+  const int last = rank - 1;
+  const std::string L = std::to_string(lanes), lane_coord = "(i" + std::to_string(last) + " + l)";
+  auto add_lane_buffer = [&](BufferRef b) {
+    if (std::find(lane_buffers.begin(), lane_buffers.end(), b) == lane_buffers.end()) lane_buffers.push_back(b);
+  };
+  CudaFunction f;
+  f.comment = comment;
+  f.name = name;
+  f.prefix = "__device__ __forceinline__ void";
+  f.params = "const Params& p, " + coord_params(rank);
+  std::vector<std::string> loop, after;  // the lane loop's body; the lanes' stores after it
+  std::vector<std::string> vars(tree.nodes.size());
+  const Graph& g = ctx_.g;
+  std::map<ValueId, int> seen;
+  int stores = 0;
+  for (size_t i = 0; i < tree.nodes.size(); ++i) {
+    const EpiNode& n = tree.nodes[i];
+    const int repeat = n.kind == EpiNode::Kind::Store ? 0 : seen[n.value]++;
+    const std::string v = "v" + std::to_string(n.value) + (repeat ? "_" + std::to_string(repeat) : "");
+    std::string args;
+    for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
+    switch (n.kind) {
+      case EpiNode::Kind::Constant:
+        vars[i] = v;
+        f.body.push_back("const float " + v + " = " + float_literal(g.node(n.value).constant_value()) + ";");
+        break;
+      case EpiNode::Kind::Load: {
+        const Shape& shape = g.node(n.value).type.shape;
+        const std::vector<int> dims = n.dims.empty() ? broadcast_dims(shape, rank) : n.dims;
+        const std::vector<int> used = used_dims(shape, dims);
+        const bool per_lane = std::find(used.begin(), used.end(), last) != used.end();
+        if (per_lane && steps_by_one_along(shape, dims, last, lanes)) {  // one access for the lanes
+          vars[i] = v + "[l]";
+          f.body.push_back("float " + v + "[" + L + "];  // " + g.describe(n.value));
+          f.body.push_back("fj::load_lanes_as_float<" + L + ">(" + buffer_param(n.buffer, false) + ", " +
+                           offset_expr_mapped(shape, dims, "i") + ", " + v + ");");
+          add_lane_buffer(n.buffer);
+          break;
+        }
+        vars[i] = v;
+        std::string call = node_function(tree, n) + "(" + buffer_param(n.buffer, false);
+        for (int d : used) call += ", " + (d == last ? lane_coord : "i" + std::to_string(d));
+        (per_lane ? loop : f.body).push_back("const float " + v + " = " + call + ");");
+        break;
+      }
+      case EpiNode::Kind::Compute:
+        vars[i] = v;
+        loop.push_back("const float " + v + " = " + node_function(tree, n) + "(" + args + ");");
+        break;
+      case EpiNode::Kind::Store: {
+        const std::string s = "s" + std::to_string(stores++);
+        f.body.push_back("float " + s + "[" + L + "];  // " + g.describe(n.value) + ", stored");
+        loop.push_back(s + "[l] = " + args + ";");
+        after.push_back("fj::store_lanes_from_float<" + L + ">(" + buffer_param(n.buffer, true) + ", " +
+                        offset_expr(tree.domain, rank, "i") + ", " + s + ");");
+        add_lane_buffer(n.buffer);
+        break;
+      }
+      default: return "";  // sources: not a pointwise tree
+    }
+  }
+  f.body.push_back("#pragma unroll");
+  f.body.push_back("for (int l = 0; l < " + L + "; ++l) {");
+  f.body.insert(f.body.end(), loop.begin(), loop.end());
+  f.body.push_back("}");
+  f.body.insert(f.body.end(), after.begin(), after.end());
+  return src_.add_function(std::move(f));
+}
+
 std::vector<BufferRef> KernelEmitter::finish(const std::string& kernel_name, int threads,
                                              const std::vector<std::string>& body, int min_blocks,
                                              const std::vector<std::string>& extra_params) {

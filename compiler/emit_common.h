@@ -48,6 +48,18 @@ class KernelEmitter {
                         const std::vector<BufferRef>& smem_tiles = {},
                         const std::vector<BufferRef>& column_loads = {});
 
+  // A pointwise tree (loads, constants, computes, stores: no sources or
+  // results) at `lanes` consecutive coordinates along the domain's last dim,
+  // as `name(const Params& p, int i0, ..., int i<R-1>)` taking the first
+  // lane's coordinates (i<R-1> a multiple of `lanes`, which divides the last
+  // dim). Every store, and every load whose offset steps by one along that
+  // dim, is one access of `lanes` elements; a load that does not depend on it
+  // is read once; any other (a transposed read) once a lane. The buffers read
+  // or written whole lanes at a time go to `lane_buffers`: the caller checks
+  // their alignment. Returns "" for a tree it does not take.
+  std::string emit_lanes(const EpilogueTree& tree, const std::string& name, const std::string& comment, int lanes,
+                         std::vector<BufferRef>& lane_buffers);
+
   // Builds Params, the extern "C" entry point named `kernel_name` (launch
   // bounds `threads`, and `min_blocks` per SM when > 0) whose body is `body`
   // (it sees `p` and the `extra_params`, declared after the buffers), and

@@ -69,6 +69,7 @@ struct MmaConfig {
 struct PointwiseConfig {
   int threads = 256;
   int64_t max_blocks = 1 << 20;
+  bool lanes = true;  // a thread takes up to 16 bytes of consecutive elements where they allow it (emit_pointwise)
 };
 
 // Row kernels (reductions, softmax): G threads per row, G chosen by row length.
@@ -108,7 +109,7 @@ struct Heuristics {
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pointwise_threads=N, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.

@@ -123,7 +123,8 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
-               key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass") {
+               key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass" ||
+               key == "pointwise_lanes") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
@@ -132,6 +133,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
        : key == "row_pass"        ? h.row_pass
+       : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {
       if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
@@ -139,7 +141,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

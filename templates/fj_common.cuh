@@ -34,6 +34,36 @@ __device__ __forceinline__ void store_from_float(T* __restrict__ p, long long i,
   p[i] = Convert<T>::from_float(v);
 }
 
+// Whether p is aligned to kBytes.
+template <int kBytes, class T>
+__device__ __forceinline__ bool aligned_to(const T* p) {
+  return reinterpret_cast<unsigned long long>(p) % kBytes == 0;
+}
+
+// kV consecutive elements as one access of kV * sizeof(T) bytes (at most 16).
+template <int kV, class T>
+struct alignas(kV * sizeof(T)) Lanes {
+  T v[kV];
+};
+
+// Elements i .. i + kV - 1 as floats, read in one access: p + i must be
+// aligned to kV elements (the caller checks the base, i is a multiple of kV).
+template <int kV, class T>
+__device__ __forceinline__ void load_lanes_as_float(const T* __restrict__ p, long long i, float (&out)[kV]) {
+  static_assert(kV * sizeof(T) <= 16, "at most a 16-byte access");
+  const Lanes<kV, T> r = *reinterpret_cast<const Lanes<kV, T>*>(p + i);
+#pragma unroll
+  for (int l = 0; l < kV; ++l) out[l] = Convert<T>::to_float(r.v[l]);
+}
+template <int kV, class T>
+__device__ __forceinline__ void store_lanes_from_float(T* __restrict__ p, long long i, const float (&in)[kV]) {
+  static_assert(kV * sizeof(T) <= 16, "at most a 16-byte access");
+  Lanes<kV, T> r;
+#pragma unroll
+  for (int l = 0; l < kV; ++l) r.v[l] = Convert<T>::from_float(in[l]);
+  *reinterpret_cast<Lanes<kV, T>*>(p + i) = r;
+}
+
 // Elements i and i + 1 (i even) in one store of both (fj_half.cuh: 16-bit).
 __device__ __forceinline__ void store_pair_from_float(float* __restrict__ p, long long i, float a, float b) {
   *reinterpret_cast<float2*>(p + i) = make_float2(a, b);

@@ -100,12 +100,6 @@ __device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* 
   }
 }
 
-// Whether p is aligned to kBytes.
-template <int kBytes, class T>
-__device__ __forceinline__ bool aligned_to(const T* p) {
-  return reinterpret_cast<unsigned long long>(p) % kBytes == 0;
-}
-
 // An unsigned integer type of kBytes (2, 4, 8 or 16: a vector access).
 template <int kBytes>
 struct VecOf;

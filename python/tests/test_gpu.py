@@ -410,3 +410,35 @@ def test_bf16_conv_input_at_any_element_offset(offset):
     y = fusejit.compile(MISALIGNED_CONV)(x, w, b)
     ref = torch.relu(nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1))
     assert ((y.double() - ref).norm() / ref.norm()).item() <= 2e-2
+
+
+LANES_SPEC = """\
+name: py_gpu_pointwise_lanes
+precision: bf16
+inputs:
+  - {name: grad_y, shape: [96, 256]}
+  - {name: saved, shape: [96, 256]}
+  - {name: bias, shape: [256]}
+ops:
+  - {name: a, op: add, args: [saved, bias]}
+  - {name: m, op: gt, args: [a, 0.0]}
+  - {name: dz, op: mul, args: [grad_y, m]}
+  - {name: gb, op: sum, args: [dz], dims: [0]}
+outputs: [gb, dz]
+"""
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_pointwise_kernel_on_lanes_and_on_unaligned_views(offset):
+    """A pointwise kernel takes 8 consecutive bf16 elements a thread (16-byte accesses) where its buffers are
+    aligned, one element a thread otherwise (grad_y `offset` elements into its buffer); both against float64."""
+    assert "kLanes" in fusejit.emit(LANES_SPEC)
+    g = torch.Generator(device="cpu").manual_seed(9)
+    flat = torch.randn(96 * 256 + offset, generator=g).to(DEV, torch.bfloat16)
+    grad_y = flat[offset:].view(96, 256)
+    saved = torch.randn(96, 256, generator=g).to(DEV, torch.bfloat16)
+    bias = torch.randn(256, generator=g).to(DEV, torch.bfloat16)
+    gb, dz = fusejit.compile(LANES_SPEC)(grad_y, saved, bias)
+    want_dz = grad_y.double() * ((saved.double() + bias.double()) > 0)
+    assert torch.equal(dz.double(), want_dz.to(torch.bfloat16).double())  # one rounding of an exact product
+    assert ((gb.double() - want_dz.sum(0)).norm() / want_dz.sum(0).norm()).item() <= 2e-2
