@@ -186,11 +186,34 @@ std::string KernelEmitter::operand_at(ValueId v, const std::string& index) {
   return src_.add_function(std::move(f)) + "(p, " + index + ")";
 }
 
+namespace {
+
+// The variables of a tree's nodes as the composed function names them: one
+// per value, and one more each time a value comes again at another coordinate
+// map (a transposed read); stores name none.
+struct TreeVars {
+  std::vector<std::string> vars;
+  std::map<ValueId, int> seen;
+  explicit TreeVars(size_t nodes) : vars(nodes) {}
+  std::string fresh(const EpiNode& n) {
+    const int repeat = n.kind == EpiNode::Kind::Store ? 0 : seen[n.value]++;
+    return "v" + std::to_string(n.value) + (repeat ? "_" + std::to_string(repeat) : "");
+  }
+  std::string args(const EpiNode& n) const {  // the variables of the nodes n reads, comma-separated
+    std::string out;
+    for (int a : n.args) out += (out.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
+    return out;
+  }
+};
+
+}  // namespace
+
 std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string& name, const std::string& comment,
                                      const std::vector<BufferRef>& smem_tiles,
                                      const std::vector<BufferRef>& column_loads) {
   const int rank = static_cast<int>(tree.domain.size());
-  std::vector<std::string> vars(tree.nodes.size());
+  TreeVars names(tree.nodes.size());
+  std::vector<std::string>& vars = names.vars;
   CudaFunction f;
   f.comment = comment;
   f.name = name;
@@ -208,13 +231,9 @@ std::string KernelEmitter::emit_tree(const EpilogueTree& tree, const std::string
   for (size_t k = 0; k < column_loads.size(); ++k) f.params += ", const float* __restrict__ cols" + std::to_string(k);
   if (!column_loads.empty()) f.params += ", int tile_col";
   const Graph& g = ctx_.g;
-  std::map<ValueId, int> seen;  // a value at several coordinate maps (transposes) gets one variable each
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     const EpiNode& n = tree.nodes[i];
-    const int repeat = n.kind == EpiNode::Kind::Store ? 0 : seen[n.value]++;
-    const std::string v = "v" + std::to_string(n.value) + (repeat ? "_" + std::to_string(repeat) : "");
-    std::string args;
-    for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
+    const std::string v = names.fresh(n), args = names.args(n);
     switch (n.kind) {
       case EpiNode::Kind::Source: vars[i] = tree.sources.size() > 1 ? "src_" + std::to_string(n.value) : "src"; break;
       case EpiNode::Kind::Constant:
@@ -290,16 +309,13 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
   f.prefix = "__device__ __forceinline__ void";
   f.params = "const Params& p, " + coord_params(rank);
   std::vector<std::string> loop, after;  // the lane loop's body; the lanes' stores after it
-  std::vector<std::string> vars(tree.nodes.size());
+  TreeVars names(tree.nodes.size());
+  std::vector<std::string>& vars = names.vars;  // inside the lane loop: v, or v[l] for a lane-wide load
   const Graph& g = ctx_.g;
-  std::map<ValueId, int> seen;
   int stores = 0;
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     const EpiNode& n = tree.nodes[i];
-    const int repeat = n.kind == EpiNode::Kind::Store ? 0 : seen[n.value]++;
-    const std::string v = "v" + std::to_string(n.value) + (repeat ? "_" + std::to_string(repeat) : "");
-    std::string args;
-    for (int a : n.args) args += (args.empty() ? "" : ", ") + vars[static_cast<size_t>(a)];
+    const std::string v = names.fresh(n), args = names.args(n);
     switch (n.kind) {
       case EpiNode::Kind::Constant:
         vars[i] = v;

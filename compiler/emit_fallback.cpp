@@ -69,73 +69,6 @@ std::string strided_sum(const std::vector<int>& dims, const std::vector<int64_t>
   return e.empty() ? "0" : e;
 }
 
-// Lanes a thread of a pointwise kernel takes: 16 bytes of its widest stored
-// or lane-read element type (4 for fp32, 8 for 16-bit), halved until they
-// divide the last dim; 1 where fewer than 2 would.
-int pointwise_lanes(const KernelEmitter& em, const EpilogueTree& tree) {
-  if (tree.domain.empty()) return 1;
-  int widest = 1;
-  for (const EpiNode& n : tree.nodes)
-    if (n.kind == EpiNode::Kind::Store || n.kind == EpiNode::Kind::Load)
-      widest = std::max(widest, dtype_size(em.buffer_dtype(n.buffer)));
-  int lanes = 16 / widest;
-  while (lanes > 1 && tree.domain.back() % lanes) lanes /= 2;
-  return lanes;
-}
-
-// `lanes_fn` over groups of `lanes` consecutive elements where every buffer
-// it accesses whole lanes of is aligned to them (a view may start anywhere),
-// else the element loop `elements`.
-std::vector<std::string> lanes_then_elements(KernelEmitter& em, const Shape& domain, int lanes, int64_t threads,
-                                             const std::string& lanes_fn, const std::vector<BufferRef>& buffers,
-                                             const std::vector<std::string>& elements) {
-  KernelSource& s = em.src();
-  s.constants.push_back({"kLanes", lanes, "consecutive elements a thread takes where they are aligned"});
-  std::string aligned;
-  for (const BufferRef& b : buffers) {
-    const int bytes = lanes * dtype_size(em.buffer_dtype(b));
-    aligned += (aligned.empty() ? "" : " && ") + std::string("fj::aligned_to<") + std::to_string(bytes) + ">(" +
-               em.buffer_param(b, b.kind != BufferKind::Input) + ")";
-  }
-  const int rank = static_cast<int>(domain.size());
-  const bool wide = numel(domain) + threads * lanes > kIntMax;  // the loop index passes kNumel by one stride
-  const std::string I = wide ? "long long" : "int";
-  std::vector<std::string> out = {"if (" + aligned + ") {",
-                                  "for (" + I + " e = ((" + I + ")blockIdx.x * blockDim.x + threadIdx.x) * kLanes; e < "
-                                  "kNumel; e += (" + I + ")gridDim.x * blockDim.x * kLanes) {"};
-  append(out, decompose_index("e", domain, "i", I));
-  out.push_back(lanes_fn + "(p, " + coord_args(rank) + ");");
-  out.push_back("}");
-  out.push_back("return;");
-  out.push_back("}");
-  append(out, elements);
-  return out;
-}
-
-Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index) {
-  if (const auto tile = transpose_tile(ctx, plan, index)) return emit_tiled_transpose(ctx, plan, index, *tile);
-  const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
-  KernelEmitter em(ctx, plan, index);
-  const Shape& domain = kp.region.domain;
-  const int rank = static_cast<int>(domain.size());
-  const PointwiseConfig& cfg = ctx.heur.pointwise;
-  em.src().comment = kp.name + ": elementwise over " + shape_str(domain);
-  em.src().constants.push_back({"kNumel", numel(domain), "elements of " + shape_str(domain)});
-  const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, -1, -1, true);
-  const std::string fn = em.emit_tree(tree, "fj_pointwise", "every node of the kernel and its stores, at one coordinate");
-  const unsigned grid = grid_for(numel(domain), cfg.threads, cfg.max_blocks);
-  auto run = element_loop(domain, cfg.threads, grid, {fn + "(p" + (rank ? ", " + coord_args(rank) : "") + ");"});
-  if (const int lanes = cfg.lanes ? pointwise_lanes(em, tree) : 1; lanes > 1) {
-    std::vector<BufferRef> lane_buffers;
-    const std::string lanes_fn =
-        em.emit_lanes(tree, "fj_pointwise_lanes", "every node of the kernel and its stores, at kLanes consecutive "
-                      "coordinates along the last dim", lanes, lane_buffers);
-    if (!lanes_fn.empty())
-      run = lanes_then_elements(em, domain, lanes, static_cast<int64_t>(grid) * cfg.threads, lanes_fn, lane_buffers, run);
-  }
-  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
-}
-
 std::string reduce_op(OpKind op) {
   switch (op) {
     case OpKind::Max: return "fj::MaxOp";
@@ -612,7 +545,7 @@ Expected<EmittedKernel> finish_kernel(KernelEmitter& em, const KernelPlan& kp, s
 
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   switch (plan.kernels[static_cast<size_t>(index)].kind) {
-    case KernelKind::Pointwise: return emit_pointwise(ctx, plan, index);
+    case KernelKind::Pointwise: return emit_pointwise(ctx, plan, index);  // emit_pointwise.cpp
     case KernelKind::Reduce: return emit_reduce(ctx, plan, index);
     case KernelKind::Softmax: return emit_softmax(ctx, plan, index);
     case KernelKind::Pool2d:

@@ -42,6 +42,10 @@ std::optional<TransposeTile> transpose_tile(const PlanContext& ctx, const Plan& 
 Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan& plan, int index,
                                              const TransposeTile& tile);
 
+// emit_pointwise.cpp: a pointwise kernel (a tiled transpose where it only
+// copies a transposed tensor, emit_transpose.cpp).
+Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index);
+
 // emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);
 // Helpers of the fallback emitters: blocks for `work` items, `per_block` a
