@@ -66,16 +66,18 @@ Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan,
   em.src().constants.push_back({"kNumel", numel(domain), "elements of " + shape_str(domain)});
   const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, -1, -1, true);
   const std::string fn = em.emit_tree(tree, "fj_pointwise", "every node of the kernel and its stores, at one coordinate");
-  const unsigned grid = grid_for(numel(domain), cfg.threads, cfg.max_blocks);
-  auto run = element_loop(domain, cfg.threads, grid, {fn + "(p" + (rank ? ", " + coord_args(rank) : "") + ");"});
-  if (const int lanes = cfg.lanes ? pointwise_lanes(em, tree) : 1; lanes > 1) {
-    std::vector<BufferRef> lane_buffers;
-    const std::string lanes_fn =
-        em.emit_lanes(tree, "fj_pointwise_lanes", "every node of the kernel and its stores, at kLanes consecutive "
-                      "coordinates along the last dim", lanes, lane_buffers);
-    if (!lanes_fn.empty())
-      run = lanes_then_elements(em, domain, lanes, static_cast<int64_t>(grid) * cfg.threads, lanes_fn, lane_buffers, run);
-  }
+  const std::string call = fn + "(p" + (rank ? ", " + coord_args(rank) : "") + ");";
+  std::vector<BufferRef> lane_buffers;
+  const int lanes = cfg.lanes ? pointwise_lanes(em, tree) : 1;
+  const std::string lanes_fn =
+      lanes > 1 ? em.emit_lanes(tree, "fj_pointwise_lanes", "every node of the kernel and its stores, at kLanes "
+                                "consecutive coordinates along the last dim", lanes, lane_buffers)
+                : "";
+  // a thread a group of lanes (the element loop, for unaligned views, strides over the same grid)
+  const unsigned grid = grid_for(numel(domain) / (lanes_fn.empty() ? 1 : lanes), cfg.threads, cfg.max_blocks);
+  auto run = element_loop(domain, cfg.threads, grid, {call});
+  if (!lanes_fn.empty())
+    run = lanes_then_elements(em, domain, lanes, static_cast<int64_t>(grid) * cfg.threads, lanes_fn, lane_buffers, run);
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }
 
