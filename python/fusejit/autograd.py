@@ -102,14 +102,15 @@ class DifferentiableSpec:
         return tuple(g if need else None for g, need in zip(grads, needs))
 
     def _backward(self, inputs, outs, grads, needs, direct):
-        """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it)."""
+        """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it). `outs`: the
+        forward's outputs, None for one no stage reads (not saved)."""
         names = self._input_names
         device = inputs[0].device
         prog = self.program([n for n, need in zip(names, needs) if not need], device.type, direct)
         env = dict(zip(names, inputs))
-        env.update(zip(prog.saved_names, outs))
-        for name, g, out in zip(prog.output_grad_names, grads, outs):
-            env[name] = torch.zeros_like(out) if g is None else g.to(out.dtype).contiguous()
+        env.update((name, out) for name, out in zip(prog.saved_names, outs) if out is not None)
+        for name, g, (shape, dtype) in zip(prog.output_grad_names, grads, prog.output_meta):
+            env[name] = torch.zeros(shape, dtype=dtype, device=device) if g is None else g.to(dtype).contiguous()
         for run, ins, out_names in prog.stages:
             args = []
             for name, shape in ins:  # views of the buffers, in the stage's shapes
@@ -154,9 +155,15 @@ class _Program:
         self.backward = bw
         self.saved_names = [a.name for a in bw.forward.outputs]
         self.output_grad_names = [b.name for b in bw.output_grads]
+        # the spec outputs' shapes and dtypes: a gradient that is None becomes zeros of them
+        self.output_meta = [(torch.Size(a.shape), _DTYPES[a.dtype]) for a in bw.forward.outputs]
         self.input_grads = dict(bw.input_grads)
         self.stages = [(run, [(a.name, torch.Size(a.shape)) for a in s.inputs], [a.name for a in s.outputs])
                        for run, s in zip(runners, bw.stages)]
+        # the forward's outputs a stage reads: only these need saving (an output nothing reads, e.g. the chain's
+        # result where the backward recomputes from the anchor's output, would be kept alive for nothing)
+        reads = {name for _, ins, _ in self.stages for name, _ in ins}
+        self.read_outputs = [j for j, name in enumerate(self.saved_names) if name in reads]
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -213,13 +220,22 @@ class _FusedFunction(torch.autograd.Function):  # eager calls, and torch < 2.4
     def forward(ctx, fn, *inputs):
         outs = fn._forward_kernels.for_device(inputs[0].device)(*inputs)
         outs = outs if isinstance(outs, tuple) else (outs,)
-        ctx.fn, ctx.n_inputs = fn, len(inputs)
-        ctx.save_for_backward(*inputs, *outs)
+        ctx.fn, ctx.n_inputs, ctx.n_outs = fn, len(inputs), len(outs)
+        try:  # the outputs the backward reads (the program for this set of inputs wanting gradients)
+            needs = ctx.needs_input_grad[1:]
+            no_grad = [n for n, need in zip(fn._input_names, needs) if not need]
+            ctx.read_outputs = fn.program(no_grad, inputs[0].device.type, direct=True).read_outputs
+        except SpecError:  # a gradient fusejit cannot compute: backward raises it, if it is asked for
+            ctx.read_outputs = list(range(len(outs)))
+        ctx.save_for_backward(*inputs, *[outs[j] for j in ctx.read_outputs])
         return tuple(outs[:len(fn.spec.outputs)])
 
     @staticmethod
     def backward(ctx, *grads):
-        inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        inputs, kept = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        outs = [None] * ctx.n_outs
+        for j, out in zip(ctx.read_outputs, kept):
+            outs[j] = out
         needs = ctx.needs_input_grad[1:]
         grads = _first_derivatives_only(ctx.fn._backward(inputs, outs, grads, needs, direct=True), inputs)
         return (None,) + tuple(g if need else None for g, need in zip(grads, needs))

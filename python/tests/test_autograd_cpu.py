@@ -213,3 +213,21 @@ def test_double_backward_is_an_error_not_zeros():
     (gx,) = torch.autograd.grad(s.sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="no second derivatives"):
         torch.autograd.grad((gx * x).sum(), [x, w], allow_unused=True)  # else: w's second derivative None
+
+
+def test_saves_only_the_outputs_the_backward_reads():
+    """The forward saves its inputs and the outputs a backward stage reads (the anchor's output h here); the
+    chain's own outputs y and s, which the backward recomputes from h, are not kept alive by autograd."""
+    f = fusejit.autograd.function(LINEAR_CHAIN)
+    x, w, b, scale = (v.requires_grad_() for v in values(5))
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t.data_ptr()) or t, lambda t: t):
+        y, s = f(x, w, b, scale)
+    assert y.data_ptr() not in packed and s.data_ptr() not in packed
+    assert len(packed) == 5, packed  # x, w, b, scale and the saved h
+    (y.sum() + s.sum()).backward()
+    ref = [v.detach().double().requires_grad_() for v in (x, w, b, scale)]
+    ry, rs = torch_chain(*ref)
+    (ry.sum() + rs.sum()).backward()
+    for got, want in zip((x, w, b, scale), ref):
+        assert rel_l2(got.grad, want.grad) <= 1e-5
