@@ -180,6 +180,15 @@ def test_seed2_model_trains_like_pytorch():
         assert abs(loss.item() - ref_loss.item()) <= 1e-5 * ref_loss.item()
 
 
+def expect_sum_gradients_match_float64(outputs, inputs):
+    """Backward of the sum of fusejit's outputs of LINEAR_CHAIN: each input's gradient within 1e-5 of float64."""
+    sum(o.sum() for o in outputs).backward()
+    ref = [v.detach().double().requires_grad_() for v in inputs]
+    sum(o.sum() for o in torch_chain(*ref)).backward()
+    for got, want in zip(inputs, ref):
+        assert rel_l2(got.grad, want.grad) <= 1e-5
+
+
 def test_eager_calls_launch_directly_only_on_plain_tensors():
     """fusejit.autograd._eager decides whether a call may bypass the torch.library operators (docs/python.md,
     "Host overhead"): plain tensors and Parameters yes; a tensor subclass (a tracer's fake or functional tensor
@@ -196,12 +205,7 @@ def test_eager_calls_launch_directly_only_on_plain_tensors():
     f = fusejit.autograd.function(LINEAR_CHAIN)
     x, w, b, scale = (v.requires_grad_() for v in values(3))
     y, s = f(x, w, b, scale)
-    (y.sum() + s.sum()).backward()
-    ref = [v.detach().double().requires_grad_() for v in (x, w, b, scale)]
-    ry, rs = torch_chain(*ref)
-    (ry.sum() + rs.sum()).backward()
-    for got, want in zip((x, w, b, scale), ref):
-        assert rel_l2(got.grad, want.grad) <= 1e-5
+    expect_sum_gradients_match_float64((y, s), (x, w, b, scale))
 
 
 def test_double_backward_is_an_error_not_zeros():
@@ -225,9 +229,4 @@ def test_saves_only_the_outputs_the_backward_reads():
         y, s = f(x, w, b, scale)
     assert y.data_ptr() not in packed and s.data_ptr() not in packed
     assert len(packed) == 5, packed  # x, w, b, scale and the saved h
-    (y.sum() + s.sum()).backward()
-    ref = [v.detach().double().requires_grad_() for v in (x, w, b, scale)]
-    ry, rs = torch_chain(*ref)
-    (ry.sum() + rs.sum()).backward()
-    for got, want in zip((x, w, b, scale), ref):
-        assert rel_l2(got.grad, want.grad) <= 1e-5
+    expect_sum_gradients_match_float64((y, s), (x, w, b, scale))
