@@ -29,6 +29,8 @@ ap.add_argument("--gaps", action="store_true", help="also list the device's idle
                 "kernel, before which): where host overhead or a sync leaves the GPU waiting")
 ap.add_argument("--flush", action="store_true", help="profile steps as bench_backward.py times them: an L2 flush "
                 "(a 256 MiB write) before each, a sync after")
+ap.add_argument("--timeline", action="store_true", help="also print the last step's host ops (each thread) and "
+                "device kernels on one clock, in start order: what the host was doing while the device waited")
 ap.add_argument("--side", default="fusejit", choices=["fusejit", "eager", "compile"],
                 help="with --seed: profile PyTorch's eager or torch.compile twin instead")
 a = ap.parse_args()
@@ -55,6 +57,11 @@ with torch.no_grad():
 
 
 def step():
+    with torch.profiler.record_function("step"):
+        step_body()
+
+
+def step_body():
     for t in params:
         t.grad = None
     (block(x) * gy).sum().backward()
@@ -65,7 +72,8 @@ for _ in range(5):
 torch.cuda.synchronize()
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 # --gaps: device activity only (recording CPU ops would slow the host down and widen the gaps it measures)
-activities = [torch.profiler.ProfilerActivity.CUDA] + ([] if a.gaps else [torch.profiler.ProfilerActivity.CPU])
+activities = [torch.profiler.ProfilerActivity.CUDA] + ([] if a.gaps and not a.timeline
+                                                      else [torch.profiler.ProfilerActivity.CPU])
 with torch.profiler.profile(activities=activities) as p:
     for _ in range(5):
         if a.flush:
@@ -99,3 +107,19 @@ if a.gaps:
     print("idle gaps over 2 us, by total (us; after -> before):")
     for (before, after), (total, count) in sorted(gaps.items(), key=lambda kv: -kv[1][0])[:15]:
         print(f"  {total:9.1f} in {count:3d}  {before} -> {after}")
+if a.timeline:
+    steps = sorted((e for e in p.events() if e.name == "step" and e.device_type == torch.autograd.DeviceType.CPU),
+                   key=lambda e: e.time_range.start)
+    t0 = steps[-1].time_range.start
+    rows = sorted((e for e in p.events() if e.time_range.start >= t0 and e.name != "step"),
+                  key=lambda e: e.time_range.start)
+    threads = {}
+    print(f"the last step's timeline (us from its start; host ops by thread, 'GPU' kernels; host ops under 2 us "
+          f"left out unless they launch):")
+    for e in rows:
+        on_gpu = e.device_type == torch.autograd.DeviceType.CUDA
+        dur = e.time_range.end - e.time_range.start
+        if not on_gpu and dur < 2 and "aunch" not in e.name:
+            continue
+        where = "GPU" if on_gpu else f"T{threads.setdefault(e.thread, len(threads))}"
+        print(f"  {e.time_range.start - t0:9.1f} {dur:8.1f}  {where:4s} {e.name[:90]}")

@@ -293,7 +293,7 @@ class Kernel:
         self.outputs = [a for a in self.args if a.is_output]
         self._torch_dtypes = None
         self._torch = None
-        self._torch_args = None  # (inputs' (dtype, shape), outputs' (shape, dtype), device): see _torch_setup
+        self._torch_args = None  # (inputs' (dtype, shape), outputs' (shape, an empty tensor of its dtype), device): _torch_setup
         self._pointer_array = c_uint64 * len(self.args)
 
     def __del__(self):
@@ -347,8 +347,8 @@ class Kernel:
             if not (isinstance(t, torch.Tensor) and t.dtype is dtype and t.shape == shape and t.device == device
                     and t.is_contiguous()):
                 self._check_tensor(torch, self.inputs[i], t, f"input {i}")
-        if out is None:
-            outs = tuple(torch.empty(shape, dtype=dtype, device=device) for shape, dtype in out_specs)
+        if out is None:  # new_empty of an empty tensor of the dtype: less argument parsing than torch.empty
+            outs = [like.new_empty(shape) for shape, like in out_specs]
         else:
             outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
             if len(outs) != len(self.outputs):
@@ -361,7 +361,7 @@ class Kernel:
             check(self._lib.fj_kernel_launch(self._handle, array, len(self.args), None))  # synchronous
         else:
             check(self._lib.fj_kernel_launch(self._handle, array, len(self.args), _current_stream(torch, self.device)))
-        return outs[0] if len(outs) == 1 else outs
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _torch_setup(self):
         """torch, once imported; the arguments' torch dtypes, shapes and device, computed once."""
@@ -373,8 +373,9 @@ class Kernel:
         if self._torch_args is None:
             self._torch_dtypes = {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()}
             device = torch.device("cpu") if self.backend == "cpu" else torch.device("cuda", self.device)
+            likes = {a.dtype: torch.empty(0, dtype=self._torch_dtypes[a.dtype], device=device) for a in self.outputs}
             self._torch_args = ([(self._torch_dtypes[a.dtype], torch.Size(a.shape)) for a in self.inputs],
-                                [(a.shape, self._torch_dtypes[a.dtype]) for a in self.outputs], device)
+                                [(a.shape, likes[a.dtype]) for a in self.outputs], device)
             self._torch = torch
         return torch
 

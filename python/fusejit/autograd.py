@@ -41,7 +41,8 @@ class DifferentiableSpec:
         self.spec = _as_spec(spec)
         self._input_names = [a.name for a in self.spec.inputs]
         self._arch, self._config = arch, config
-        self._programs = {}  # (frozenset(no_grad), backend) -> (Backward, [stage runners])
+        self._programs = {}  # (frozenset(no_grad), backend, use_ops) -> _Program
+        self._by_needs = {}  # (needs_input_grad, device type, direct) -> _Program: a step's one lookup
         self._lock = threading.Lock()
         try:
             self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
@@ -101,16 +102,29 @@ class DifferentiableSpec:
             grads = _first_derivatives_only(grads, inputs)
         return tuple(g if need else None for g, need in zip(grads, needs))
 
+    def program_for(self, needs, device_type, direct):
+        """program() for the inputs whose `needs` (ctx.needs_input_grad) entry is False, looked up once."""
+        key = (needs, device_type, direct)
+        prog = self._by_needs.get(key)
+        if prog is None:
+            prog = self.program([n for n, need in zip(self._input_names, needs) if not need], device_type, direct)
+            self._by_needs[key] = prog
+        return prog
+
     def _backward(self, inputs, outs, grads, needs, direct):
         """Runs the stages; each input's gradient (zeros where nothing differentiable depends on it). `outs`: the
         forward's outputs, None for one no stage reads (not saved)."""
         names = self._input_names
         device = inputs[0].device
-        prog = self.program([n for n, need in zip(names, needs) if not need], device.type, direct)
+        prog = self.program_for(tuple(needs), device.type, direct)
         env = dict(zip(names, inputs))
         env.update((name, out) for name, out in zip(prog.saved_names, outs) if out is not None)
         for name, g, (shape, dtype) in zip(prog.output_grad_names, grads, prog.output_meta):
-            env[name] = torch.zeros(shape, dtype=dtype, device=device) if g is None else g.to(dtype).contiguous()
+            if g is None:
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            elif g.dtype is not dtype or not g.is_contiguous():
+                g = g.to(dtype).contiguous()
+            env[name] = g
         for run, ins, out_names in prog.stages:
             args = []
             for name, shape in ins:  # views of the buffers, in the stage's shapes
@@ -222,9 +236,7 @@ class _FusedFunction(torch.autograd.Function):  # eager calls, and torch < 2.4
         outs = outs if isinstance(outs, tuple) else (outs,)
         ctx.fn, ctx.n_inputs, ctx.n_outs = fn, len(inputs), len(outs)
         try:  # the outputs the backward reads (the program for this set of inputs wanting gradients)
-            needs = ctx.needs_input_grad[1:]
-            no_grad = [n for n, need in zip(fn._input_names, needs) if not need]
-            ctx.read_outputs = fn.program(no_grad, inputs[0].device.type, direct=True).read_outputs
+            ctx.read_outputs = fn.program_for(ctx.needs_input_grad[1:], inputs[0].device.type, True).read_outputs
         except SpecError:  # a gradient fusejit cannot compute: backward raises it, if it is asked for
             ctx.read_outputs = list(range(len(outs)))
         ctx.save_for_backward(*inputs, *[outs[j] for j in ctx.read_outputs])

@@ -66,7 +66,7 @@ class _FusedModule(nn.Module):
                               device="cpu" if x.device.type == "cpu" else x.device)
             self._kernels[key] = kernel
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            differentiable = self._autograd(key, make_spec(descs, precision))
+            differentiable = self._autograd(key, lambda: make_spec(descs, precision))
             if differentiable is not None:
                 return differentiable(*[t.contiguous() for t in tensors])
             if not self._warned_autograd:
@@ -75,8 +75,10 @@ class _FusedModule(nn.Module):
                 self._warned_autograd = True
         return kernel(*[t.detach().contiguous() for t in tensors])
 
-    def _autograd(self, key, spec):
+    def _autograd(self, key, make_spec):
+        """The chain's DifferentiableSpec for `key` (make_spec() builds its spec, the first time only), or None."""
         if key not in self._differentiable:
+            spec = make_spec()
             from . import autograd
             from ._lib import SpecError
             try:

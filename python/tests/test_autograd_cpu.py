@@ -230,3 +230,20 @@ def test_saves_only_the_outputs_the_backward_reads():
     assert y.data_ptr() not in packed and s.data_ptr() not in packed
     assert len(packed) == 5, packed  # x, w, b, scale and the saved h
     expect_sum_gradients_match_float64((y, s), (x, w, b, scale))
+
+
+def test_programs_follow_which_inputs_want_gradients_call_by_call():
+    # the program is looked up once per needs_input_grad pattern: alternating patterns must not mix them up
+    f = fusejit.autograd.function(LINEAR_CHAIN)
+    for wanted in (("x", "w", "b", "scale"), ("w",), ("x", "scale"), ("x", "w", "b", "scale"), ("w",)):
+        ours = [v.clone().requires_grad_(n in wanted) for n, v in zip("x w b scale".split(), values())]
+        ref = [v.double().requires_grad_(n in wanted) for n, v in zip("x w b scale".split(), values())]
+        gy = torch.randn(12, 6, generator=torch.Generator().manual_seed(2)).t()  # a non-contiguous gradient
+        f(*ours)[0].backward(gy)
+        torch_chain(*ref)[0].backward(gy.double())
+        for name, a, r in zip("x w b scale".split(), ours, ref):
+            if name not in wanted:
+                assert a.grad is None, (wanted, name)
+                continue
+            assert rel_l2(a.grad, r.grad) < 1e-5, (wanted, name, rel_l2(a.grad, r.grad))
+    assert len(f._by_needs) == 3
