@@ -293,7 +293,7 @@ class Kernel:
         self.outputs = [a for a in self.args if a.is_output]
         self._torch_dtypes = None
         self._torch = None
-        self._torch_args = None  # (inputs' (dtype, shape), outputs' (shape, an empty tensor of its dtype), device): _torch_setup
+        self._torch_args = None  # inputs' (dtype, shape), outputs' (shape, an empty tensor of its dtype), device
         self._pointer_array = c_uint64 * len(self.args)
 
     def __del__(self):
