@@ -24,6 +24,8 @@
 #             (WGRAD_MODES, WGRAD_CONFIG)
 #   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
+#   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
+#             (STAMPS_ARGS, default "--seed 2 --mode bf16")
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
@@ -220,6 +222,13 @@ stage_backbench() {
   PYTHONUNBUFFERED=1 PYTHONPATH=python timeout 560 python3 bench/bench_backward_seeds.py --out "$out" \
     ${BACKWARD_BENCH_ARGS:-} 2>&1 | tee "$out/bench_backward.log" | tail -40
   note "backward bench: rc=${PIPESTATUS[0]}"
+}
+
+stage_stamps() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  PYTHONPATH=python timeout 300 python3 bench/profile_stamps.py ${STAMPS_ARGS:---seed 2 --mode bf16} 2>&1 \
+    | grep -v Warning | tee "$out/stamps.log" | tail -60
+  note "stamps: rc=${PIPESTATUS[0]}"
 }
 
 stage_bench() {
