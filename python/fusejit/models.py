@@ -52,7 +52,8 @@ class _FusedModule(nn.Module):
         self._warned_autograd = False
 
     def _run(self, tensors, names, make_spec):
-        """Compiles (once per shapes/dtypes/device) and runs the chain."""
+        """Compiles (once per shapes/dtypes/device) and runs the chain: with autograd when gradients are wanted
+        (fusejit.autograd's forward and backward kernels), else the forward kernel alone."""
         x = tensors[0]
         if x.device.type not in ("cuda", "cpu"):
             raise ValueError(f"{type(self).__name__}: input must be a CUDA or CPU tensor, "
@@ -60,11 +61,6 @@ class _FusedModule(nn.Module):
         descs = [_desc(t, f"{type(self).__name__}.{n}") for t, n in zip(tensors, names)]
         precision = self.precision or _AUTO_PRECISION[descs[0][1]]
         key = (tuple(descs), x.device.type, x.device.index, precision)
-        kernel = self._kernels.get(key)
-        if kernel is None:  # CPU tensors: the LLVM CPU backend (docs/cpu.md)
-            kernel = _compile(make_spec(descs, precision), arch=self.arch, config=self.config,
-                              device="cpu" if x.device.type == "cpu" else x.device)
-            self._kernels[key] = kernel
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             differentiable = self._autograd(key, lambda: make_spec(descs, precision))
             if differentiable is not None:
@@ -73,6 +69,11 @@ class _FusedModule(nn.Module):
                 warnings.warn(f"{type(self).__name__}: fusejit has no backward for this chain yet; the output "
                               "is not connected to autograd", stacklevel=3)
                 self._warned_autograd = True
+        kernel = self._kernels.get(key)  # the forward alone: compiled at its first use, not for training
+        if kernel is None:  # CPU tensors: the LLVM CPU backend (docs/cpu.md)
+            kernel = _compile(make_spec(descs, precision), arch=self.arch, config=self.config,
+                              device="cpu" if x.device.type == "cpu" else x.device)
+            self._kernels[key] = kernel
         return kernel(*[t.detach().contiguous() for t in tensors])
 
     def _autograd(self, key, make_spec):

@@ -178,6 +178,10 @@ def test_seed2_model_trains_like_pytorch():
         opt.step()
         ref_opt.step()
         assert abs(loss.item() - ref_loss.item()) <= 1e-5 * ref_loss.item()
+    assert not ours._kernels  # training compiled fusejit.autograd's kernels, not the forward-only one
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), torch.relu(F.linear(x, ours.gemm.weight) + ours.bias), rtol=1e-5, atol=1e-5)
+    assert len(ours._kernels) == 1
 
 
 def expect_sum_gradients_match_float64(outputs, inputs):
