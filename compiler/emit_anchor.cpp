@@ -49,7 +49,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
 
   if (wgmma) {
     s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, geo.op == OpKind::Matmul && kp.b_transposed < 0));
-    s.aliases.push_back("using Frag = fj::WgmmaFragment<Tile>;");
+    s.aliases.push_back(wt.swap_ab ? "using Frag = fj::WgmmaSwapFragment<Tile>;  // output rows: the wgmma's columns"
+                                   : "using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
     add_mma_aliases(mt, kp.mma_kind, s.aliases);
     s.aliases.push_back("using Frag = fj::MmaFragment<Tile>;");
@@ -374,7 +375,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
       } else {
-        if (wgmma) {  // staged through shared memory: coalesced loads and stores
+        if (wgmma && !wt.swap_ab) {  // staged through shared memory: coalesced loads and stores
           // Linear / matmul: inputs along N staged per tile after the staging area.
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
           const std::vector<BufferRef> cols = geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
@@ -402,6 +403,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ", true>(frag, m0, n0, " + shape.rows +
                         ", " + shape.cols + ", smem,");
         } else {
+          // (Swap-AB wgmma tiles too: a thread's two adjacent columns of 4 rows a warp fill whole 32-byte
+          // sectors between two stores, no staging needed.)
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }

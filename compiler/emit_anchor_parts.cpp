@@ -23,11 +23,14 @@ std::string kind_enum(const std::string& kind) {
 std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
   std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
-  if (b_n_major || t.pingpong || t.cluster_m > 1)
+  if (t.swap_ab)
+    args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true";
+  else if (b_n_major || t.pingpong || t.cluster_m > 1)
     args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
             (t.pingpong ? "true" : "false");
   if (t.cluster_m > 1) args += ", /*kClusterM=*/" + std::to_string(t.cluster_m);
-  return "using Tile = fj::WgmmaTile<" + args + ">;" + (b_n_major ? "  // B [K, N]" : "");
+  return "using Tile = fj::WgmmaTile<" + args + ">;" +
+         (t.swap_ab ? "  // B [K, N] as wgmma's register operand: C^T = B^T A^T" : b_n_major ? "  // B [K, N]" : "");
 }
 
 void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
@@ -67,6 +70,7 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
       view(a.operands[0], rows, geo.k, wt.bm, bk),
       kp.b_transposed >= 0 ? TensorMapSpec{{BufferKind::Scratch, kp.b_transposed}, 4, false, geo.n, geo.k, b_rows,
                                            bk}  // B^T [N, K] from the staging kernel
+      : wt.swap_ab ? view(a.operands[1], geo.k, geo.n, bk, 32)  // B [K, N]: 32-wide columns (wgmma_swap_ab.cuh)
       : geo.op == OpKind::Matmul ? view(a.operands[1], geo.k, geo.n, bk, 64)  // B [K, N]: 64-wide columns
                                  : view(a.operands[1], geo.n, geo.k, b_rows, bk)};
   if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them

@@ -112,7 +112,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       plan.scratch.push_back({rows * geo.k * 4, what + " (f32[" + std::to_string(rows) + "," + std::to_string(geo.k) + "])"});
       return static_cast<int>(plan.scratch.size()) - 1;
     };
-    if (a.op == OpKind::Matmul) kp.b_transposed = add_scratch(geo.n, "B transposed for wgmma: " + g.describe(a.operands[1]));
+    if (a.op == OpKind::Matmul && !kp.wgmma.swap_ab) kp.b_transposed = add_scratch(geo.n, "B transposed for wgmma: " + g.describe(a.operands[1]));
     if (kp.mma_kind == "f32x3") {
       kp.residual_a = add_scratch(geo.m, "3xTF32 residual of " + g.describe(a.operands[0]));
       kp.residual_b = add_scratch(geo.n, "3xTF32 residual of " + g.describe(a.operands[1]));

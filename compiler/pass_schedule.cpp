@@ -134,6 +134,48 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
   return tile;
 }
 
+// Why a tf32 matmul cannot take B [K, N] as wgmma's register operand
+// (swap-AB, templates/wgmma_swap_ab.cuh), or "".
+std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo, bool cheap_epilogue) {
+  if (geo.op != OpKind::Matmul || kp.mma_kind != "tf32") return "swap-AB takes a tf32 matmul with B [K, N]";
+  if ((geo.n * 4) % 16)
+    return "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
+           std::to_string(geo.n * 4);
+  if (!kp.tails.empty()) return "a reduction or pool is fused into the epilogue (a swap-AB thread holds output columns)";
+  if (!cheap_epilogue) return "the epilogue has costly ops (a swap-AB tile's epilogue is unrolled whole)";
+  if (ctx.heur.wgmma_schedule == "pingpong") return "wgmma_schedule=pingpong (swap-AB is cooperative)";
+  if (ctx.heur.wgmma_cluster.value_or(1) > 1) return "wgmma_cluster=2 (swap-AB runs without clusters)";
+  return "";
+}
+
+// Swap-AB (tf32 matmul, B [K, N] as wgmma's register operand A): no transposed
+// copy of B. The tile by the same cost model with M and N exchanged (bm
+// output rows are the wgmma's N). H200, dX of seed 2 (1024x8192x8192): see
+// docs/codegen.md "Swap-AB".
+Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  WgmmaConfig tile;
+  if (ctx.heur.wgmma) {
+    tile = *ctx.heur.wgmma;
+  } else {
+    AnchorGeometry transposed = geo;
+    std::swap(transposed.m, transposed.n);
+    const WgmmaConfig t = heuristic_wgmma(transposed, false, 0, true);
+    tile.bm = t.bn;
+    tile.bn = t.bm;
+  }
+  tile.swap_ab = true;
+  if (!ctx.heur.wgmma) tile.stages = max_stages(tile, false);
+  tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
+  if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);
+  kp.wgmma = tile;
+  for (std::string& note : kp.notes) {
+    const std::string transposed = " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only)";
+    if (const size_t at = note.find(transposed); at != std::string::npos)
+      note.replace(at, transposed.size(), " (B [K, N] as wgmma's register operand: C^T = B^T A^T, no transposed copy)");
+  }
+  return Status::success();
+}
+
 Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   const bool three_tf32 = kp.mma_kind == "f32x3";
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
@@ -151,6 +193,14 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
   const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
                                                                [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
+  if (geo.op == OpKind::Matmul && kp.mma_kind == "tf32" && ctx.heur.wgmma_swap_ab != false) {
+    const std::string why_not = swap_ab_blocker(ctx, kp, geo, cheap_epilogue);
+    if (ctx.heur.wgmma_swap_ab == true && !why_not.empty()) return Error("codegen config: wgmma_swap_ab=1, but " + why_not);
+    // auto: unless the config sets the (plain) tile
+    if (why_not.empty() && (ctx.heur.wgmma_swap_ab == true || !ctx.heur.wgmma)) return choose_swap_ab_tile(ctx, kp, geo);
+  } else if (ctx.heur.wgmma_swap_ab == true) {
+    return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 matmul with B [K, N]");
+  }
   if (ctx.heur.wgmma_schedule == "pingpong") {
     if (!ctx.heur.wgmma) {
       tile.bm = 64;

@@ -56,6 +56,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
       if (!cheap_epilogue_op(ctx.node(v).op)) return;
   }
   if (kp.wgmma.pingpong) return keep_global("the ping-pong schedule overlaps its epilogues already");
+  if (kp.wgmma.swap_ab) return keep_global("a swap-AB tile holds columns of the output (stored from registers)");
   if (ctx.node(kp.root).op == OpKind::Conv2d) return keep_global("conv2d writes NCHW (tiles are pixel patches, not [M, N] boxes)");
   if (!kp.tails.empty()) return keep_global("a reduction or pool is fused into the epilogue");
   if (kp.region.stores.size() > 2) return keep_global("more than two stored values");

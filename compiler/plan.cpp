@@ -17,7 +17,7 @@ std::string TileConfig::str() const {
 
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
-  s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << ", " << stages << " stages, raster group " << raster_group;
+  s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "") << ", " << stages << " stages, raster group " << raster_group;
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   if (cluster_m > 1) s << ", " << cluster_m << "-block clusters sharing B";
@@ -84,9 +84,14 @@ int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return t.tma_slots * int6
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
-  if (t.bm != 64 && t.bm != 128) return bad("bm must be 64 or 128 (one or two consumer warpgroups)");
-  if (t.bn != 64 && t.bn != 128 && t.bn != 176 && t.bn != 192 && t.bn != 256)
-    return bad("bn must be 64, 128, 176, 192 or 256");
+  const int consumer_rows = t.swap_ab ? t.bn : t.bm, wgmma_n = t.swap_ab ? t.bm : t.bn;  // wgmma's M and N
+  if (consumer_rows != 64 && consumer_rows != 128)
+    return bad(std::string(t.swap_ab ? "bn (swap-AB: the consumers' wgmma rows)" : "bm") +
+               " must be 64 or 128 (one or two consumer warpgroups)");
+  if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
+    return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
+  if (t.swap_ab && (t.pingpong || t.cluster_m > 1 || three_tf32))
+    return bad("swap-AB runs tf32 on the cooperative schedule, without clusters");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");

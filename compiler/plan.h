@@ -46,7 +46,8 @@ struct WgmmaConfig {
   int split_k = 1;       // K ranges per split tile (1: none)
   int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
   int cluster_m = 1;       // blocks per cluster along M (1 or 2)
-  int consumers() const { return pingpong ? 2 : bm / 64; }
+  bool swap_ab = false;    // tf32 matmul, B [K, N] as wgmma's register operand: bm rows x bn (64 a consumer) columns
+  int consumers() const { return pingpong ? 2 : (swap_ab ? bn : bm) / 64; }
   int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
   std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
 };
@@ -89,6 +90,7 @@ struct Heuristics {
   std::optional<int> split_k;        // override for the anchor's split-K (1: none), wgmma or mma.sync
   std::optional<int64_t> split_from; // wgmma split-K: tiles before this one stay whole
   std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
+  std::optional<bool> wgmma_swap_ab; // tf32 matmul with B [K, N]: B as wgmma's register operand (no transposed copy)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
@@ -107,7 +109,8 @@ struct Heuristics {
 // Parses CodegenOptions::config: "key=value" items separated by ',' or ';' or
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
-// split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, tma_slots=1..8, conv_patch=0|1,
+// split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
+// tma_slots=1..8, conv_patch=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);

@@ -52,7 +52,11 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       t.bn = static_cast<int>(parts[1]);
       t.stages = static_cast<int>(parts[2]);
       if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
-      if (Status s = validate_wgmma(t, false); !s) return Error("codegen config: " + s.error().message);
+      WgmmaConfig swapped = t;  // (valid as either: whether the tile is swap-AB is known once planned)
+      swapped.swap_ab = true;
+      if (Status s = validate_wgmma(t, false); !s)
+        if (Status sw = validate_wgmma(swapped, false); !sw)
+          return Error("codegen config: " + s.error().message + " (as a swap-AB tile: " + sw.error().message + ")");
       h.wgmma = t;
     } else if (key == "wgmma_schedule") {
       if (val != "auto" && val != "cooperative" && val != "pingpong")
@@ -89,6 +93,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "wgmma_cluster") {
       if (val != "1" && val != "2") return Error("codegen config: wgmma_cluster must be 1 or 2, got '" + val + "'");
       h.wgmma_cluster = val == "2" ? 2 : 1;
+    } else if (key == "wgmma_swap_ab") {
+      if (val != "0" && val != "1") return Error("codegen config: wgmma_swap_ab must be 0 or 1, got '" + val + "'");
+      h.wgmma_swap_ab = val == "1";
     } else if (key == "tma_slots") {
       if (!parse_int(val, num) || num < 1 || num > 8)
         return Error("codegen config: tma_slots must be an integer in [1, 8], got '" + val + "'");
@@ -141,7 +148,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes templates/wgmma_ops.cuh: one wrapper per wgmma shape fusejit uses.
+"""Writes templates/wgmma_ops.cuh: one wrapper per wgmma shape fusejit uses
+(and tf32 with A from registers, for the swap-AB mainloop).
 
 Each wrapper issues one wgmma.mma_async (m64nNk16 for bf16/f16, m64nNk8 for
 tf32) accumulating into a fragment-shaped array acc[2][N/4]: register
@@ -51,6 +52,35 @@ def wrapper(kind, types, k, trans, n):
     return "\n".join(lines)
 
 
+def wrapper_rs_tf32_t(n):
+    """tf32 with A from registers and the accumulators transposed: acc[N/4][2]
+    (register 4*i + 2*q + e is acc[2*i + e][q]), for the swap-AB mainloop whose
+    output rows are the wgmma's columns (gemm_wgmma.cuh, wgmma_swap_ab.cuh)."""
+    regs = n // 2
+    ops = []
+    for r in range(regs):
+        i, rem = divmod(r, 4)
+        q, e = divmod(rem, 2)
+        ops.append(f'"+f"(acc[{2 * i + e}][{q}])')
+    names = [f"%{r}" for r in range(regs)]
+    chunks = [", ".join(names[c:c + 16]) for c in range(0, regs, 16)]
+    lines = [f"__device__ __forceinline__ void mma_tf32_rs_m64n{n}(float (&acc)[{n // 4}][2], const unsigned (&a)[4], "
+             f"unsigned long long b_desc, int scale_d = 1) {{"]
+    lines.append('  asm volatile(')
+    lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"')
+    lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "')
+    lines.append('      "{"')
+    for c, chunk in enumerate(chunks):
+        sep = ", " if c + 1 < len(chunks) else ""
+        lines.append(f'      "{chunk}{sep}"')
+    lines.append(f'      "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+    op_lines = [", ".join(ops[c:c + 4]) for c in range(0, regs, 4)]
+    lines.append("      : " + (",\n        ".join(op_lines)))
+    lines.append('      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));')
+    lines.append("}")
+    return "\n".join(lines)
+
+
 def main():
     out = [
         "// fusejit/wgmma_ops.cuh — wgmma.mma_async wrappers (sm_90a), one per shape.",
@@ -71,6 +101,12 @@ def main():
         for n in WIDTHS:
             out.append(wrapper(kind, types, k, trans, n))
             out.append("")
+    out.append("// mma_tf32_rs_m64n<N>(acc, a, b_desc): A (64 x 8, tf32) from registers a[4]")
+    out.append("// (a[0]: row lane/4 of the warp's 16, k lane%4; a[1]: row + 8; a[2], a[3]: k + 4),")
+    out.append("// accumulators transposed: register 4*i + 2*q + e is acc[2*i + e][q].")
+    for n in WIDTHS:
+        out.append(wrapper_rs_tf32_t(n))
+        out.append("")
     out.append("}  // namespace fj::sm90")
     sys.stdout.write("\n".join(out) + "\n")
 

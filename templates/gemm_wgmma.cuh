@@ -36,6 +36,10 @@
 // blocks (remote arrivals through mapa), so neither producer refills a
 // stage that the other block still reads. Half the B traffic from L2.
 //
+// Swap-AB (kSwapAB, tf32, cooperative): B [K][N] N-major, C^T = B^T A^T with
+// B^T from registers (wgmma_swap_ab.cuh); BM output rows are the wgmma's N,
+// BN = 64 per consumer.
+//
 // Persistent: each block loops over output tiles (wgmma_mainloop, with the
 // operand loads as a policy: wgmma_gemm's here, conv2d's in conv_wgmma.cuh); the producer
 // fills the ring for the next tile while the consumers run the epilogue.
@@ -47,6 +51,7 @@
 #include "fusejit/fj_common.cuh"
 #include "fusejit/wgmma_ops.cuh"
 #include "fusejit/wgmma_schedule.cuh"
+#include "fusejit/wgmma_swap_ab.cuh"
 
 namespace fj {
 
@@ -195,17 +200,19 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
 // BM / 64 wgmmas per k step, so BM x BN / 128 accumulators per thread).
 // kClusterM_: 2 for 2-CTA clusters sharing B (the kernel is compiled with
 // __cluster_dims__(2, 1, 1)); K-major B's tensor map box then has BN / 2 rows.
+// kSwapAB_: tf32 with B [K][N] (N-major) as wgmma's register operand
+// (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
-          int kClusterM_ = 1>
+          int kClusterM_ = 1, bool kSwapAB_ = false>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
-  static constexpr bool kBNMajor = kBNMajor_, kPingPong = kPingPong_;
+  static constexpr bool kBNMajor = kBNMajor_, kPingPong = kPingPong_, kSwapAB = kSwapAB_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
   static constexpr int BK = 128 / kElemBytes;
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
-  static constexpr int kConsumers = kPingPong ? 2 : BM / 64;
+  static constexpr int kConsumers = kPingPong ? 2 : (kSwapAB ? BN : BM) / 64;
   static constexpr int kMHalves = kPingPong ? BM / 64 : 1;  // 64-row wgmmas per consumer and k step
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
@@ -218,8 +225,12 @@ struct WgmmaTile {
   static constexpr int kRingBytes = kStages * kOperandCopies * (kBytesA + kBytesB);
   // Registers per thread after setmaxnreg (producer / consumers).
   static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 1 ? 232 : 224;
-  static_assert(BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
-  static_assert(BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
+  static_assert(kSwapAB || BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
+  static_assert(kSwapAB || BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
+  static_assert(!kSwapAB || ((BN == 64 || BN == 128) && (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
+                "swap-AB: BN 64 or 128 (the consumers' wgmma rows), BM 64, 128, 176, 192 or 256");
+  static_assert(!kSwapAB || (kKind == MmaKind::TF32 && !kPingPong && kClusterM == 1 && !kBNMajor),
+                "swap-AB: tf32, the cooperative schedule, no clusters");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
   static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
@@ -230,7 +241,7 @@ struct WgmmaTile {
   static_assert(kClusterM == 1 || (!kPingPong && kKind != MmaKind::F32x3),
                 "2-CTA clusters: the cooperative schedule, not 3xTF32");
   static_assert(kClusterM == 1 || !kBNMajor || BN >= 128, "2-CTA clusters, N-major B: at least two 64-column boxes");
-  // N-major B: one column of 64 n x BK k (128-byte rows) per TMA box.
+  // N-major B: one column of 64 n (swap-AB: 32 n) x BK k (128-byte rows) per TMA box.
   static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
 };
@@ -305,6 +316,18 @@ struct WgmmaFragment {
 };
 
 
+// The accumulator fragment of a tile's consumers.
+template <bool kSwap, class Swapped, class Plain>
+struct PickFragment {
+  using type = Plain;
+};
+template <class Swapped, class Plain>
+struct PickFragment<true, Swapped, Plain> {
+  using type = Swapped;
+};
+template <class Tile>
+using WgmmaFragmentOf = typename PickFragment<Tile::kSwapAB, WgmmaSwapFragment<Tile>, WgmmaFragment<Tile>>::type;
+
 // The dynamic shared memory base rounded up to 1024 bytes (the kernel asks for 1 KiB of slack).
 __device__ __forceinline__ char* align_smem_1024(char* p) {
   const unsigned a = sm90::smem_addr(p);
@@ -340,7 +363,12 @@ struct GemmOperands {
                                        unsigned rank = 0) const {
     constexpr int BK = Tile::BK;
     sm90::tma_load_2d(st.a, maps.a, bar, kt * BK, c.m * Tile::BM);
-    if constexpr (Tile::kClusterM > 1) {  // this block's share of B, multicast to the cluster
+    if constexpr (Tile::kSwapAB) {
+#pragma unroll
+      for (int j = 0; j < Tile::BN / 32; ++j)
+        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::BN + 32 * j,
+                          kt * BK);
+    } else if constexpr (Tile::kClusterM > 1) {  // this block's share of B, multicast to the cluster
       constexpr unsigned short kAll = (1u << Tile::kClusterM) - 1;
       if constexpr (Tile::kBNMajor) {
 #pragma unroll
@@ -404,7 +432,8 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   char* b_ring = ring + S * kA;
   char* a_lo_ring = ring + S * (kA + kB);  // F32x3 only
   char* b_lo_ring = a_lo_ring + S * kA;
-  WgmmaFragment<Tile> frag;  // before the role split (see tile_sum)
+  using Frag = WgmmaFragmentOf<Tile>;
+  Frag frag;  // before the role split (see tile_sum)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -491,9 +520,9 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       if (local > 0) sm90::mbar_wait(&turn[consumer], ((local - 1) / 2) & 1);
     }
 #pragma unroll
-    for (int i = 0; i < WgmmaFragment<Tile>::kRows; ++i)
+    for (int i = 0; i < Frag::kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
+      for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] = 0.f;
     if constexpr (kSplit) {
       // Stage it holds A and B (hi, read as TF32) and their residuals (lo).
       // The k-tile's sum is added to acc in fp32 before the next k-tile
@@ -525,6 +554,35 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
 #pragma unroll
           for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
       }
+    } else if constexpr (Tile::kSwapAB) {
+      // wgmma's A: this warp's 16 output columns of B's k-tile, loaded into
+      // registers (two buffers: a k-tile's wgmmas read one while the next
+      // k-tile loads the other); wgmma's B: A's K-major tile, all BM rows.
+      const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+      const int box = 2 * consumer + warp / 2, col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+      unsigned a_regs[2][kSteps][4];
+      auto k_tile = [&](auto buf, int kt) {
+        constexpr int b = decltype(buf)::value;
+        const int s = it % S;
+        sm90::mbar_wait(&full[s], (it / S) & 1);
+        swap_ab_load_a(a_regs[b], b_ring + s * kB + box * Tile::kBColumnBytes, col_off, lane % 4);
+        const unsigned long long b_desc = sm90::sw128_desc(a_ring + s * kA);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.acc, a_regs[b][k], b_desc + k * kStepBytes16);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its registers and stage are free
+        if (kt > w.kt0) release((it - 1) % S);
+      };
+#pragma unroll 1
+      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
+        if ((kt - w.kt0) & 1)
+          k_tile(SwapBuf<1>{}, kt);
+        else
+          k_tile(SwapBuf<0>{}, kt);
+      }
+      sm90::wgmma_wait<0>();
+      release((it - 1) % S);
     } else {
 #pragma unroll 1
       for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {

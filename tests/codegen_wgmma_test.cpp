@@ -160,6 +160,52 @@ TEST(CodegenWgmma, Fp32MatmulReadsBTransposedByTheStagingKernel) {
   }
 }
 
+// tf32 matmul with B [K, N] whose rows TMA can read: B is wgmma's register
+// operand (swap-AB: C^T = B^T A^T), no staging kernel, no scratch. Where
+// that cannot run (odd N, a fused reduction, clusters) the transposed copy
+// stays; asking for it there is a clear error.
+TEST(CodegenWgmma, Tf32MatmulTakesBAsTheRegisterOperand) {
+  Program prog = generate(matmul_chain(Precision::TF32, 2, 1024, 512, 300, "", DType::F32));
+  ASSERT_EQ(prog.launches.size(), 1u) << prog.plan_text;
+  EXPECT_TRUE(prog.scratch.empty()) << prog.plan_text;
+  EXPECT_NE(prog.plan_text.find("swap-AB"), std::string::npos) << prog.plan_text;
+  EXPECT_NE(prog.plan_text.find("B [K, N] as wgmma's register operand"), std::string::npos) << prog.plan_text;
+  EXPECT_NE(prog.source.find("/*kSwapAB=*/true"), std::string::npos);
+  EXPECT_NE(prog.source.find("using Frag = fj::WgmmaSwapFragment<Tile>;"), std::string::npos);
+  EXPECT_NE(prog.source.find("fj::tile_pointwise(frag"), std::string::npos) << "stored from registers";
+  const auto& maps = prog.launches[0].tensor_maps;
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].rows, 2 * 1024);
+  EXPECT_EQ(maps[1].buffer, (BufferRef{BufferKind::Input, 1}));  // B as stored, [K, N]
+  EXPECT_EQ(maps[1].rows, 512);
+  EXPECT_EQ(maps[1].cols, 300);
+  EXPECT_EQ(maps[1].box_rows, 32);
+  EXPECT_EQ(maps[1].box_cols, 32);
+  auto cubin = compile_to_cubin(prog.source, prog.name, {"sm_90a", false, {}});
+  EXPECT_TRUE(cubin.ok()) << (cubin.ok() ? "" : cubin.error().str());
+
+  const std::pair<const char*, std::string> transposed[] = {{"", "odd"}, {"", "sum"}, {"wgmma_cluster=2", ""},
+                                                            {"wgmma_swap_ab=0", ""}, {"wgmma_tile=128x128x4", ""}};
+  for (const auto& [config, what] : transposed) {
+    Program t = generate(matmul_chain(Precision::TF32, 0, 512, 256, what == "odd" ? 301 : 256, what == "odd" ? "" : what,
+                                      DType::F32),
+                         "sm_90a", config);
+    EXPECT_EQ(t.plan_text.find("swap-AB"), std::string::npos) << config << " " << what << "\n" << t.plan_text;
+    EXPECT_NE(t.plan_text.find("transposed to [N, K] in scratch"), std::string::npos) << t.plan_text;
+  }
+  const std::pair<Precision, std::string> refused[] = {
+      {Precision::TF32, "wgmma_swap_ab=1,wgmma_cluster=2"}, {Precision::BF16, "wgmma_swap_ab=1"},
+      {Precision::TF32, "wgmma_swap_ab=1,wgmma_tile=128x256x3"}, {Precision::TF32, "wgmma_swap_ab=2"}};
+  for (const auto& [p, config] : refused) {
+    auto r = generate_program(matmul_chain(p, 0, 512, 256, 256, "", operand_type(p)), {"sm_90a", config});
+    ASSERT_FALSE(r.ok()) << config;
+    EXPECT_NE(r.error().str().find("swap"), std::string::npos) << config << ": " << r.error().str();
+  }
+  auto sum = generate_program(matmul_chain(Precision::TF32, 0, 512, 256, 256, "sum", DType::F32), {"sm_90a", "wgmma_swap_ab=1"});
+  ASSERT_FALSE(sum.ok());
+  EXPECT_NE(sum.error().str().find("wgmma_swap_ab=1, but a reduction"), std::string::npos) << sum.error().str();
+}
+
 TEST(CodegenWgmma, TensorMapsDescribeTheOperands) {
   Program prog = generate(linear_chain(Precision::BF16, 100, 1000, 500, "", DType::BF16), "sm_90a", "wgmma_tile=64x128x3");
   ASSERT_EQ(prog.launches.size(), 1u);
@@ -188,8 +234,10 @@ TEST(CodegenWgmma, SaysWhyNotWgmma) {
   const std::string odd_k = plan_of(linear_chain(Precision::BF16, 64, 37, 64, "", DType::BF16), "sm_90a");
   EXPECT_NE(odd_k.find("TMA needs rows of a multiple of 16 bytes and K=37"), std::string::npos) << odd_k;
   const std::string tf32_matmul = plan_of(matmul_chain(Precision::TF32, 0, 64, 64, 64, "", DType::F32), "sm_90a");
-  EXPECT_NE(tf32_matmul.find("wgmma tf32"), std::string::npos) << tf32_matmul;  // through a transposed B
-  EXPECT_NE(tf32_matmul.find("B [K, N] transposed to [N, K] in scratch first"), std::string::npos) << tf32_matmul;
+  EXPECT_NE(tf32_matmul.find("wgmma tf32"), std::string::npos) << tf32_matmul;  // B as the register operand
+  EXPECT_NE(tf32_matmul.find("B [K, N] as wgmma's register operand"), std::string::npos) << tf32_matmul;
+  const std::string tf32_odd = plan_of(matmul_chain(Precision::TF32, 0, 64, 64, 63, "", DType::F32), "sm_90a");
+  EXPECT_NE(tf32_odd.find("B [K, N] transposed to [N, K] in scratch first"), std::string::npos) << tf32_odd;
   const std::string odd_n = plan_of(matmul_chain(Precision::BF16, 0, 64, 64, 36), "sm_90a");
   EXPECT_NE(odd_n.find("not wgmma: TMA needs rows of a multiple of 16 bytes and B's N=36"), std::string::npos) << odd_n;
   const std::string batched_b = plan_of(*[] {
@@ -556,7 +604,11 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
                         {Precision::BF16, 32, 8192, 1024, ""},
                         {Precision::TF32, 256, 4096, 512, "logsumexp"},
                         {Precision::BF16, 512, 4096, 11008, "", "split_k=4,split_from=264"},
-                        {Precision::FP32, 1024, 4096, 1024, "", "split_k=3"}};
+                        {Precision::FP32, 1024, 4096, 1024, "", "split_k=3"},
+                        // tf32 matmul, swap-AB (B [K, N] from registers): default, split-K, 64-wide
+                        {Precision::TF32, 1024, 8192, 8192, "", "", true},
+                        {Precision::TF32, 300, 4096, 200, "", "wgmma_swap_ab=1,split_k=3", true},
+                        {Precision::TF32, 4096, 1024, 4096, "", "wgmma_swap_ab=1,wgmma_tile=256x64x5x8", true}};
   for (const Case& c : cases) {
     const Graph g = c.matmul ? matmul_chain(c.p, 0, c.m, c.k, c.n, c.tail, operand_type(c.p))
                              : linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));

@@ -35,8 +35,8 @@ Expected<Graph> build(const MatmulCase& c) {
   GraphBuilder g(c.precision, "matmul_case");
   auto a = c.batch_a ? g.input("a", {c.batch_a, 1, c.m, c.k}) : g.input("a", {c.m, c.k});
   auto b = c.batch_b ? g.input("b", {c.batch_b, c.k, c.n}) : g.input("b", {c.k, c.n});
-  auto bias = g.input("bias", {c.n});
-  auto y = g.matmul(a, b).add(bias);
+  auto y = g.matmul(a, b);
+  if (c.tail != "none") y = y.add(g.input("bias", {c.n}));  // "none": the matmul alone
   if (c.tail == "bias_relu") y = y.relu();
   if (c.tail == "gelu") y = y.gelu();
   if (c.tail == "logsumexp") y = y.logsumexp({-1});
@@ -78,6 +78,20 @@ std::vector<MatmulCase> transposed_b_cases() {
   const Shapes shapes = {{0, 0, 1, 64, 64},     {3, 0, 100, 72, 45}, {0, 0, 257, 96, 520},
                          {2, 0, 129, 520, 257}, {0, 0, 33, 1000, 7}, {0, 0, 300, 4096, 200}};
   return cases_of({Precision::FP32, Precision::TF32}, shapes);
+}
+
+// tf32, one B [K, N] with rows TMA can read (N and K multiples of 4), cheap
+// epilogues: B as wgmma's register operand (swap-AB, wgmma_swap_ab.cuh), no
+// transposed copy. Tiles over every edge, M = 1, K of one k-tile and of 128.
+std::vector<MatmulCase> swap_ab_cases() {
+  const Shapes shapes = {{0, 0, 1, 64, 64},     {3, 0, 100, 72, 48},  {0, 0, 257, 96, 520},
+                         {2, 0, 129, 520, 264}, {0, 0, 33, 1000, 8}, {0, 0, 300, 4096, 200}};
+  std::vector<MatmulCase> out;
+  int t = 0;
+  for (const auto& s : shapes) out.push_back({Precision::TF32, s[0], s[1], s[2], s[3], s[4], t++ % 2 ? "none" : "bias_relu"});
+  out.push_back({Precision::TF32, 0, 0, 1000, 36, 1028, "bias_relu"});
+  out.push_back({Precision::TF32, 0, 0, 513, 4, 132, "none"});
+  return out;
 }
 
 // The kernel name's mainloop: "_mma_", "_wgmma_", or "" for the SIMT control
@@ -140,6 +154,18 @@ TEST(GpuGemmMma, MatmulWgmmaTallPingPongMatchesReference) {
   run_wgmma_cases("wgmma_tile=128x128x4x8,wgmma_schedule=pingpong");
 }
 TEST(GpuGemmMma, MatmulWgmmaTmaStoresMatchReference) { run_wgmma_cases("tma_store=1"); }
+TEST(GpuGemmMma, MatmulWgmmaSwapAbMatchesReference) { run_wgmma_cases("wgmma_swap_ab=1", swap_ab_cases()); }
+TEST(GpuGemmMma, MatmulWgmmaSwapAbTilesMatchReference) {
+  for (const char* tile : {"64x64x4x8", "128x128x6x4", "256x64x5x2", "192x128x4x8", "176x64x4x1"})
+    run_wgmma_cases(std::string("wgmma_swap_ab=1,wgmma_tile=") + tile, swap_ab_cases());
+}
+TEST(GpuGemmMma, MatmulWgmmaSwapAbSplitKMatchesReference) {
+  run_wgmma_cases("wgmma_swap_ab=1,split_k=3", swap_ab_cases());
+}
+// The same cases on the transposed copy of B (wgmma_swap_ab=0), the path swap-AB replaces.
+TEST(GpuGemmMma, MatmulWgmmaTransposedCopyMatchesReference) {
+  run_wgmma_cases("wgmma_swap_ab=0", swap_ab_cases());
+}
 
 // Split-K sums the splits in a fixed order and leaves its counters at zero:
 // the same inputs give bitwise the same output, launch after launch.

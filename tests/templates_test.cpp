@@ -221,8 +221,11 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
-    fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
-                                                         [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    if constexpr (Tile::kSwapAB)  // (a swap-AB fragment holds columns: no staged chunks)
+      fj::tile_pointwise(f, m0, n0, 300, 500, [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    else
+      fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
+                                                           [&](float v, int m, int n) { c[m * 1000 + n] += v; });
   });
 }
 #define KERNEL(name, ...)                                                                                        \
@@ -236,7 +239,33 @@ KERNEL(k_f16, fj::WgmmaTile<64, 64, 8, fj::MmaKind::F16>)
 KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
 KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
+KERNEL(k_tf32_swap, fj::WgmmaTile<256, 128, 4, fj::MmaKind::TF32, false, false, 1, true>)
+KERNEL(k_tf32_swap_64, fj::WgmmaTile<176, 64, 4, fj::MmaKind::TF32, false, false, 1, true>)
 )"},
+      {"wgmma_swap_ab.cuh", R"(
+// The register operand's loads from a swizzled box, one wgmma of each width,
+// and the fragment's output coordinates.
+template <int BM>
+__device__ void one(const char* box, unsigned long long b, float* out) {
+  unsigned a[4][4];
+  fj::swap_ab_load_a(a, box, 8 * (threadIdx.x / 32 % 2) + fj::swap_ab_lane_col(threadIdx.x % 32 / 4), threadIdx.x % 4);
+  float acc[BM / 4][2] = {};
+  fj::sm90::mma_tf32_rs<BM>(acc, a[threadIdx.x % 4], b);
+  out[threadIdx.x] = acc[threadIdx.x % (BM / 4)][1];
+}
+struct Tile {
+  static constexpr int BM = 128, BN = 64, kConsumerThreads = 128;
+};
+extern "C" __global__ void k(float* out, unsigned long long b) {
+  __shared__ __align__(1024) char box[4096];
+  one<64>(box, b, out);
+  one<128>(box, b, out);
+  one<176>(box, b, out);
+  one<192>(box, b, out);
+  one<256>(box, b, out);
+  fj::WgmmaSwapFragment<Tile> f;
+  out[f.row(3) * 64 + f.col(1)] = f.pick(0, 3, 1);
+})"},
       {"wgmma_schedule.cuh", R"(
 // Split-K's units and gather over a stand-in fragment of 128 threads.
 struct Frag {
@@ -398,7 +427,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
-                          files[i] == "wgmma_tma_store.cuh";
+                          files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
                               (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";

@@ -1,0 +1,94 @@
+// fusejit/wgmma_swap_ab.cuh — the swap-AB form of the wgmma mainloop
+// (gemm_wgmma.cuh, WgmmaTile<..., kSwapAB = true>): C = A B with an fp32
+// B [K][N] stored N-major, which tf32 wgmma cannot read from shared memory
+// (it takes K-major operands only). The mainloop computes C^T = B^T A^T
+// instead: B^T is wgmma's A operand, loaded from B's shared-memory k-tile
+// into registers (any layout works there), and A [M][K], K-major, is wgmma's
+// B operand as stored. No transposed copy of B.
+//
+// Tile::BM output rows (m) are the wgmma's N (64..256), Tile::BN output
+// columns (n) its M: 64 per consumer warpgroup. B's k-tile arrives as BN / 32
+// TMA boxes of 32 n x 32 k (128-byte rows, 128-byte swizzle), 4 KiB each.
+// Warp w of consumer c takes 16 output columns of box 2c + w/2: offsets
+// 8(w%2) + col(lane/4) + {0, 1}, where col(r) = {0, 2, 16, 18, 4, 6, 20,
+// 22}[r]. Each thread's two columns are adjacent, so one 8-byte shared load
+// fills its A registers for a k row; lanes 0-15 (and 16-31) then read 32
+// distinct banks under the swizzle (the 16-byte chunk index XOR the row).
+#pragma once
+
+#include "fusejit/wgmma_ops.cuh"
+
+namespace fj {
+
+namespace sm90 {
+// acc[BM/4][2] += A(64 x 8, registers) * B(8 x BM), transposed accumulators.
+template <int BM>
+__device__ __forceinline__ void mma_tf32_rs(float (&acc)[BM / 4][2], const unsigned (&a)[4], unsigned long long b) {
+  if constexpr (BM == 64) mma_tf32_rs_m64n64(acc, a, b);
+  if constexpr (BM == 128) mma_tf32_rs_m64n128(acc, a, b);
+  if constexpr (BM == 176) mma_tf32_rs_m64n176(acc, a, b);
+  if constexpr (BM == 192) mma_tf32_rs_m64n192(acc, a, b);
+  if constexpr (BM == 256) mma_tf32_rs_m64n256(acc, a, b);
+}
+}  // namespace sm90
+
+// The output column (within a 16-column warp slice, before the +1 of its
+// pair) of the lanes 4r .. 4r + 3.
+__device__ __forceinline__ int swap_ab_lane_col(int r) { return 2 * (r % 2) + 16 * ((r / 2) % 2) + 4 * (r / 4); }
+
+// A compile-time register buffer index (the k-tile loop alternates two).
+template <int V>
+struct SwapBuf {
+  static constexpr int value = V;
+};
+
+// The A registers of kSteps k8 steps: for step s, rows k = 8s + kq and
+// 8s + kq + 4 of the box (kq = lane % 4), columns col_off and col_off + 1.
+template <int kSteps>
+__device__ __forceinline__ void swap_ab_load_a(unsigned (&a)[kSteps][4], const char* box, int col_off, int kq) {
+  const int chunk = col_off >> 2, within = (col_off & 3) << 2;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 8 * s + kq + 4 * h;  // r % 8 == kq + 4h: the swizzle's row phase
+      const uint2 v = *reinterpret_cast<const uint2*>(box + r * 128 + ((chunk ^ (kq + 4 * h)) << 4) + within);
+      a[s][2 * h] = v.x;
+      a[s][2 * h + 1] = v.y;
+    }
+}
+
+// The accumulator fragment of a swap-AB tile, in output coordinates: thread
+// t (of the consumers) holds output rows 8i + 2(t%4) + {0, 1} (the wgmma's
+// columns) of two adjacent output columns. The fragment interface of
+// gemm_simt.cuh, for elementwise epilogues (tile_pointwise, split-K): a
+// row's elements are spread over every warp, so there are no row sharers
+// and no staged chunks (the planner fuses no reduction into such a tile).
+template <class Tile>
+struct WgmmaSwapFragment {
+  static constexpr int kRows = Tile::BM / 4, kCols = 2;
+  static constexpr int kRowUnroll = kRows;  // one row group: the epilogue is unrolled whole
+  static constexpr int kThreads = Tile::kConsumerThreads;
+  static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
+  float acc[kRows][kCols];
+  int t;
+  int first_col;
+
+  __device__ __forceinline__ WgmmaSwapFragment() : t((threadIdx.x - 128) % kThreads) {
+    const int warp = (t / 32) % 4;
+    first_col = 64 * (t / 128) + 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col((t % 32) / 4);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) acc[i][j] = 0.f;
+  }
+  __device__ __forceinline__ int row(int i) const { return 8 * (i / 2) + 2 * (t % 4) + (i % 2); }
+  __device__ __forceinline__ int col(int j) const { return first_col + j; }
+  __device__ __forceinline__ int thread() const { return t; }
+  __device__ __forceinline__ int consumer() const { return 0; }
+  static __device__ __forceinline__ void sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
+  __device__ __forceinline__ float pick(int, int q, int j) const { return acc[q][j]; }
+  __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
+};
+
+}  // namespace fj
