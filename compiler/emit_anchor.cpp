@@ -402,9 +402,21 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ", true>(frag, m0, n0, " + shape.rows +
                         ", " + shape.cols + ", smem,");
+        } else if (wgmma) {
+          // Swap-AB: stored from registers (a thread's two adjacent columns of 4 rows a warp fill whole
+          // 32-byte sectors between two stores). Inputs along N staged per tile: a thread holds two columns
+          // of 64 rows, and its loads of them were issued once per element.
+          const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
+          const std::vector<BufferRef> cols = column_loads(g, tree, 2);
+          smem_floats = std::max<int64_t>(smem_floats, static_cast<int64_t>(cols.size()) * wt.bn);
+          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's epilogue is done reading its columns");
+          const ColumnStaging staged = stage_columns(em, cols, 0, wt.bn, shape.cols);
+          append(run, staged.lines);
+          if (!cols.empty()) run.push_back("Frag::sync();  // the tile's columns are staged");
+          column_args = staged.args;
+          fn = epilogue_fn(cols);
+          run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         } else {
-          // (Swap-AB wgmma tiles too: a thread's two adjacent columns of 4 rows a warp fill whole 32-byte
-          // sectors between two stores, no staging needed.)
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }
