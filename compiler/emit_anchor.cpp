@@ -8,6 +8,7 @@
 #include "compiler/emit_anchor_parts.h"
 #include "compiler/emit_common.h"
 #include "compiler/emitters.h"
+#include "compiler/passes.h"
 
 namespace fusejit::cg {
 using namespace anchor;  // the pieces in emit_anchor_parts.h
@@ -375,7 +376,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
       } else {
-        if (wgmma && !wt.swap_ab) {  // staged through shared memory: coalesced loads and stores
+        const bool cheap = std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
+                                       [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
+        if (wgmma && (!wt.swap_ab || !cheap)) {  // staged through shared memory: coalesced loads and stores
           // Linear / matmul: inputs along N staged per tile after the staging area.
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
           const std::vector<BufferRef> cols = geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
@@ -403,7 +406,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ", true>(frag, m0, n0, " + shape.rows +
                         ", " + shape.cols + ", smem,");
         } else if (wgmma) {
-          // Swap-AB: stored from registers (a thread's two adjacent columns of 4 rows a warp fill whole
+          // Swap-AB with cheap ops (costly ones take the staged path above: its functor loop is rolled):
+          // stored from registers (a thread's two adjacent columns of 4 rows a warp fill whole
           // 32-byte sectors between two stores). Inputs along N staged per tile: a thread holds two columns
           // of 64 rows, and its loads of them were issued once per element.
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);

@@ -136,13 +136,12 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
 
 // Why a tf32 matmul cannot take B [K, N] as wgmma's register operand
 // (swap-AB, templates/wgmma_swap_ab.cuh), or "".
-std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo, bool cheap_epilogue) {
+std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo) {
   if (geo.op != OpKind::Matmul || kp.mma_kind != "tf32") return "swap-AB takes a tf32 matmul with B [K, N]";
   if ((geo.n * 4) % 16)
     return "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
            std::to_string(geo.n * 4);
   if (!kp.tails.empty()) return "a reduction or pool is fused into the epilogue (a swap-AB thread holds output columns)";
-  if (!cheap_epilogue) return "the epilogue has costly ops (a swap-AB tile's epilogue is unrolled whole)";
   if (ctx.heur.wgmma_schedule == "pingpong") return "wgmma_schedule=pingpong (swap-AB is cooperative)";
   if (ctx.heur.wgmma_cluster.value_or(1) > 1) return "wgmma_cluster=2 (swap-AB runs without clusters)";
   return "";
@@ -194,7 +193,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
                                                                [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
   if (geo.op == OpKind::Matmul && kp.mma_kind == "tf32" && ctx.heur.wgmma_swap_ab != false) {
-    const std::string why_not = swap_ab_blocker(ctx, kp, geo, cheap_epilogue);
+    const std::string why_not = swap_ab_blocker(ctx, kp, geo);
     if (ctx.heur.wgmma_swap_ab == true && !why_not.empty()) return Error("codegen config: wgmma_swap_ab=1, but " + why_not);
     // auto: unless the config sets the (plain) tile
     if (why_not.empty() && (ctx.heur.wgmma_swap_ab == true || !ctx.heur.wgmma)) return choose_swap_ab_tile(ctx, kp, geo);

@@ -61,9 +61,10 @@ __device__ __forceinline__ void swap_ab_load_a(unsigned (&a)[kSteps][4], const c
 // The accumulator fragment of a swap-AB tile, in output coordinates: thread
 // t (of the consumers) holds output rows 8i + 2(t%4) + {0, 1} (the wgmma's
 // columns) of two adjacent output columns. The fragment interface of
-// gemm_simt.cuh, for elementwise epilogues (tile_pointwise, split-K): a
-// row's elements are spread over every warp, so there are no row sharers
-// and no staged chunks (the planner fuses no reduction into such a tile).
+// gemm_simt.cuh, for elementwise epilogues (tile_pointwise, unrolled whole;
+// tile_pointwise_staged, whose chunks only the threads holding them write;
+// split-K): a row's elements are spread over every warp, so there are no
+// row sharers (the planner fuses no reduction into such a tile).
 template <class Tile>
 struct WgmmaSwapFragment {
   static constexpr int kRows = Tile::BM / 4, kCols = 2;
@@ -89,6 +90,15 @@ struct WgmmaSwapFragment {
   static __device__ __forceinline__ void sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
   __device__ __forceinline__ float pick(int, int q, int j) const { return acc[q][j]; }
   __device__ __forceinline__ void set(int, int q, int j, float v) { acc[q][j] = v; }
+  // Columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0]: this thread's
+  // pair, where it lies in the chunk (ld even: 8-byte stores).
+  template <int kC0, int kChunk>
+  __device__ __forceinline__ void stage_cols(float* smem, int ld) const {
+    const int c = first_col - kC0;
+    if (c < 0 || c >= kChunk) return;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) *reinterpret_cast<float2*>(smem + row(i) * ld + c) = make_float2(acc[i][0], acc[i][1]);
+  }
 };
 
 }  // namespace fj

@@ -201,6 +201,16 @@ TEST(CodegenWgmma, Tf32MatmulTakesBAsTheRegisterOperand) {
     ASSERT_FALSE(r.ok()) << config;
     EXPECT_NE(r.error().str().find("swap"), std::string::npos) << config << ": " << r.error().str();
   }
+  // A costly epilogue: swap-AB too, staged through shared memory (a rolled loop over the staged chunks).
+  GraphBuilder gb(Precision::TF32, "matmul_gelu");
+  auto gelu_out = gb.matmul(gb.input("a", {512, 256}), gb.input("b", {256, 256})).gelu();
+  gb.output("y", gelu_out);
+  auto gelu_graph = gb.build();
+  ASSERT_TRUE(gelu_graph.ok()) << gelu_graph.error().str();
+  Program gelu = generate(*gelu_graph);
+  EXPECT_NE(gelu.plan_text.find("swap-AB"), std::string::npos) << gelu.plan_text;
+  EXPECT_NE(gelu.source.find("fj::tile_pointwise_staged<"), std::string::npos) << gelu.source;
+  EXPECT_TRUE(compile_to_cubin(gelu.source, gelu.name, {"sm_90a", false, {}}).ok());
   auto sum = generate_program(matmul_chain(Precision::TF32, 0, 512, 256, 256, "sum", DType::F32), {"sm_90a", "wgmma_swap_ab=1"});
   ASSERT_FALSE(sum.ok());
   EXPECT_NE(sum.error().str().find("wgmma_swap_ab=1, but a reduction"), std::string::npos) << sum.error().str();

@@ -80,17 +80,20 @@ std::vector<MatmulCase> transposed_b_cases() {
   return cases_of({Precision::FP32, Precision::TF32}, shapes);
 }
 
-// tf32, one B [K, N] with rows TMA can read (N and K multiples of 4), cheap
-// epilogues: B as wgmma's register operand (swap-AB, wgmma_swap_ab.cuh), no
-// transposed copy. Tiles over every edge, M = 1, K of one k-tile and of 128.
+// tf32, one B [K, N] with rows TMA can read (N and K multiples of 4),
+// elementwise epilogues (cheap: stored from registers; gelu: staged through
+// shared memory): B as wgmma's register operand (swap-AB, wgmma_swap_ab.cuh),
+// no transposed copy. Tiles over every edge, M = 1, K of one k-tile and of 128.
 std::vector<MatmulCase> swap_ab_cases() {
   const Shapes shapes = {{0, 0, 1, 64, 64},     {3, 0, 100, 72, 48},  {0, 0, 257, 96, 520},
                          {2, 0, 129, 520, 264}, {0, 0, 33, 1000, 8}, {0, 0, 300, 4096, 200}};
   std::vector<MatmulCase> out;
   int t = 0;
-  for (const auto& s : shapes) out.push_back({Precision::TF32, s[0], s[1], s[2], s[3], s[4], t++ % 2 ? "none" : "bias_relu"});
+  const char* tails[] = {"bias_relu", "none", "gelu"};
+  for (const auto& s : shapes) out.push_back({Precision::TF32, s[0], s[1], s[2], s[3], s[4], tails[t++ % 3]});
   out.push_back({Precision::TF32, 0, 0, 1000, 36, 1028, "bias_relu"});
   out.push_back({Precision::TF32, 0, 0, 513, 4, 132, "none"});
+  out.push_back({Precision::TF32, 2, 0, 700, 200, 388, "gelu"});
   return out;
 }
 

@@ -221,11 +221,10 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
-    if constexpr (Tile::kSwapAB)  // (a swap-AB fragment holds columns: no staged chunks)
-      fj::tile_pointwise(f, m0, n0, 300, 500, [&](float v, int m, int n) { c[m * 1000 + n] += v; });
-    else
-      fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
-                                                           [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
+                                                         [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    if constexpr (Tile::kSwapAB)  // swap-AB tiles: also stored from registers
+      fj::tile_pointwise(f, m0, n0, 300, 500, [&](float v, int m, int n) { c[m * 1000 + n] -= v; });
   });
 }
 #define KERNEL(name, ...)                                                                                        \
