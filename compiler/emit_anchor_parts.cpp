@@ -75,7 +75,8 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
                                  : view(a.operands[1], geo.n, geo.k, b_rows, bk)};
   if (needs_tf32_split(kp)) {  // 3xTF32: the operands' residuals, tiled like them
     maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_a}, 4, false, rows, geo.k, wt.bm, bk});
-    maps.push_back(TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
+    maps.push_back(wt.swap_ab ? TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.k, geo.n, bk, 32}
+                              : TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
   }
   for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x 128 bytes, 128-byte swizzle
     const DType ot = g.node(v).type.dtype;

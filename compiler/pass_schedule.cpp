@@ -137,7 +137,8 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
 // Why a tf32 matmul cannot take B [K, N] as wgmma's register operand
 // (swap-AB, templates/wgmma_swap_ab.cuh), or "".
 std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo) {
-  if (geo.op != OpKind::Matmul || kp.mma_kind != "tf32") return "swap-AB takes a tf32 matmul with B [K, N]";
+  if (geo.op != OpKind::Matmul || (kp.mma_kind != "tf32" && kp.mma_kind != "f32x3"))
+    return "swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N]";
   if ((geo.n * 4) % 16)
     return "TMA needs rows of a multiple of 16 bytes and B's N=" + std::to_string(geo.n) + " gives " +
            std::to_string(geo.n * 4);
@@ -147,25 +148,34 @@ std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const 
   return "";
 }
 
+// 3xTF32 swap-AB loads B's hi and lo k-tiles into registers and waits for each
+// k-tile's wgmmas (as 3xTF32 does): it wins where B's transposed copy is large
+// next to the GEMM, i.e. few rows. H200, matmul + bias + relu, swap-AB vs the
+// copy (bench_gemm_*_20261128-100702_matmul_fp32_swap_ab.md): 256x16384x16384
+// 1.596 vs 2.023 ms, 1024x8192x8192 1.174 vs 1.239, but 4096^3 1.119 vs 1.099
+// and 16384x2048x2048 1.161 vs 1.135.
+constexpr int64_t kMaxRowsFor3xTf32SwapAb = 2048;
+
 // Swap-AB (tf32 matmul, B [K, N] as wgmma's register operand A): no transposed
 // copy of B. The tile by the same cost model with M and N exchanged (bm
 // output rows are the wgmma's N). H200, dX of seed 2 (1024x8192x8192): see
 // docs/codegen.md "Swap-AB".
 Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  const bool three_tf32 = kp.mma_kind == "f32x3";
   WgmmaConfig tile;
   if (ctx.heur.wgmma) {
     tile = *ctx.heur.wgmma;
   } else {
     AnchorGeometry transposed = geo;
     std::swap(transposed.m, transposed.n);
-    const WgmmaConfig t = heuristic_wgmma(transposed, false, 0, true);
+    const WgmmaConfig t = heuristic_wgmma(transposed, three_tf32, 0, true);
     tile.bm = t.bn;
     tile.bn = t.bm;
   }
   tile.swap_ab = true;
-  if (!ctx.heur.wgmma) tile.stages = max_stages(tile, false);
+  if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
-  if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);
+  if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   kp.wgmma = tile;
   for (std::string& note : kp.notes) {
     const std::string transposed = " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only)";
@@ -192,13 +202,14 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
   const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
                                                                [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
-  if (geo.op == OpKind::Matmul && kp.mma_kind == "tf32" && ctx.heur.wgmma_swap_ab != false) {
+  if (geo.op == OpKind::Matmul && (kp.mma_kind == "tf32" || three_tf32) && ctx.heur.wgmma_swap_ab != false) {
     const std::string why_not = swap_ab_blocker(ctx, kp, geo);
     if (ctx.heur.wgmma_swap_ab == true && !why_not.empty()) return Error("codegen config: wgmma_swap_ab=1, but " + why_not);
-    // auto: unless the config sets the (plain) tile
-    if (why_not.empty() && (ctx.heur.wgmma_swap_ab == true || !ctx.heur.wgmma)) return choose_swap_ab_tile(ctx, kp, geo);
+    // auto: unless the config sets the (plain) tile; 3xTF32 where B's copy costs more than the register loads
+    const bool auto_swap = !ctx.heur.wgmma && (!three_tf32 || geo.m <= kMaxRowsFor3xTf32SwapAb);
+    if (why_not.empty() && (ctx.heur.wgmma_swap_ab == true || auto_swap)) return choose_swap_ab_tile(ctx, kp, geo);
   } else if (ctx.heur.wgmma_swap_ab == true) {
-    return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 matmul with B [K, N]");
+    return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N]");
   }
   if (ctx.heur.wgmma_schedule == "pingpong") {
     if (!ctx.heur.wgmma) {

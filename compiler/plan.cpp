@@ -90,8 +90,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
                " must be 64 or 128 (one or two consumer warpgroups)");
   if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
     return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
-  if (t.swap_ab && (t.pingpong || t.cluster_m > 1 || three_tf32))
-    return bad("swap-AB runs tf32 on the cooperative schedule, without clusters");
+  if (t.swap_ab && (t.pingpong || t.cluster_m > 1))
+    return bad("swap-AB runs the cooperative schedule, without clusters");
   if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
@@ -103,8 +103,9 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
     return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
   if (t.cluster_m > 1 && t.bn % 64) return bad("2-block clusters take tiles 64, 128 or 256 wide");
-  if (three_tf32 && t.bn > 128)
-    return bad("3xTF32 keeps a second accumulator (one k-tile's sum): bn must be at most 128");
+  if (three_tf32 && wgmma_n > 128)
+    return bad(std::string("3xTF32 keeps a second accumulator (one k-tile's sum): ") + (t.swap_ab ? "bm" : "bn") +
+               " must be at most 128");
   if (wgmma_smem_bytes(t, three_tf32) > kWgmmaDynamicSmemLimit)
     return bad(std::to_string(wgmma_smem_bytes(t, three_tf32)) + " bytes of shared memory" +
                (three_tf32 ? " (3xTF32 stages hold the operands' residual tiles too)" : "") + ", over the 226 KiB a wgmma kernel may take on sm_90");

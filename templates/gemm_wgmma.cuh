@@ -229,8 +229,10 @@ struct WgmmaTile {
   static_assert(kSwapAB || BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
   static_assert(!kSwapAB || ((BN == 64 || BN == 128) && (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
                 "swap-AB: BN 64 or 128 (the consumers' wgmma rows), BM 64, 128, 176, 192 or 256");
-  static_assert(!kSwapAB || (kKind == MmaKind::TF32 && !kPingPong && kClusterM == 1 && !kBNMajor),
-                "swap-AB: tf32, the cooperative schedule, no clusters");
+  static_assert(!kSwapAB || ((kKind == MmaKind::TF32 || kKind == MmaKind::F32x3) && !kPingPong && kClusterM == 1 &&
+                             !kBNMajor),
+                "swap-AB: tf32 or 3xTF32, the cooperative schedule, no clusters");
+  static_assert(!kSwapAB || kKind != MmaKind::F32x3 || BM <= 128, "3xTF32 swap-AB: BM at most 128 (two accumulators)");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
   static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
@@ -391,7 +393,14 @@ struct GemmOperands {
     }
     if constexpr (Tile::kKind == MmaKind::F32x3) {
       sm90::tma_load_2d(st.a_lo, maps.a_lo, bar, kt * BK, c.m * Tile::BM);
-      sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * BK, c.n * Tile::BN);
+      if constexpr (Tile::kSwapAB) {
+#pragma unroll
+        for (int j = 0; j < Tile::BN / 32; ++j)
+          sm90::tma_load_2d(static_cast<char*>(st.b_lo) + j * Tile::kBColumnBytes, maps.b_lo, bar,
+                            c.n * Tile::BN + 32 * j, kt * BK);
+      } else {
+        sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * BK, c.n * Tile::BN);
+      }
     }
   }
 };
@@ -523,7 +532,40 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     for (int i = 0; i < Frag::kRows; ++i)
 #pragma unroll
       for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] = 0.f;
-    if constexpr (kSplit) {
+    if constexpr (kSplit && Tile::kSwapAB) {
+      // 3xTF32, swap-AB: B's hi and lo k-tiles into registers (as the tf32
+      // swap-AB branch below loads B), A's hi and lo as wgmma's B operand;
+      // the cross terms first, the k-tile's sum added to acc in fp32.
+      const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+      const int box = (2 * consumer + warp / 2) * Tile::kBColumnBytes;
+      const int col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+      unsigned hi[kSteps][4], lo[kSteps][4];
+#pragma unroll 1
+      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
+        const int s = it % S;
+        sm90::mbar_wait(&full[s], (it / S) & 1);
+        swap_ab_load_a(hi, b_ring + s * kB + box, col_off, lane % 4);
+        swap_ab_load_a(lo, b_lo_ring + s * kB + box, col_off, lane % 4);
+        const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA);
+        const unsigned long long a_lo = sm90::sw128_desc(a_lo_ring + s * kA);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k) {
+          const int d = k * kStepBytes16;
+          sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, lo[k], a_hi + d, k > 0);  // k-tile sum starts fresh
+          sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_lo + d);
+        }
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_hi + k * kStepBytes16);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
+        if (warp_leader) sm90::mbar_arrive(&empty[s]);
+#pragma unroll
+        for (int i = 0; i < Frag::kRows; ++i)
+#pragma unroll
+          for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
+      }
+    } else if constexpr (kSplit) {
       // Stage it holds A and B (hi, read as TF32) and their residuals (lo).
       // The k-tile's sum is added to acc in fp32 before the next k-tile
       // starts. The tensor core truncates its fp32 sums: the small cross

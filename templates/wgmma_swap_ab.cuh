@@ -23,12 +23,13 @@ namespace fj {
 namespace sm90 {
 // acc[BM/4][2] += A(64 x 8, registers) * B(8 x BM), transposed accumulators.
 template <int BM>
-__device__ __forceinline__ void mma_tf32_rs(float (&acc)[BM / 4][2], const unsigned (&a)[4], unsigned long long b) {
-  if constexpr (BM == 64) mma_tf32_rs_m64n64(acc, a, b);
-  if constexpr (BM == 128) mma_tf32_rs_m64n128(acc, a, b);
-  if constexpr (BM == 176) mma_tf32_rs_m64n176(acc, a, b);
-  if constexpr (BM == 192) mma_tf32_rs_m64n192(acc, a, b);
-  if constexpr (BM == 256) mma_tf32_rs_m64n256(acc, a, b);
+__device__ __forceinline__ void mma_tf32_rs(float (&acc)[BM / 4][2], const unsigned (&a)[4], unsigned long long b,
+                                            int scale_d = 1) {
+  if constexpr (BM == 64) mma_tf32_rs_m64n64(acc, a, b, scale_d);
+  if constexpr (BM == 128) mma_tf32_rs_m64n128(acc, a, b, scale_d);
+  if constexpr (BM == 176) mma_tf32_rs_m64n176(acc, a, b, scale_d);
+  if constexpr (BM == 192) mma_tf32_rs_m64n192(acc, a, b, scale_d);
+  if constexpr (BM == 256) mma_tf32_rs_m64n256(acc, a, b, scale_d);
 }
 }  // namespace sm90
 
@@ -72,6 +73,7 @@ struct WgmmaSwapFragment {
   static constexpr int kThreads = Tile::kConsumerThreads;
   static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
   float acc[kRows][kCols];
+  float tile_sum[kRows][kCols];  // F32x3 only: one k-tile's sum in the tensor core (as WgmmaFragment's)
   int t;
   int first_col;
 
@@ -81,7 +83,7 @@ struct WgmmaSwapFragment {
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) acc[i][j] = 0.f;
+      for (int j = 0; j < kCols; ++j) acc[i][j] = tile_sum[i][j] = 0.f;
   }
   __device__ __forceinline__ int row(int i) const { return 8 * (i / 2) + 2 * (t % 4) + (i % 2); }
   __device__ __forceinline__ int col(int j) const { return first_col + j; }

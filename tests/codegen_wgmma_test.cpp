@@ -201,6 +201,21 @@ TEST(CodegenWgmma, Tf32MatmulTakesBAsTheRegisterOperand) {
     ASSERT_FALSE(r.ok()) << config;
     EXPECT_NE(r.error().str().find("swap"), std::string::npos) << config << ": " << r.error().str();
   }
+  // fp32 (3xTF32): swap-AB with both operands' residuals split as stored (no transposed copy).
+  Program fp32 = generate(matmul_chain(Precision::FP32, 0, 1024, 512, 300, "", DType::F32));
+  EXPECT_NE(fp32.plan_text.find("swap-AB"), std::string::npos) << fp32.plan_text;
+  ASSERT_EQ(fp32.launches.size(), 2u) << fp32.plan_text;
+  EXPECT_EQ(fp32.launches[0].kernel, "fj_split_tf32_operands");
+  ASSERT_EQ(fp32.scratch.size(), 2u) << fp32.plan_text;  // the residuals only
+  const auto& fp32_maps = fp32.launches[1].tensor_maps;
+  ASSERT_EQ(fp32_maps.size(), 4u);
+  EXPECT_EQ(fp32_maps[3].buffer, (BufferRef{BufferKind::Scratch, 1}));  // B's residual, [K, N] as B
+  EXPECT_EQ(fp32_maps[3].rows, 512);
+  EXPECT_EQ(fp32_maps[3].box_cols, 32);
+  EXPECT_TRUE(compile_to_cubin(fp32.source, fp32.name, {"sm_90a", false, {}}).ok());
+  EXPECT_FALSE(generate_program(matmul_chain(Precision::FP32, 0, 1024, 512, 300, "", DType::F32),
+                                {"sm_90a", "wgmma_swap_ab=1,wgmma_tile=256x128x3"})
+                   .ok()) << "3xTF32 swap-AB tiles have at most 128 rows";
   // A costly epilogue: swap-AB too, staged through shared memory (a rolled loop over the staged chunks).
   GraphBuilder gb(Precision::TF32, "matmul_gelu");
   auto gelu_out = gb.matmul(gb.input("a", {512, 256}), gb.input("b", {256, 256})).gelu();
@@ -618,7 +633,8 @@ TEST(CodegenWgmma, DefaultConfigsCompileWithoutSpills) {
                         // tf32 matmul, swap-AB (B [K, N] from registers): default, split-K, 64-wide
                         {Precision::TF32, 1024, 8192, 8192, "", "", true},
                         {Precision::TF32, 300, 4096, 200, "", "wgmma_swap_ab=1,split_k=3", true},
-                        {Precision::TF32, 4096, 1024, 4096, "", "wgmma_swap_ab=1,wgmma_tile=256x64x5x8", true}};
+                        {Precision::TF32, 4096, 1024, 4096, "", "wgmma_swap_ab=1,wgmma_tile=256x64x5x8", true},
+                        {Precision::FP32, 1024, 8192, 8192, "", "", true}};
   for (const Case& c : cases) {
     const Graph g = c.matmul ? matmul_chain(c.p, 0, c.m, c.k, c.n, c.tail, operand_type(c.p))
                              : linear_chain(c.p, c.m, c.k, c.n, c.tail, operand_type(c.p));

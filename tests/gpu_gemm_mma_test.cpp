@@ -90,10 +90,12 @@ std::vector<MatmulCase> swap_ab_cases() {
   std::vector<MatmulCase> out;
   int t = 0;
   const char* tails[] = {"bias_relu", "none", "gelu"};
-  for (const auto& s : shapes) out.push_back({Precision::TF32, s[0], s[1], s[2], s[3], s[4], tails[t++ % 3]});
-  out.push_back({Precision::TF32, 0, 0, 1000, 36, 1028, "bias_relu"});
-  out.push_back({Precision::TF32, 0, 0, 513, 4, 132, "none"});
-  out.push_back({Precision::TF32, 2, 0, 700, 200, 388, "gelu"});
+  for (Precision p : {Precision::TF32, Precision::FP32}) {  // fp32: 3xTF32, B's residual in registers too
+    for (const auto& s : shapes) out.push_back({p, s[0], s[1], s[2], s[3], s[4], tails[t++ % 3]});
+    out.push_back({p, 0, 0, 1000, 36, 1028, "bias_relu"});
+    out.push_back({p, 0, 0, 513, 4, 132, "none"});
+    out.push_back({p, 2, 0, 700, 200, 388, "gelu"});
+  }
   return out;
 }
 
@@ -157,17 +159,30 @@ TEST(GpuGemmMma, MatmulWgmmaTallPingPongMatchesReference) {
   run_wgmma_cases("wgmma_tile=128x128x4x8,wgmma_schedule=pingpong");
 }
 TEST(GpuGemmMma, MatmulWgmmaTmaStoresMatchReference) { run_wgmma_cases("tma_store=1"); }
-TEST(GpuGemmMma, MatmulWgmmaSwapAbMatchesReference) { run_wgmma_cases("wgmma_swap_ab=1", swap_ab_cases()); }
+// The cases of one precision (fp32's small grids would take mma.sync split-K by default: mainloop=wgmma).
+std::vector<MatmulCase> swap_ab_cases_of(Precision p) {
+  std::vector<MatmulCase> out;
+  for (const MatmulCase& c : swap_ab_cases())
+    if (c.precision == p) out.push_back(c);
+  return out;
+}
+TEST(GpuGemmMma, MatmulWgmmaSwapAbMatchesReference) {
+  run_wgmma_cases("wgmma_swap_ab=1", swap_ab_cases_of(Precision::TF32));
+  run_wgmma_cases("mainloop=wgmma,wgmma_swap_ab=1", swap_ab_cases_of(Precision::FP32));
+}
 TEST(GpuGemmMma, MatmulWgmmaSwapAbTilesMatchReference) {
   for (const char* tile : {"64x64x4x8", "128x128x6x4", "256x64x5x2", "192x128x4x8", "176x64x4x1"})
-    run_wgmma_cases(std::string("wgmma_swap_ab=1,wgmma_tile=") + tile, swap_ab_cases());
+    run_wgmma_cases(std::string("wgmma_swap_ab=1,wgmma_tile=") + tile, swap_ab_cases_of(Precision::TF32));
+  for (const char* tile : {"64x64x4x8", "128x64x4x2", "128x128x3x8"})  // 3xTF32: at most 128 rows
+    run_wgmma_cases(std::string("mainloop=wgmma,wgmma_swap_ab=1,wgmma_tile=") + tile, swap_ab_cases_of(Precision::FP32));
 }
 TEST(GpuGemmMma, MatmulWgmmaSwapAbSplitKMatchesReference) {
-  run_wgmma_cases("wgmma_swap_ab=1,split_k=3", swap_ab_cases());
+  run_wgmma_cases("wgmma_swap_ab=1,split_k=3", swap_ab_cases_of(Precision::TF32));
+  run_wgmma_cases("mainloop=wgmma,wgmma_swap_ab=1,split_k=3", swap_ab_cases_of(Precision::FP32));
 }
 // The same cases on the transposed copy of B (wgmma_swap_ab=0), the path swap-AB replaces.
 TEST(GpuGemmMma, MatmulWgmmaTransposedCopyMatchesReference) {
-  run_wgmma_cases("wgmma_swap_ab=0", swap_ab_cases());
+  run_wgmma_cases("mainloop=wgmma,wgmma_swap_ab=0", swap_ab_cases());
 }
 
 // Split-K sums the splits in a fixed order and leaves its counters at zero:

@@ -240,6 +240,7 @@ KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
 KERNEL(k_tf32_swap, fj::WgmmaTile<256, 128, 4, fj::MmaKind::TF32, false, false, 1, true>)
 KERNEL(k_tf32_swap_64, fj::WgmmaTile<176, 64, 4, fj::MmaKind::TF32, false, false, 1, true>)
+KERNEL(k_f32x3_swap, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3, false, false, 1, true>)
 )"},
       {"wgmma_swap_ab.cuh", R"(
 // The register operand's loads from a swizzled box, one wgmma of each width,
