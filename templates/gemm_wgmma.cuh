@@ -49,150 +49,11 @@
 #pragma once
 
 #include "fusejit/fj_common.cuh"
-#include "fusejit/wgmma_ops.cuh"
 #include "fusejit/wgmma_schedule.cuh"
+#include "fusejit/wgmma_sm90.cuh"
 #include "fusejit/wgmma_swap_ab.cuh"
 
 namespace fj {
-
-// A TMA tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
-struct alignas(64) TmaDescriptor {
-  unsigned long long opaque[16];
-};
-
-enum class MmaKind { BF16, F16, TF32, F32x3 };
-
-namespace sm90 {
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred ready;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
-      "@!ready bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// 2-D tile load: box at (c0 along the contiguous dim, c1 rows) -> dst, completing on bar.
-__device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor* map, unsigned long long* bar, int c0,
-                                            int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_addr(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-      : "memory");
-}
-// 4-D tile load (conv's NHWC input: c0 channels, then w, h, n), zero-filled
-// where the box leaves the tensor (negative coordinates included: padding).
-__device__ __forceinline__ void tma_load_4d(void* dst, const TmaDescriptor* map, unsigned long long* bar, int c0,
-                                            int c1, int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];" ::"r"(smem_addr(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
-      : "memory");
-}
-// The same box multicast to the blocks of `cta_mask` in the cluster, at the
-// same shared-memory offsets, each completing on its own mbarrier there.
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDescriptor* map, unsigned long long* bar,
-                                                      int c0, int c1, unsigned short cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;" ::"r"(smem_addr(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(cta_mask)
-      : "memory");
-}
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster (barrier.cluster; release / acquire).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// Arrives on the mbarrier at bar's offset in block `cta` of the cluster
-// (release at CTA scope, as a local arrival: the stage's reads are wgmma's,
-// already complete; a .release.cluster arrival made the 4096^3 bf16 GEMM
-// 1.6x slower on the H100).
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
-      "r"(cta)
-      : "memory");
-}
-// 2-D tile store: the dense box at src -> global at (c0 along the contiguous
-// dim, c1 rows), clipped to the tensor; one bulk async group per commit.
-__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(c0),
-               "r"(c1), "r"(smem_addr(src))
-               : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
-}
-// Shared-memory matrix descriptor of a K-major tile stored as 128-byte rows
-// with the 128-byte swizzle (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B):
-// 8-row groups 1024 bytes apart. The tile must be 1024-byte aligned; a k step
-// inside the row adds its byte offset / 16 to the start address.
-__device__ __forceinline__ unsigned long long sw128_desc(const void* tile) {
-  constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
-  return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (kGroupStride << 32) | (kSwizzle128 << 62);
-}
-// The same for an N-major tile (B[k][n], 16-bit): columns of 64 n (one
-// 128-byte swizzled row per k, what TMA writes for a 64-wide box), `column_bytes`
-// apart; within a column, groups of 8 k rows 1024 bytes apart. A k step of 16
-// rows adds 2048 bytes (keeping the swizzle pattern's 1024-byte phase).
-__device__ __forceinline__ unsigned long long sw128_desc_n_major(const void* tile, unsigned column_bytes) {
-  constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
-  return ((smem_addr(tile) & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(column_bytes >> 4) << 16) |
-         (kGroupStride << 32) | (kSwizzle128 << 62);
-}
-
-// acc = acc * (scale_d != 0) + A(64 x kStep) * B(kStep x BN), one wgmma of
-// the kind; kTransB: B N-major (16-bit kinds only).
-template <MmaKind kKind, int BN, int kTransB = 0>
-__device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long a, unsigned long long b,
-                                    int scale_d = 1) {
-  if constexpr (kKind == MmaKind::BF16) {
-    if constexpr (BN == 64) mma_bf16_m64n64<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 128) mma_bf16_m64n128<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 176) mma_bf16_m64n176<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 192) mma_bf16_m64n192<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 256) mma_bf16_m64n256<kTransB>(acc, a, b, scale_d);
-  } else if constexpr (kKind == MmaKind::F16) {
-    if constexpr (BN == 64) mma_f16_m64n64<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 128) mma_f16_m64n128<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 176) mma_f16_m64n176<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 192) mma_f16_m64n192<kTransB>(acc, a, b, scale_d);
-    if constexpr (BN == 256) mma_f16_m64n256<kTransB>(acc, a, b, scale_d);
-  } else {
-    static_assert(kTransB == 0, "tf32 wgmma reads K-major B only");
-    if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b, scale_d);
-    if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b, scale_d);
-    if constexpr (BN == 176) mma_tf32_m64n176(acc, a, b, scale_d);
-    if constexpr (BN == 192) mma_tf32_m64n192(acc, a, b, scale_d);
-    if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b, scale_d);
-  }
-}
-
-}  // namespace sm90
 
 // Tile policy. BK covers one 128-byte swizzle row of K. kBNMajor_: B is
 // stored [K][N] (N contiguous), loaded as BN / 64 boxes of 64 n x BK k.
@@ -533,38 +394,8 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
 #pragma unroll
       for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] = 0.f;
     if constexpr (kSplit && Tile::kSwapAB) {
-      // 3xTF32, swap-AB: B's hi and lo k-tiles into registers (as the tf32
-      // swap-AB branch below loads B), A's hi and lo as wgmma's B operand;
-      // the cross terms first, the k-tile's sum added to acc in fp32.
-      const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-      const int box = (2 * consumer + warp / 2) * Tile::kBColumnBytes;
-      const int col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
-      unsigned hi[kSteps][4], lo[kSteps][4];
-#pragma unroll 1
-      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
-        const int s = it % S;
-        sm90::mbar_wait(&full[s], (it / S) & 1);
-        swap_ab_load_a(hi, b_ring + s * kB + box, col_off, lane % 4);
-        swap_ab_load_a(lo, b_lo_ring + s * kB + box, col_off, lane % 4);
-        const unsigned long long a_hi = sm90::sw128_desc(a_ring + s * kA);
-        const unsigned long long a_lo = sm90::sw128_desc(a_lo_ring + s * kA);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < kSteps; ++k) {
-          const int d = k * kStepBytes16;
-          sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, lo[k], a_hi + d, k > 0);  // k-tile sum starts fresh
-          sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_lo + d);
-        }
-#pragma unroll
-        for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_hi + k * kStepBytes16);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<0>();
-        if (warp_leader) sm90::mbar_arrive(&empty[s]);
-#pragma unroll
-        for (int i = 0; i < Frag::kRows; ++i)
-#pragma unroll
-          for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
-      }
+      swap_ab_k_tiles_3xtf32<Tile>(frag, StageRing{a_ring, b_ring, a_lo_ring, b_lo_ring}, full, empty, w.kt0, w.kt1, it,
+                                   consumer);
     } else if constexpr (kSplit) {
       // Stage it holds A and B (hi, read as TF32) and their residuals (lo).
       // The k-tile's sum is added to acc in fp32 before the next k-tile
@@ -597,34 +428,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
           for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
       }
     } else if constexpr (Tile::kSwapAB) {
-      // wgmma's A: this warp's 16 output columns of B's k-tile, loaded into
-      // registers (two buffers: a k-tile's wgmmas read one while the next
-      // k-tile loads the other); wgmma's B: A's K-major tile, all BM rows.
-      const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-      const int box = 2 * consumer + warp / 2, col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
-      unsigned a_regs[2][kSteps][4];
-      auto k_tile = [&](auto buf, int kt) {
-        constexpr int b = decltype(buf)::value;
-        const int s = it % S;
-        sm90::mbar_wait(&full[s], (it / S) & 1);
-        swap_ab_load_a(a_regs[b], b_ring + s * kB + box * Tile::kBColumnBytes, col_off, lane % 4);
-        const unsigned long long b_desc = sm90::sw128_desc(a_ring + s * kA);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.acc, a_regs[b][k], b_desc + k * kStepBytes16);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its registers and stage are free
-        if (kt > w.kt0) release((it - 1) % S);
-      };
-#pragma unroll 1
-      for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
-        if ((kt - w.kt0) & 1)
-          k_tile(SwapBuf<1>{}, kt);
-        else
-          k_tile(SwapBuf<0>{}, kt);
-      }
-      sm90::wgmma_wait<0>();
-      release((it - 1) % S);
+      swap_ab_k_tiles<Tile>(frag, StageRing{a_ring, b_ring, nullptr, nullptr}, full, w.kt0, w.kt1, it, consumer, release);
     } else {
 #pragma unroll 1
       for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {

@@ -16,9 +16,19 @@
 // distinct banks under the swizzle (the 16-byte chunk index XOR the row).
 #pragma once
 
-#include "fusejit/wgmma_ops.cuh"
+#include "fusejit/wgmma_sm90.cuh"
 
 namespace fj {
+
+// The stage ring (gemm_wgmma.cuh's wgmma_mainloop): stage s holds A's tile
+// at a + s * kBytesA, B's at b + s * kBytesB (F32x3: the residuals' at a_lo,
+// b_lo likewise).
+struct StageRing {
+  char* a;
+  char* b;
+  char* a_lo;
+  char* b_lo;
+};
 
 namespace sm90 {
 // acc[BM/4][2] += A(64 x 8, registers) * B(8 x BM), transposed accumulators.
@@ -102,5 +112,79 @@ struct WgmmaSwapFragment {
     for (int i = 0; i < kRows; ++i) *reinterpret_cast<float2*>(smem + row(i) * ld + c) = make_float2(acc[i][0], acc[i][1]);
   }
 };
+
+// One unit of work's k-tiles [kt0, kt1) on a tf32 swap-AB tile (`it`: the
+// block's k-tiles consumed so far, advanced; release(s) frees stage s).
+// wgmma's A: this warp's 16 output columns of B's k-tile, loaded into
+// registers (two buffers: a k-tile's wgmmas read one while the next k-tile
+// loads the other); wgmma's B: A's K-major tile, all BM rows.
+template <class Tile, class Frag, class Release>
+__device__ __forceinline__ void swap_ab_k_tiles(Frag& frag, const StageRing& ring, unsigned long long* full, int kt0,
+                                                int kt1, int& it, int consumer, const Release& release) {
+  constexpr int S = Tile::kStages, kSteps = Tile::BK / Tile::kStepK, kStep16 = 32 >> 4;  // a k8 step: 32 bytes
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int box = (2 * consumer + warp / 2) * Tile::kBColumnBytes, col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+  unsigned a_regs[2][kSteps][4];
+  auto k_tile = [&](auto buf, int kt) {
+    constexpr int b = decltype(buf)::value;
+    const int s = it % S;
+    sm90::mbar_wait(&full[s], (it / S) & 1);
+    swap_ab_load_a(a_regs[b], ring.b + s * Tile::kBytesB + box, col_off, lane % 4);
+    const unsigned long long b_desc = sm90::sw128_desc(ring.a + s * Tile::kBytesA);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.acc, a_regs[b][k], b_desc + k * kStep16);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its registers and stage are free
+    if (kt > kt0) release((it - 1) % S);
+  };
+#pragma unroll 1
+  for (int kt = kt0; kt < kt1; ++kt, ++it) {
+    if ((kt - kt0) & 1)
+      k_tile(SwapBuf<1>{}, kt);
+    else
+      k_tile(SwapBuf<0>{}, kt);
+  }
+  sm90::wgmma_wait<0>();
+  release((it - 1) % S);
+}
+
+// The same for 3xTF32: B's hi and lo k-tiles into registers, A's hi and lo
+// as wgmma's B operand; the cross terms first (lo*hi + hi*lo, then hi*hi)
+// into the k-tile's sum, added to acc in fp32 once its wgmmas are done (as
+// gemm_wgmma.cuh's 3xTF32 k-tiles; each warp then frees the stage).
+template <class Tile, class Frag>
+__device__ __forceinline__ void swap_ab_k_tiles_3xtf32(Frag& frag, const StageRing& ring, unsigned long long* full,
+                                                       unsigned long long* empty, int kt0, int kt1, int& it,
+                                                       int consumer) {
+  constexpr int S = Tile::kStages, kSteps = Tile::BK / Tile::kStepK, kStep16 = 32 >> 4;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int box = (2 * consumer + warp / 2) * Tile::kBColumnBytes, col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+  unsigned hi[kSteps][4], lo[kSteps][4];
+#pragma unroll 1
+  for (int kt = kt0; kt < kt1; ++kt, ++it) {
+    const int s = it % S;
+    sm90::mbar_wait(&full[s], (it / S) & 1);
+    swap_ab_load_a(hi, ring.b + s * Tile::kBytesB + box, col_off, lane % 4);
+    swap_ab_load_a(lo, ring.b_lo + s * Tile::kBytesB + box, col_off, lane % 4);
+    const unsigned long long a_hi = sm90::sw128_desc(ring.a + s * Tile::kBytesA);
+    const unsigned long long a_lo = sm90::sw128_desc(ring.a_lo + s * Tile::kBytesA);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, lo[k], a_hi + k * kStep16, k > 0);  // k-tile sum starts fresh
+      sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_lo + k * kStep16);
+    }
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) sm90::mma_tf32_rs<Tile::BM>(frag.tile_sum, hi[k], a_hi + k * kStep16);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    if (threadIdx.x % 32 == 0) sm90::mbar_arrive(&empty[s]);
+#pragma unroll
+    for (int i = 0; i < Frag::kRows; ++i)
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
+  }
+}
 
 }  // namespace fj

@@ -242,6 +242,28 @@ KERNEL(k_tf32_swap, fj::WgmmaTile<256, 128, 4, fj::MmaKind::TF32, false, false, 
 KERNEL(k_tf32_swap_64, fj::WgmmaTile<176, 64, 4, fj::MmaKind::TF32, false, false, 1, true>)
 KERNEL(k_f32x3_swap, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3, false, false, 1, true>)
 )"},
+      {"wgmma_sm90.cuh", R"(
+// The primitives, each issued once: mbarriers, a TMA load and store, a fence,
+// the descriptors and one wgmma of each kind.
+extern "C" __global__ void k(const __grid_constant__ fj::TmaDescriptor map, float* out) {
+  __shared__ __align__(1024) char tile[8192];
+  __shared__ __align__(8) unsigned long long bar;
+  if (threadIdx.x == 0) {
+    fj::sm90::mbar_init(&bar, 1);
+    fj::sm90::mbar_expect_tx(&bar, 4096);
+    fj::sm90::tma_load_2d(tile, &map, &bar, 0, 0);
+  }
+  fj::sm90::mbar_wait(&bar, 0);
+  float acc[2][32] = {};
+  const unsigned long long a = fj::sm90::sw128_desc(tile), b = fj::sm90::sw128_desc_n_major(tile, 4096);
+  fj::sm90::wgmma_fence();
+  fj::sm90::mma<fj::MmaKind::BF16, 128, 1>(acc, a, b);
+  fj::sm90::mma<fj::MmaKind::TF32, 128>(acc, a, b, 0);
+  fj::sm90::wgmma_commit();
+  fj::sm90::wgmma_wait<0>();
+  if (threadIdx.x == 0) fj::sm90::tma_store_2d(&map, tile, 0, 0);
+  out[threadIdx.x] = acc[1][threadIdx.x % 32] + fj::sm90::cluster_rank();
+})"},
       {"wgmma_swap_ab.cuh", R"(
 // The register operand's loads from a swizzled box, one wgmma of each width,
 // and the fragment's output coordinates.
@@ -427,7 +449,8 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
-                          files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh";
+                          files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
+                          files[i] == "wgmma_sm90.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
                               (dir / (files[i] + ".o")).string() + " > " + log.string() + " 2>&1";
