@@ -20,14 +20,29 @@ KINDS = (  # name, PTX types, k, has transpose operands
 )
 
 
-def wrapper(kind, types, k, trans, n):
+def accumulator_lines(n, acc):
+    """The instruction's register list ("{" %0 .. %(n/2 - 1) "}" in lines of 16)
+    and the asm output operands, acc(q, c) naming register 4*i + 2*q + e's
+    element (c = 2*i + e)."""
     regs = n // 2
-    dlist = ", ".join(f"%{r}" for r in range(regs))
+    names = [f"%{r}" for r in range(regs)]
+    chunks = [", ".join(names[c:c + 16]) for c in range(0, regs, 16)]
+    reg_lines = ['      "{"']
+    for c, chunk in enumerate(chunks):
+        sep = ", " if c + 1 < len(chunks) else ""
+        reg_lines.append(f'      "{chunk}{sep}"')
     ops = []
     for r in range(regs):
         i, rem = divmod(r, 4)
         q, e = divmod(rem, 2)
-        ops.append(f'"+f"(acc[{q}][{2 * i + e}])')
+        ops.append(f'"+f"({acc(q, 2 * i + e)})')
+    op_lines = [", ".join(ops[c:c + 4]) for c in range(0, regs, 4)]
+    return reg_lines, "      : " + (",\n        ".join(op_lines))
+
+
+def wrapper(kind, types, k, trans, n):
+    regs = n // 2
+    reg_lines, outputs = accumulator_lines(n, lambda q, c: f"acc[{q}][{c}]")
     lines = []
     tmpl = "template <int kTransB>\n" if trans else ""
     lines.append(f"{tmpl}__device__ __forceinline__ void mma_{kind}_m64n{n}(float (&acc)[2][{n // 4}], "
@@ -36,16 +51,9 @@ def wrapper(kind, types, k, trans, n):
     lines.append('  asm volatile(')
     lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2 + int(trans)}, 0;\\n"')
     lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} "')
-    # break the register list into lines of 16
-    names = [f"%{r}" for r in range(regs)]
-    chunks = [", ".join(names[c:c + 16]) for c in range(0, regs, 16)]
-    lines.append('      "{"')
-    for c, chunk in enumerate(chunks):
-        sep = ", " if c + 1 < len(chunks) else ""
-        lines.append(f'      "{chunk}{sep}"')
+    lines += reg_lines
     lines.append(f'      "}}, %{regs}, %{regs + 1}, p{tail}\\n}}\\n"')
-    op_lines = [", ".join(ops[c:c + 4]) for c in range(0, regs, 4)]
-    lines.append("      : " + (",\n        ".join(op_lines)))
+    lines.append(outputs)
     ins = '"l"(a_desc), "l"(b_desc)' + (', "n"(kTransB)' if trans else "") + ', "r"(scale_d)'
     lines.append(f"      : {ins});")
     lines.append("}")
@@ -57,25 +65,15 @@ def wrapper_rs_tf32_t(n):
     (register 4*i + 2*q + e is acc[2*i + e][q]), for the swap-AB mainloop whose
     output rows are the wgmma's columns (gemm_wgmma.cuh, wgmma_swap_ab.cuh)."""
     regs = n // 2
-    ops = []
-    for r in range(regs):
-        i, rem = divmod(r, 4)
-        q, e = divmod(rem, 2)
-        ops.append(f'"+f"(acc[{2 * i + e}][{q}])')
-    names = [f"%{r}" for r in range(regs)]
-    chunks = [", ".join(names[c:c + 16]) for c in range(0, regs, 16)]
+    reg_lines, outputs = accumulator_lines(n, lambda q, c: f"acc[{c}][{q}]")
     lines = [f"__device__ __forceinline__ void mma_tf32_rs_m64n{n}(float (&acc)[{n // 4}][2], const unsigned (&a)[4], "
              f"unsigned long long b_desc, int scale_d = 1) {{"]
     lines.append('  asm volatile(')
     lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"')
     lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "')
-    lines.append('      "{"')
-    for c, chunk in enumerate(chunks):
-        sep = ", " if c + 1 < len(chunks) else ""
-        lines.append(f'      "{chunk}{sep}"')
+    lines += reg_lines
     lines.append(f'      "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
-    op_lines = [", ".join(ops[c:c + 4]) for c in range(0, regs, 4)]
-    lines.append("      : " + (",\n        ".join(op_lines)))
+    lines.append(outputs)
     lines.append('      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));')
     lines.append("}")
     return "\n".join(lines)
