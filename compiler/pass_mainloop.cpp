@@ -163,10 +163,8 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                          ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
       return Status::success();
     }
-    const char* b_read = a.op != OpKind::Matmul ? ""
-                         : sixteen_bit          ? " (B [K, N] read N-major)"
-                                                : " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads "
-                                                  "K-major B only)";
+    // (an fp32 B [K, N]: how it is read is the tile's choice, noted by choose_wgmma_tile)
+    const char* b_read = a.op == OpKind::Matmul && sixteen_bit ? " (B [K, N] read N-major)" : "";
     kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) + "), TMA loads" + b_read +
                        ", warp-specialized, persistent");
     if (kp.mma_kind == "f32x3")

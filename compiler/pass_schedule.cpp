@@ -134,8 +134,8 @@ WgmmaConfig with_wgmma_split_k(const PlanContext& ctx, const AnchorGeometry& geo
   return tile;
 }
 
-// Why a tf32 matmul cannot take B [K, N] as wgmma's register operand
-// (swap-AB, templates/wgmma_swap_ab.cuh), or "".
+// Why a tf32 / 3xTF32 matmul cannot take B [K, N] as wgmma's register
+// operand (swap-AB, templates/wgmma_swap_ab.cuh), or "".
 std::string swap_ab_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo) {
   if (geo.op != OpKind::Matmul || (kp.mma_kind != "tf32" && kp.mma_kind != "f32x3"))
     return "swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N]";
@@ -177,11 +177,7 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   kp.wgmma = tile;
-  for (std::string& note : kp.notes) {
-    const std::string transposed = " (B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only)";
-    if (const size_t at = note.find(transposed); at != std::string::npos)
-      note.replace(at, transposed.size(), " (B [K, N] as wgmma's register operand: C^T = B^T A^T, no transposed copy)");
-  }
+  kp.notes.push_back("operand B [K, N] as wgmma's register operand: C^T = B^T A^T, no transposed copy (swap-AB)");
   return Status::success();
 }
 
@@ -202,12 +198,20 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   const bool sixteen_bit = kp.mma_kind == "bf16" || kp.mma_kind == "f16";
   const bool cheap_epilogue = kp.tails.empty() && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
                                                                [&](ValueId v) { return cheap_epilogue_op(ctx.node(v).op); });
-  if (geo.op == OpKind::Matmul && (kp.mma_kind == "tf32" || three_tf32) && ctx.heur.wgmma_swap_ab != false) {
+  if (geo.op == OpKind::Matmul && (kp.mma_kind == "tf32" || three_tf32)) {  // B [K, N] of fp32: swap-AB or a copy
     const std::string why_not = swap_ab_blocker(ctx, kp, geo);
     if (ctx.heur.wgmma_swap_ab == true && !why_not.empty()) return Error("codegen config: wgmma_swap_ab=1, but " + why_not);
     // auto: unless the config sets the (plain) tile; 3xTF32 where B's copy costs more than the register loads
-    const bool auto_swap = !ctx.heur.wgmma && (!three_tf32 || geo.m <= kMaxRowsFor3xTf32SwapAb);
+    const bool auto_swap = !ctx.heur.wgmma_swap_ab && !ctx.heur.wgmma && (!three_tf32 || geo.m <= kMaxRowsFor3xTf32SwapAb);
     if (why_not.empty() && (ctx.heur.wgmma_swap_ab == true || auto_swap)) return choose_swap_ab_tile(ctx, kp, geo);
+    const std::string why_copy = !why_not.empty()                  ? why_not
+                                 : ctx.heur.wgmma_swap_ab == false ? "wgmma_swap_ab=0 in the config"
+                                 : ctx.heur.wgmma                  ? "the config sets wgmma_tile (add wgmma_swap_ab=1)"
+                                                                   : "3xTF32 with more than " +
+                                                       std::to_string(kMaxRowsFor3xTf32SwapAb) +
+                                                       " rows (the copy measured faster)";
+    kp.notes.push_back("operand B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only (not "
+                       "swap-AB: " + why_copy + ")");
   } else if (ctx.heur.wgmma_swap_ab == true) {
     return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N]");
   }

@@ -190,8 +190,9 @@ TEST(CodegenWgmma, Tf32MatmulTakesBAsTheRegisterOperand) {
     Program t = generate(matmul_chain(Precision::TF32, 0, 512, 256, what == "odd" ? 301 : 256, what == "odd" ? "" : what,
                                       DType::F32),
                          "sm_90a", config);
-    EXPECT_EQ(t.plan_text.find("swap-AB"), std::string::npos) << config << " " << what << "\n" << t.plan_text;
-    EXPECT_NE(t.plan_text.find("transposed to [N, K] in scratch"), std::string::npos) << t.plan_text;
+    EXPECT_EQ(t.plan_text.find(" swap-AB,"), std::string::npos) << config << " " << what << "\n" << t.plan_text;  // the tile
+    EXPECT_NE(t.plan_text.find("transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only (not swap-AB: "),
+              std::string::npos) << t.plan_text;  // and why
   }
   const std::pair<Precision, std::string> refused[] = {
       {Precision::TF32, "wgmma_swap_ab=1,wgmma_cluster=2"}, {Precision::BF16, "wgmma_swap_ab=1"},
