@@ -95,11 +95,14 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       out.push_back("wgmma_cluster=1");
       out.push_back("wgmma_cluster=2");
     }
-    if (op == OpKind::Matmul && g.precision == Precision::TF32)  // B [K, N]: swap-AB tiles, and the transposed copy
-      for (const char* c : {"wgmma_swap_ab=0", "wgmma_swap_ab=1,wgmma_tile=256x128x4x8", "wgmma_swap_ab=1,wgmma_tile=256x128x4x16",
-                            "wgmma_swap_ab=1,wgmma_tile=192x128x5x8", "wgmma_swap_ab=1,wgmma_tile=128x128x6x8",
-                            "wgmma_swap_ab=1,wgmma_tile=256x64x5x8", "wgmma_swap_ab=1,wgmma_tile=128x64x8x8"})
-        if (generate_program(g, {arch, c})) out.push_back(c);
+    if (op == OpKind::Matmul && (g.precision == Precision::TF32 || three_tf32))  // fp32 B [K, N]: swap-AB tiles, the copy
+      for (const char* c : {"wgmma_swap_ab=0", three_tf32 ? "wgmma_swap_ab=1" : "wgmma_swap_ab=0,tma_store=0",
+                            "wgmma_swap_ab=1,wgmma_tile=256x128x4x8",
+                            "wgmma_swap_ab=1,wgmma_tile=256x128x4x16", "wgmma_swap_ab=1,wgmma_tile=192x128x5x8",
+                            "wgmma_swap_ab=1,wgmma_tile=128x128x6x8", "wgmma_swap_ab=1,wgmma_tile=256x64x5x8",
+                            "wgmma_swap_ab=1,wgmma_tile=128x64x8x8", "wgmma_swap_ab=1,wgmma_tile=128x128x3x8",
+                            "wgmma_swap_ab=1,wgmma_tile=128x64x4x8"})
+        if (generate_program(g, {arch, c})) out.push_back(c);  // (3xTF32: tiles of at most 128 rows)
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each

@@ -217,6 +217,23 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
     EXPECT_TRUE(c.find("x176x") == std::string::npos && c.find("x192x") == std::string::npos) << c;
     if (c.rfind("wgmma_tile=", 0) == 0) EXPECT_TRUE(generate_program(matmul, {"sm_90a", c})) << c;
   }
+  // fp32 operands of a matmul (B [K, N]): swap-AB tiles and the transposed copy, each legal, each what it says.
+  for (Precision p : {Precision::TF32, Precision::FP32}) {
+    GraphBuilder fm(p);
+    fm.output("y", fm.matmul(fm.input("a", {512, 256}), fm.input("b", {256, 4096})).relu());
+    const Graph g = fm.build().take();
+    const auto cands = tuning_candidates(g, "sm_90a");
+    EXPECT_TRUE(has(cands, "wgmma_swap_ab=0")) << precision_name(p);
+    int swapped = 0;
+    for (const auto& c : cands)
+      if (c.rfind("wgmma_swap_ab=1,wgmma_tile=", 0) == 0) {
+        ++swapped;
+        auto prog = generate_program(g, {"sm_90a", c});
+        ASSERT_TRUE(prog) << c << ": " << prog.error().str();
+        EXPECT_NE(prog->plan_text.find(" swap-AB,"), std::string::npos) << c << "\n" << prog->plan_text;
+      }
+    EXPECT_GE(swapped, p == Precision::TF32 ? 6 : 2) << precision_name(p);
+  }
   // 3xTF32 keeps a second accumulator: no 256-wide wgmma tiles, and each legal.
   const Graph fp32 = linear(Precision::FP32, 4096);
   for (const auto& c : tuning_candidates(fp32, "sm_90a")) {
