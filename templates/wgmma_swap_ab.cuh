@@ -4,7 +4,8 @@
 // (it takes K-major operands only). The mainloop computes C^T = B^T A^T
 // instead: B^T is wgmma's A operand, loaded from B's shared-memory k-tile
 // into registers (any layout works there), and A [M][K], K-major, is wgmma's
-// B operand as stored. No transposed copy of B.
+// B operand as stored. No transposed copy of B. 3xTF32 loads B's residual
+// (split as stored) into registers the same way.
 //
 // Tile::BM output rows (m) are the wgmma's N (64..256), Tile::BN output
 // columns (n) its M: 64 per consumer warpgroup. B's k-tile arrives as BN / 32
