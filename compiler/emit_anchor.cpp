@@ -376,25 +376,33 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
       } else {
-        const bool cheap = std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
-                                       [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
-        if (wgmma && (!wt.swap_ab || !cheap)) {  // staged through shared memory: coalesced loads and stores
-          // Linear / matmul: inputs along N staged per tile after the staging area.
+        if (wgmma) {
+          // Staged through shared memory: coalesced loads and stores. Swap-AB tiles with cheap ops store from
+          // registers instead (a thread's two adjacent columns of 4 rows a warp fill whole 32-byte sectors
+          // between two stores; costly ops keep the staged path, whose functor loop is rolled). Linear /
+          // matmul: inputs along N staged per tile (swap-AB: a thread's two columns of 64 rows).
+          const bool direct = wt.swap_ab && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
+                                                        [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
           const std::vector<BufferRef> cols = geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
           const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
-          const int chunk = wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3",
-                                                 store_tile_bytes + cols_floats * 4 * (wt.pingpong ? 2 : 1));
-          const int64_t staging = int64_t{wt.bm} * (chunk + 8);
+          const int chunk = direct ? 0
+                                   : wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3",
+                                                          store_tile_bytes + cols_floats * 4 * (wt.pingpong ? 2 : 1));
+          const int64_t staging = direct ? 0 : int64_t{wt.bm} * (chunk + 8);
           smem_floats = std::max<int64_t>(smem_floats, staging + cols_floats);
-          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's chunks are done reading its columns");
+          if (!cols.empty())
+            run.push_back(direct ? "Frag::sync();  // the last tile's epilogue is done reading its columns"
+                                 : "Frag::sync();  // the last tile's chunks are done reading its columns");
           const ColumnStaging staged = stage_columns(em, cols, staging, wt.bn, shape.cols);
           append(run, staged.lines);
+          if (direct && !cols.empty()) run.push_back("Frag::sync();  // the tile's columns are staged");
           column_args = staged.args;
           fn = epilogue_fn(cols);
-          run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) +
-                        (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows + ", " +
-                        shape.cols + ", smem,");
+          run.push_back(direct ? "fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ","
+                               : "fj::tile_pointwise_staged<" + std::to_string(chunk) +
+                                     (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows +
+                                     ", " + shape.cols + ", smem,");
         } else if (mma && geo.op == OpKind::Conv2d) {
           // NCHW: each thread a pixel row of a staged chunk, so a warp stores 32 consecutive pixels of a
           // channel. (From the fragment directly, a warp stores 8-pixel pieces: half a 32-byte sector in
@@ -405,21 +413,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise_staged<" + std::to_string(chunk) + ", true>(frag, m0, n0, " + shape.rows +
                         ", " + shape.cols + ", smem,");
-        } else if (wgmma) {
-          // Swap-AB with cheap ops (costly ones take the staged path above: its functor loop is rolled):
-          // stored from registers (a thread's two adjacent columns of 4 rows a warp fill whole
-          // 32-byte sectors between two stores). Inputs along N staged per tile: a thread holds two columns
-          // of 64 rows, and its loads of them were issued once per element.
-          const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
-          const std::vector<BufferRef> cols = column_loads(g, tree, 2);
-          smem_floats = std::max<int64_t>(smem_floats, static_cast<int64_t>(cols.size()) * wt.bn);
-          if (!cols.empty()) run.push_back("Frag::sync();  // the last tile's epilogue is done reading its columns");
-          const ColumnStaging staged = stage_columns(em, cols, 0, wt.bn, shape.cols);
-          append(run, staged.lines);
-          if (!cols.empty()) run.push_back("Frag::sync();  // the tile's columns are staged");
-          column_args = staged.args;
-          fn = epilogue_fn(cols);
-          run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         } else {
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
