@@ -111,23 +111,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const std::string taps =
         !wgmma && !halo_patches && ctx.heur.conv_tap_table ? add_conv_tap_table(geo, s) : "fj::NoTaps<ConvShape>";
     if (wgmma) {
-      const DType dt = g.node(a.operands[0]).type.dtype;
-      const bool f32 = kp.mma_kind == "tf32" || kp.mma_kind == "f32x3";
-      const int elem = f32 ? 4 : 2, bk = 128 / elem;
-      auto nhwc = [&](int scratch) {  // x in NHWC: {C, W, H, N}, boxes of BK channels x the patch
-        TensorMapSpec m{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16};
-        m.image = {geo.cin, geo.w, geo.h, geo.batch_n};
-        m.image_box = {bk, patch.bw, patch.bh, 1};
-        return m;
-      };
-      auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
-        return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, wt.bn, bk};
-      };
-      tensor_maps = {nhwc(kp.a_staged), weights(kp.b_transposed)};
-      if (needs_tf32_split(kp)) {
-        tensor_maps.push_back(nhwc(kp.residual_a));
-        tensor_maps.push_back(weights(kp.residual_b));
-      }
+      tensor_maps = conv_tensor_maps(g, kp, geo, patch);
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});

@@ -86,6 +86,28 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
   return maps;
 }
 
+std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
+                                            const ConvPatch& patch) {
+  const DType dt = g.node(g.node(kp.root).operands[0]).type.dtype;
+  const bool f32 = kp.mma_kind == "tf32" || kp.mma_kind == "f32x3";
+  const int elem = f32 ? 4 : 2, bk = 128 / elem;
+  auto nhwc = [&](int scratch) {  // x in NHWC: {C, W, H, N}, boxes of BK channels x the patch
+    TensorMapSpec m{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16};
+    m.image = {geo.cin, geo.w, geo.h, geo.batch_n};
+    m.image_box = {bk, patch.bw, patch.bh, 1};
+    return m;
+  };
+  auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
+    return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, kp.wgmma.bn, bk};
+  };
+  std::vector<TensorMapSpec> maps = {nhwc(kp.a_staged), weights(kp.b_transposed)};
+  if (needs_tf32_split(kp)) {
+    maps.push_back(nhwc(kp.residual_a));
+    maps.push_back(weights(kp.residual_b));
+  }
+  return maps;
+}
+
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {
   const WgmmaConfig& t = kp.wgmma;
   if (t.split_k <= 1) return "const fj::SplitK split{};  // no split-K";

@@ -31,6 +31,12 @@ int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved
 std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, const KernelPlan& kp,
                                             const AnchorGeometry& geo, int64_t rows);
 
+// The TMA views of a conv2d on wgmma: x staged in NHWC ({C, W, H, N}, boxes
+// of BK channels x the patch), w as [Cout][KH*KW*Cin] (BN-row boxes), and
+// 3xTF32's residuals, tiled like them.
+std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
+                                            const ConvPatch& patch);
+
 // The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);
 
