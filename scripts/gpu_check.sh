@@ -24,6 +24,8 @@
 #             (WGRAD_MODES, WGRAD_CONFIG)
 #   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
+#   swapab    `fusejit run` of fp32-operand matmuls with B [K, N] (seed 2's tf32 dX / dW, bench/specs_matmul_tf32),
+#             swap-AB against the transposed copy (wgmma_swap_ab=0), SWAPAB_ITERS trials each
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
 #             (STAMPS_ARGS, default "--seed 2 --mode bf16")
 #   scripts/gpu_check.sh build test runs memcheck
@@ -187,6 +189,20 @@ stage_wgrad() {
       echo "== $spec"$'\n'"$log" >> "$out/wgrad_runs.log"
       ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
       note "wgrad $p $seed: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1)"
+    done
+  done
+}
+
+stage_swapab() {
+  # fp32-operand matmuls with B [K, N]: swap-AB (the default) against the transposed copy, in one process each pair
+  : > "$out/swapab_runs.log"
+  for spec in tests/specs/seed2_dx_tf32.yaml tests/specs/seed2_dw_tf32.yaml bench/specs_matmul_tf32/*.yaml; do
+    for config in "" "wgmma_swap_ab=0"; do
+      local log ms
+      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters ${SWAPAB_ITERS:-20} --config "$config" 2>&1)
+      echo "== $spec '$config'"$'\n'"$log" >> "$out/swapab_runs.log"
+      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
+      note "swapab $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
     done
   done
 }
