@@ -1,5 +1,6 @@
 // The fusion plan as text (Program::plan_text): what runs in which kernel,
 // what is stored where, and why something did not fuse.
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -84,7 +85,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     } else if (kp.root >= 0 && kp.kind != KernelKind::Anchor) {
       const ValueId in = g.node(kp.root).operands[0];
       auto it = plan.buffer.find(in);
-      if (it == plan.buffer.end())
+      const auto& streamed = kp.streamed.stores;
+      if (it == plan.buffer.end() || std::find(streamed.begin(), streamed.end(), in) != streamed.end())
         s << ", computes %" << in << " from the inputs";
       else
         s << ", reads %" << in << " from " << buffer_str(g, it->second);

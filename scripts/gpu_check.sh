@@ -26,6 +26,8 @@
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
 #   swapab    `fusejit run` of fp32-operand matmuls with B [K, N] (seed 2's tf32 dX / dW, bench/specs_matmul_tf32),
 #             swap-AB against the transposed copy (wgmma_swap_ab=0), SWAPAB_ITERS trials each
+#   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
+#             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
 #             (STAMPS_ARGS, default "--seed 2 --mode bf16")
 #   scripts/gpu_check.sh build test runs memcheck
@@ -245,6 +247,19 @@ stage_stamps() {
   PYTHONPATH=python timeout 300 python3 bench/profile_stamps.py ${STAMPS_ARGS:---seed 2 --mode bf16} 2>&1 \
     | grep -v Warning | tee "$out/stamps.log" | tail -60
   note "stamps: rc=${PIPESTATUS[0]}"
+}
+
+stage_profile() {
+  export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
+  local runs args
+  IFS=';' read -ra runs <<< "${PROFILE_RUNS:---seed 2 --mode bf16 --gaps --flush}"
+  : > "$out/profile.log"
+  for args in "${runs[@]}"; do
+    echo "== profile_backward.py $args" | tee -a "$out/profile.log"
+    # shellcheck disable=SC2086
+    PYTHONPATH=python timeout 300 python3 bench/profile_backward.py $args 2>&1 | grep -v Warning | tee -a "$out/profile.log" | tail -45
+  done
+  note "profile: ${#runs[@]} run(s)"
 }
 
 stage_bench() {

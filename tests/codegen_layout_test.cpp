@@ -103,9 +103,20 @@ TEST(CodegenLayout, RowPassReducesTheSameRowsOnceAndStoresDz) {
   const Program s = plan(case_graph("short_rows_row_pass"));
   ASSERT_EQ(s.launches.size(), 2u) << s.plan_text;
   EXPECT_NE(s.plan_text.find("stores %3 (a graph output) as the pass computes it"), std::string::npos) << s.plan_text;
-  // Rows that are not contiguous runs (sum over dims [0]): dz keeps its own (coalesced) kernel.
+  // Rows that are not contiguous runs (sum over dims [0]) and too few columns for reduce_columns: dz keeps
+  // its own (coalesced) kernel.
   const Program c = plan(case_graph("relu_backward"));
   EXPECT_EQ(c.launches.size(), 2u) << c.plan_text;
+  // A reduction by columns stores dz as it reads it (lanes on consecutive columns); the transpose reads dz back.
+  const Program d = plan(case_graph("linear_bias_backward_column_pass"));
+  ASSERT_EQ(d.launches.size(), 2u) << d.plan_text;
+  EXPECT_EQ(d.launches[0].kernel, "fj_sum");
+  EXPECT_NE(d.plan_text.find("sum %7 f32[1000], computes %6 from the inputs"), std::string::npos) << d.plan_text;
+  EXPECT_NE(d.plan_text.find("stores %6 (a graph output) as the pass computes it"), std::string::npos) << d.plan_text;
+  EXPECT_NE(d.source.find("fj::reduce_columns<"), std::string::npos) << d.source;
+  EXPECT_NE(d.source.find("fj_column_element(p, x0, x1, v);"), std::string::npos) << d.source;
+  EXPECT_NE(d.plan_text.find("reading %6 at swapped coordinates from the buffer"), std::string::npos) << d.plan_text;
+  EXPECT_EQ(plan(case_graph("linear_bias_backward_column_pass"), "sm_90a", "row_pass=0").launches.size(), 3u);
 }
 
 TEST(CodegenLayout, TransposeOfTheEpilogueIsAPointwiseKernel) {

@@ -32,6 +32,17 @@ ops:
   - {name: dz, op: mul, args: [dy, mask]}
   - {name: db, op: sum, args: [dz], dims: [0]}
 outputs: [dz, db])"},
+      // A linear's bias gradient: a reduction by columns (N = 1000, a ragged last
+      // block of columns) that stores dz as it reads it; dz^T read back from dz.
+      {"linear_bias_backward_column_pass", R"(
+inputs: [{name: dy, shape: [70, 1000]}, {name: z, shape: [70, 1000]}, {name: b, shape: [1000]}]
+ops:
+  - {name: a, op: add, args: [z, b]}
+  - {name: mask, op: gt, args: [a, 0]}
+  - {name: dz, op: mul, args: [dy, mask]}
+  - {name: db, op: sum, args: [dz], dims: [0]}
+  - {name: dzt, op: transpose, args: [dz], dims: [0, 1]}
+outputs: [db, dz, dzt])"},
       // Row passes: reductions of the same rows in one kernel, dz stored on the way.
       {"conv_bias_backward_row_pass", R"(
 inputs: [{name: dy, shape: [3, 5, 9, 11]}, {name: z, shape: [3, 5, 9, 11]}]

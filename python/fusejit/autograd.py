@@ -24,8 +24,8 @@ import threading
 import torch
 
 from . import torch as _fj_torch
-from ._kernel import DeviceKernels, _as_spec
-from ._lib import SpecError
+from ._kernel import DeviceKernels, _as_spec, _current_stream
+from ._lib import SpecError, check
 from .backward import Backward
 
 _registered = set()  # forward operators with an autograd formula
@@ -85,11 +85,12 @@ class DifferentiableSpec:
                 if use_ops:  # operators: traceable by torch.compile
                     ops = [_fj_torch.op_for(s, config=self._config, arch=self._arch) for s in bw.stages]
                     runners = [lambda device, args, op=op: op(*args) for op in ops]
+                    kernels = None
                 else:
                     label = f"fusejit backward of '{self.spec.name}'"
                     kernels = [DeviceKernels(s, self._arch, self._config, label) for s in bw.stages]
                     runners = [lambda device, args, k=k: k.for_device(device)(*args) for k in kernels]
-                entry = _Program(bw, runners)
+                entry = _Program(bw, runners, kernels)
                 self._programs[key] = entry
         return entry
 
@@ -125,7 +126,17 @@ class DifferentiableSpec:
             elif g.dtype is not dtype or not g.is_contiguous():
                 g = g.to(dtype).contiguous()
             env[name] = g
-        for run, ins, out_names in prog.stages:
+        launches = prog.launches_for(device) if direct else None
+        if launches is not None:
+            # the direct path: every buffer in env is contiguous and of its stage's dtype and size (the forward's
+            # kernel checked the inputs; the gradients were made so above; the rest were allocated here)
+            stream = None if device.type == "cpu" else _current_stream(torch, device.index)
+            for launch, handle, in_names, out_specs, out_names, array_type, count in launches:
+                outs = [like.new_empty(shape) for shape, like in out_specs]
+                check(launch(handle, array_type(*[env[n].data_ptr() for n in in_names],
+                                                *[t.data_ptr() for t in outs]), count, stream))
+                env.update(zip(out_names, outs))
+        for run, ins, out_names in (() if launches is not None else prog.stages):
             args = []
             for name, shape in ins:  # views of the buffers, in the stage's shapes
                 t = env[name]
@@ -165,8 +176,10 @@ class _Program:
     """A backward program with what each step looks up: the stages' runners with their arguments' names and
     shapes, the buffer names of the saved values, of the output gradients and of the input gradients."""
 
-    def __init__(self, bw, runners):
+    def __init__(self, bw, runners, kernels=None):
         self.backward = bw
+        self._kernels = kernels  # the stages' DeviceKernels on the direct path (no operators)
+        self._launches = {}  # device -> launches_for's list
         self.saved_names = [a.name for a in bw.forward.outputs]
         self.output_grad_names = [b.name for b in bw.output_grads]
         # the spec outputs' shapes and dtypes: a gradient that is None becomes zeros of them
@@ -178,6 +191,26 @@ class _Program:
         # result where the backward recomputes from the anchor's output, would be kept alive for nothing)
         reads = {name for _, ins, _ in self.stages for name, _ in ins}
         self.read_outputs = [j for j, name in enumerate(self.saved_names) if name in reads]
+
+    def launches_for(self, device):
+        """The stages as raw launches on `device` (None without direct kernels): per stage fj_kernel_launch, the
+        kernel's handle, its inputs' buffer names, its outputs' (shape, an empty tensor of the dtype) and buffer
+        names, the pointer array's type and length. Compiles the stages the first time; a Kernel call's checks
+        are left out, so a step costs one allocation per output and one ctypes call per stage."""
+        if self._kernels is None:
+            return None
+        key = (device.type, device.index)
+        launches = self._launches.get(key)
+        if launches is None:
+            launches = []
+            for kernels, (_, ins, out_names) in zip(self._kernels, self.stages):
+                k = kernels.for_device(device)
+                k._torch_setup()
+                _, out_specs, _ = k._torch_args
+                launches.append((k._lib.fj_kernel_launch, k._handle, [name for name, _ in ins], out_specs,
+                                 out_names, k._pointer_array, len(k.args)))
+            self._launches[key] = launches
+        return launches
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
