@@ -147,8 +147,7 @@ Expected<EmittedKernel> emit_row_pass(const PlanContext& ctx, const Plan& plan, 
 Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
-  const bool columns = reduce_by_columns(g, kp.root);
-  if (!kp.tails.empty() || (!kp.streamed.stores.empty() && !columns)) return emit_row_pass(ctx, plan, index);
+  if (!kp.tails.empty() || !kp.streamed.stores.empty()) return emit_row_pass(ctx, plan, index);
   const Node& r = g.node(kp.root);
   const ValueId x = r.operands[0];
   const Shape& xs = g.node(x).type.shape;
@@ -163,6 +162,7 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   for (int d = static_cast<int>(xs.size()) - 1; d >= 0 && (geo.reduced.empty() || d > geo.reduced.back()); --d)
     inner *= xs[static_cast<size_t>(d)];
   const int64_t column_blocks = geo.rows / inner * ((inner + 31) / 32);
+  const bool columns = reduce_by_columns(g, kp.root);
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
@@ -172,28 +172,9 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   s.constants.push_back({"kRows", geo.rows, "outputs"});
   if (columns) s.constants.push_back({"kInner", inner, "consecutive outputs reading consecutive elements"});
   s.constants.push_back({"kLen", geo.len, "elements reduced into each"});
-  std::string stored;
-  for (ValueId v : kp.streamed.stores) stored += (stored.empty() ? "" : ", ") + g.describe(v);
-  if (!stored.empty()) s.comment += "; stores " + stored + " on the way";
   const auto strides = strides_of(xs);
   const bool wide = numel(xs) > kIntMax;
-  const std::string offset = "b + " + strided_sum(geo.reduced, strides, "q", wide);
-  std::vector<std::string> load;  // the body of the element lambda: the value reduced at (b, r)
-  if (kp.streamed.stores.empty()) {
-    load.push_back("return " + em.operand_at(x, offset) + ";");
-  } else {  // a column pass: the operand computed at its coordinates, the streamed values stored there
-    Region pass = kp.streamed;
-    pass.domain = xs;
-    const std::string fn = em.emit_tree(build_row_pass_tree(ctx, plan, pass, {x}), "fj_column_element",
-                                        "the value reduced (and those stored) at one element");
-    load.push_back("const long long e = " + offset + ";");
-    append(load, decompose_index("e", xs, "x", "long long"));
-    std::string coords;
-    for (size_t d = 0; d < xs.size(); ++d) coords += ", x" + std::to_string(d);
-    load.push_back("float v[1];");
-    load.push_back(fn + "(p" + coords + ", v);");
-    load.push_back("return v[0];");
-  }
+  const std::string element = em.operand_at(x, "b + " + strided_sum(geo.reduced, strides, "q", wide));
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                         "the result and its fused consumers, at output coordinates");
   const int out_rank = static_cast<int>(r.type.shape.size());
@@ -208,7 +189,7 @@ Expected<EmittedKernel> emit_reduce(const PlanContext& ctx, const Plan& plan, in
   run.push_back("},");
   run.push_back("[&](long long b, int r) -> float {");
   append(run, decompose_index("r", geo.reduced_shape, "q", "int"));
-  append(run, load);
+  run.push_back("return " + element + ";");
   run.push_back("},");
   run.push_back("[&](long long o, float v) {");
   append(run, decompose_index("o", r.type.shape, "i", "long long"));

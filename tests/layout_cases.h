@@ -33,7 +33,7 @@ ops:
   - {name: db, op: sum, args: [dz], dims: [0]}
 outputs: [dz, db])"},
       // A linear's bias gradient: a reduction by columns (N = 1000, a ragged last
-      // block of columns) that stores dz as it reads it; dz^T read back from dz.
+      // block of columns) of dz, which is an output as is dz^T.
       {"linear_bias_backward_column_pass", R"(
 inputs: [{name: dy, shape: [70, 1000]}, {name: z, shape: [70, 1000]}, {name: b, shape: [1000]}]
 ops:
