@@ -383,10 +383,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           if (direct && !cols.empty()) run.push_back("Frag::sync();  // the tile's columns are staged");
           column_args = staged.args;
           fn = epilogue_fn(cols);
+          // Rows first (consecutive threads on consecutive rows): conv2d's NCHW, and outputs that are all
+          // transposes of the tile (stored at swapped coordinates: contiguous along the tile's rows).
+          const bool rows_first = geo.op == OpKind::Conv2d || kp.region.transposed.size() == kp.region.stores.size();
           run.push_back(direct ? "fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ","
-                               : "fj::tile_pointwise_staged<" + std::to_string(chunk) +
-                                     (geo.op == OpKind::Conv2d ? ", true" : "") + ">(frag, m0, n0, " + shape.rows +
-                                     ", " + shape.cols + ", smem,");
+                               : "fj::tile_pointwise_staged<" + std::to_string(chunk) + (rows_first ? ", true" : "") +
+                                     ">(frag, m0, n0, " + shape.rows + ", " + shape.cols + ", smem,");
         } else if (mma && geo.op == OpKind::Conv2d) {
           // NCHW: each thread a pixel row of a staged chunk, so a warp stores 32 consecutive pixels of a
           // channel. (From the fragment directly, a warp stores 8-pixel pieces: half a 32-byte sector in

@@ -140,7 +140,15 @@ std::string KernelEmitter::node_function(const EpilogueTree& tree, const EpiNode
       f.name = "fj_store_" + value_label(g, n.value) + "_" + std::to_string(n.value);
       f.params = ctype(dt) + "* __restrict__ p" + (rank ? ", " + coord_params(rank) : "") + ", float v";
       f.comment = "store " + g.describe(n.value) + " as " + std::string(dtype_name(dt));
-      f.body = {"fj::store_from_float(p, " + offset_expr(tree.domain, rank, "i") + ", v);"};
+      if (!n.dims.empty()) {  // a transpose of the value: at its swapped coordinates
+        f.name += "_at";
+        for (int d : n.dims)
+          if (d >= 0) f.name += "_" + std::to_string(d);
+        f.comment += ", at " + shape_str(node.type.shape) + " coordinates (dims swapped)";
+      }
+      f.body = {"fj::store_from_float(p, " +
+                (n.dims.empty() ? offset_expr(tree.domain, rank, "i") : offset_expr_mapped(node.type.shape, n.dims, "i")) +
+                ", v);"};
       break;
     }
     case EpiNode::Kind::Compute: {
@@ -298,6 +306,8 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
   if (rank == 0 || tree.has_source || !tree.sources.empty() || tree.result >= 0 || !tree.results.empty() ||
       tree.domain.back() % lanes)
     return "";
+  for (const EpiNode& n : tree.nodes)
+    if (n.kind == EpiNode::Kind::Store && !n.dims.empty()) return "";  // remapped stores: one element at a time
   const int last = rank - 1;
   const std::string L = std::to_string(lanes), lane_coord = "(i" + std::to_string(last) + " + l)";
   auto add_lane_buffer = [&](BufferRef b) {

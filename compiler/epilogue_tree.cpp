@@ -71,6 +71,20 @@ class TreeBuilder {
   }
 
   void store(ValueId v) {
+    const Node& n = ctx_.node(v);
+    if (std::find(region_.transposed.begin(), region_.transposed.end(), v) != region_.transposed.end()) {
+      // The operand at the domain's coordinates, stored with v's dim d at domain dim dims[d] (the two swapped).
+      const int at = visit(n.operands[0]);
+      const std::vector<int64_t> swapped = n.attr_ints("dims");
+      std::vector<int> dims(n.type.shape.size(), -1);
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (n.type.shape[d] != 1)
+          dims[d] = static_cast<int>(static_cast<int64_t>(d) == swapped[0]   ? swapped[1]
+                                     : static_cast<int64_t>(d) == swapped[1] ? swapped[0]
+                                                                             : static_cast<int64_t>(d));
+      for (const BufferRef& b : plan_.store_to.at(v)) add({EpiNode::Kind::Store, v, {at}, b, dims});
+      return;
+    }
     const int at = visit(v);
     for (const BufferRef& b : plan_.store_to.at(v)) add({EpiNode::Kind::Store, v, {at}, b, {}});
   }

@@ -60,6 +60,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   if (ctx.node(kp.root).op == OpKind::Conv2d) return keep_global("conv2d writes NCHW (tiles are pixel patches, not [M, N] boxes)");
   if (!kp.tails.empty()) return keep_global("a reduction or pool is fused into the epilogue");
   if (kp.region.stores.size() > 2) return keep_global("more than two stored values");
+  if (!kp.region.transposed.empty()) return keep_global("a transpose is stored at swapped coordinates");
   const Graph& g = ctx.g;
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   WgmmaConfig with_slots = kp.wgmma;

@@ -18,6 +18,9 @@ void mark_leaf_exprs(PlanContext& ctx);
 // pass_anchor_epilogue.cpp: the anchor kernel, with every elementwise node of
 // the anchor's output shape that can be computed in its epilogue.
 Status plan_anchor_kernel(PlanContext& ctx, Plan& plan);
+// Transposes of the linear / matmul epilogue's values, stored by it at swapped
+// coordinates (pass_epilogue_transpose.cpp).
+void store_epilogue_transposes(PlanContext& ctx, Plan& plan);
 
 // pass_mainloop.cpp: the anchor's mainloop (SIMT FFMA or sm_90a wgmma) and
 // its precision kind, with a note saying why.

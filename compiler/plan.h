@@ -102,6 +102,7 @@ struct Heuristics {
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
   bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
+  bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -112,7 +113,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -212,6 +213,9 @@ struct Region {
   Shape domain;
   std::vector<ValueId> nodes;   // computed here, each of shape == domain, topological
   std::vector<ValueId> stores;  // values written to memory (set by assign_buffers)
+  // Transposes of this region's values (anchor epilogues) that it stores at
+  // their swapped coordinates: each is in `stores`, none is computed here.
+  std::vector<ValueId> transposed;
 };
 
 enum class KernelKind { Anchor, Pointwise, Reduce, Softmax, Pool2d, Pool1d, RowFinish, Norm, Gather };

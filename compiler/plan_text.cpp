@@ -47,6 +47,8 @@ void region_lines(std::ostringstream& s, const Graph& g, const Plan& plan, const
   for (ValueId v : r.stores) {
     s << "    stores %" << v << " ->";
     for (const BufferRef& b : plan.store_to.at(v)) s << " " << buffer_str(g, b);
+    if (std::find(r.transposed.begin(), r.transposed.end(), v) != r.transposed.end())
+      s << " (transpose of %" << g.node(v).operands[0] << ": at swapped coordinates)";
     s << "\n";
   }
 }

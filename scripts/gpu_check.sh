@@ -26,6 +26,8 @@
 #             (BACKWARD_BENCH_ARGS, e.g. "--seeds 3 --modes fp32")
 #   swapab    `fusejit run` of fp32-operand matmuls with B [K, N] (seed 2's tf32 dX / dW, bench/specs_matmul_tf32),
 #             swap-AB against the transposed copy (wgmma_swap_ab=0), SWAPAB_ITERS trials each
+#   abrun     `fusejit run` of ABRUN_SPECS (default bench/specs_transpose/*.yaml) under each config of
+#             ABRUN_CONFIGS (';'-separated, default "" and "epilogue_transpose=0"), in turn
 #   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
@@ -247,6 +249,21 @@ stage_stamps() {
   PYTHONPATH=python timeout 300 python3 bench/profile_stamps.py ${STAMPS_ARGS:---seed 2 --mode bf16} 2>&1 \
     | grep -v Warning | tee "$out/stamps.log" | tail -60
   note "stamps: rc=${PIPESTATUS[0]}"
+}
+
+stage_abrun() {
+  local configs spec config log ms
+  IFS=';' read -ra configs <<< "${ABRUN_CONFIGS-;epilogue_transpose=0}"
+  [ ${#configs[@]} -gt 0 ] || configs=("")
+  : > "$out/abrun.log"
+  for spec in ${ABRUN_SPECS:-bench/specs_transpose/*.yaml}; do
+    for config in "${configs[@]}"; do
+      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters ${ABRUN_ITERS:-20} --config "$config" 2>&1)
+      echo "== $spec '$config'"$'\n'"$log" >> "$out/abrun.log"
+      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
+      note "abrun $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
+    done
+  done
 }
 
 stage_profile() {

@@ -117,13 +117,45 @@ TEST(CodegenLayout, RowPassReducesTheSameRowsOnceAndStoresDz) {
   EXPECT_NE(d.plan_text.find("reading %6 at swapped coordinates from the buffer"), std::string::npos) << d.plan_text;
 }
 
-TEST(CodegenLayout, TransposeOfTheEpilogueIsAPointwiseKernel) {
-  const Program p = plan(case_graph("linear_relu_transpose"), "sm_80");
+// A transpose of the epilogue's value is stored by the epilogue at swapped
+// coordinates (pass_epilogue_transpose.cpp); epilogue_transpose=0 and the
+// CPU target keep the transposing kernel over a scratch copy.
+TEST(CodegenLayout, TransposeOfTheEpilogueIsStoredByIt) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const Program p = plan(case_graph("linear_relu_transpose"), arch);
+    // (sm_90a's fp32 wgmma: the 3xTF32 operand staging launch first, residuals in scratch)
+    EXPECT_NE(p.plan_text.find("): 1 kernel(s)"), std::string::npos) << arch << "\n" << p.plan_text;
+    EXPECT_EQ(p.plan_text.find("relu 'r' (f32"), std::string::npos) << "no scratch copy\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("stores %4 -> output 0 't' (transpose of %3: at swapped coordinates)"),
+              std::string::npos) << p.plan_text;
+    EXPECT_NE(p.source.find("fj::store_from_float(p, i1 * 32 + i0, v);"), std::string::npos) << p.source;
+  }
+  const Program p = plan(case_graph("linear_relu_transpose"), "sm_80", "epilogue_transpose=0");
   ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
   EXPECT_EQ(p.launches[1].kernel, "fj_pointwise_transpose");
   EXPECT_NE(p.plan_text.find("transpose %4 reads %3 [32,24] with dims 0 and 1 swapped"), std::string::npos)
       << p.plan_text;
   EXPECT_NE(p.source.find("__shared__ float tile[32][33]"), std::string::npos) << "a plain copy: a tiled transpose";
+  {  // square: both outputs are [128, 128], and neither goes out by TMA (one is at swapped coordinates)
+    const Program q = plan(case_graph("matmul_square_and_transposed_bf16"), "sm_90a", "mainloop=wgmma");
+    ASSERT_EQ(q.launches.size(), 1u) << q.plan_text;
+    EXPECT_NE(q.plan_text.find("transpose %6 of %5: stored by the epilogue"), std::string::npos) << q.plan_text;
+    EXPECT_EQ(q.plan_text.find("TMA bulk"), std::string::npos) << q.plan_text;
+    const Program t = plan(case_graph("matmul_square_and_transposed_bf16"), "sm_90a", "mainloop=wgmma,tma_store=1");
+    EXPECT_NE(t.plan_text.find("not TMA bulk stores: a transpose is stored at swapped coordinates"),
+              std::string::npos) << t.plan_text;
+  }
+  {  // read back by the row kernel after it
+    const Program q = plan(case_graph("linear_transpose_then_row_sum"), "sm_80");
+    EXPECT_NE(q.plan_text.find("stores %4 -> scratch 0 (transpose of %3: at swapped coordinates)"), std::string::npos)
+        << q.plan_text;
+    EXPECT_EQ(q.launches[0].kernel.rfind("fj_linear", 0), 0u) << q.plan_text;
+  }
+  {  // batched, dims 0 and 2 swapped: [3, 20, 17] -> [17, 20, 3]
+    const Program q = plan(case_graph("batched_matmul_transpose_batch"));
+    ASSERT_EQ(q.launches.size(), 1u) << q.plan_text;
+    EXPECT_NE(q.source.find("fj::store_from_float(p, i2 * 60 + i1 * 3 + i0, v);"), std::string::npos) << q.source;
+  }
   // Ops on transposed operands: loads at swapped coordinates.
   const Program q = plan(case_graph("transpose_mul"), "sm_80");
   EXPECT_NE(q.source.find("_at_1_0("), std::string::npos) << q.source;

@@ -126,6 +126,35 @@ ops:
   - {name: r, op: relu, args: [h]}
   - {name: t, op: transpose, args: [r], dims: [0, 1]}
 outputs: [t])"},
+      // Transposes stored by the epilogue: a square bf16 matmul output kept as is
+      // and transposed (not TMA-stored: one of them is at swapped coordinates);
+      // a transposed value a later kernel reads back (a scale of it after a row
+      // reduction); a batched matmul transposed across its batch dim.
+      {"matmul_square_and_transposed_bf16", R"(
+precision: bf16
+inputs: [{name: a, shape: [128, 72]}, {name: b, shape: [72, 128]}, {name: c, shape: [128]}]
+ops:
+  - {name: h, op: matmul, args: [a, b]}
+  - {name: g, op: add, args: [h, c]}
+  - {name: s, op: sigmoid, args: [g]}
+  - {name: t, op: transpose, args: [s], dims: [0, 1]}
+outputs: [s, t])"},
+      {"linear_transpose_then_row_sum", R"(
+inputs: [{name: x, shape: [48, 40]}, {name: w, shape: [33, 40]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: e, op: tanh, args: [h]}
+  - {name: t, op: transpose, args: [e], dims: [1, 0]}
+  - {name: r, op: sum, args: [t], dims: [1], keepdim: true}
+  - {name: y, op: mul, args: [t, r]}
+outputs: [y])"},
+      {"batched_matmul_transpose_batch", R"(
+inputs: [{name: a, shape: [3, 20, 12]}, {name: b, shape: [3, 12, 17]}]
+ops:
+  - {name: h, op: matmul, args: [a, b]}
+  - {name: r, op: relu, args: [h]}
+  - {name: t, op: transpose, args: [r], dims: [0, 2]}
+outputs: [t])"},
       {"linear_plus_transposed_input", R"(
 inputs: [{name: x, shape: [40, 16]}, {name: w, shape: [40, 16]}, {name: c, shape: [40, 40]}]
 ops:

@@ -66,7 +66,6 @@ const std::map<std::string, Exception>& exceptions() {
       {"conv_batch_norm_instance_norm", {2, true, "instance_norm needs its whole plane: a norm kernel"}},
       {"conv_grouped_dilated_maxpool", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
       {"conv_group_norm_swish", {2, true, "group_norm needs its whole group: a norm kernel over the stored output"}},
-      {"linear_erf_transpose", {2, true, "a transpose reads the epilogue's result at swapped coordinates: from memory"}},
   };
   return list;
 }
