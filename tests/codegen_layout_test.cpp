@@ -136,14 +136,22 @@ TEST(CodegenLayout, TransposeOfTheEpilogueIsStoredByIt) {
   EXPECT_NE(p.plan_text.find("transpose %4 reads %3 [32,24] with dims 0 and 1 swapped"), std::string::npos)
       << p.plan_text;
   EXPECT_NE(p.source.find("__shared__ float tile[32][33]"), std::string::npos) << "a plain copy: a tiled transpose";
-  {  // square: both outputs are [128, 128], and neither goes out by TMA (one is at swapped coordinates)
-    const Program q = plan(case_graph("matmul_square_and_transposed_bf16"), "sm_90a", "mainloop=wgmma");
+  {  // square: the output is [128, 128] like the tile, but at swapped coordinates: not by TMA
+    const Program q = plan(case_graph("matmul_square_transposed_bf16"), "sm_90a", "mainloop=wgmma");
     ASSERT_EQ(q.launches.size(), 1u) << q.plan_text;
     EXPECT_NE(q.plan_text.find("transpose %6 of %5: stored by the epilogue"), std::string::npos) << q.plan_text;
     EXPECT_EQ(q.plan_text.find("TMA bulk"), std::string::npos) << q.plan_text;
-    const Program t = plan(case_graph("matmul_square_and_transposed_bf16"), "sm_90a", "mainloop=wgmma,tma_store=1");
+    EXPECT_NE(q.source.find("fj::tile_pointwise_staged<"), std::string::npos) << q.source;
+    EXPECT_NE(q.source.find(", true>(frag"), std::string::npos) << "rows first\n" << q.source;
+    const Program t = plan(case_graph("matmul_square_transposed_bf16"), "sm_90a", "mainloop=wgmma,tma_store=1");
     EXPECT_NE(t.plan_text.find("not TMA bulk stores: a transpose is stored at swapped coordinates"),
               std::string::npos) << t.plan_text;
+  }
+  {  // the output kept too: the tile goes out row-major, and the transposing kernel reads it back
+    const Program q = plan(case_graph("linear_output_and_transpose"), "sm_80");
+    ASSERT_EQ(q.launches.size(), 2u) << q.plan_text;
+    EXPECT_EQ(q.launches[1].kernel, "fj_pointwise_transpose");
+    EXPECT_EQ(q.plan_text.find("at swapped coordinates)"), std::string::npos) << q.plan_text;
   }
   {  // read back by the row kernel after it
     const Program q = plan(case_graph("linear_transpose_then_row_sum"), "sm_80");

@@ -126,11 +126,11 @@ ops:
   - {name: r, op: relu, args: [h]}
   - {name: t, op: transpose, args: [r], dims: [0, 1]}
 outputs: [t])"},
-      // Transposes stored by the epilogue: a square bf16 matmul output kept as is
-      // and transposed (not TMA-stored: one of them is at swapped coordinates);
-      // a transposed value a later kernel reads back (a scale of it after a row
-      // reduction); a batched matmul transposed across its batch dim.
-      {"matmul_square_and_transposed_bf16", R"(
+      // Transposes stored by the epilogue: a square bf16 matmul's (not TMA-stored:
+      // the shapes match, the coordinates do not); a transposed value a later
+      // kernel reads back (a scale of it after a row reduction); a batched matmul
+      // transposed across its batch dim. Not: an output kept and transposed.
+      {"matmul_square_transposed_bf16", R"(
 precision: bf16
 inputs: [{name: a, shape: [128, 72]}, {name: b, shape: [72, 128]}, {name: c, shape: [128]}]
 ops:
@@ -138,7 +138,14 @@ ops:
   - {name: g, op: add, args: [h, c]}
   - {name: s, op: sigmoid, args: [g]}
   - {name: t, op: transpose, args: [s], dims: [0, 1]}
-outputs: [s, t])"},
+outputs: [t])"},
+      {"linear_output_and_transpose", R"(
+inputs: [{name: x, shape: [40, 16]}, {name: w, shape: [24, 16]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: r, op: relu, args: [h]}
+  - {name: t, op: transpose, args: [r], dims: [0, 1]}
+outputs: [r, t])"},
       {"linear_transpose_then_row_sum", R"(
 inputs: [{name: x, shape: [48, 40]}, {name: w, shape: [33, 40]}]
 ops:
