@@ -518,6 +518,7 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
   std::vector<std::string> inner = combine_lines("combine_partials", ", kTiles", "", "");
   inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
   if (!kp.tails.empty()) return finish_kernel_across(em, kp, finishes, std::move(inner), cfg);
+  if (!kp.row_stages.empty()) return finish_kernel_row_stages(em, kp, finishes, std::move(inner), cfg);
   if (!kp.wide.nodes.empty()) return finish_kernel_wide(em, kp, finishes, std::move(inner), cfg);
   const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
   return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);

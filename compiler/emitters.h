@@ -56,6 +56,10 @@ unsigned grid_for(int64_t work, int per_block, int64_t cap);
 std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
                                       const std::vector<std::string>& inner);
 std::string post_call(const std::string& fn, const std::string& value, int rank);
+// A row-finish kernel with row stages (emit_row_stages.cpp); `inner` finishes a row.
+Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const KernelPlan& kp,
+                                                 const std::vector<ValueId>& finishes, std::vector<std::string> inner,
+                                                 const PointwiseConfig& cfg);
 
 // emit_softmax_finish.cpp: the RowFinish kernel of a softmax fused in parts.
 Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& plan, int index);

@@ -17,6 +17,11 @@ Region& region_of(KernelPlan& kp, ValueId v) {
     for (ValueId n : t.post.nodes)
       if (n == v) return t.post;
   }
+  for (FusedTail& t : kp.row_stages) {
+    if (t.op == v) return t.post;
+    for (ValueId n : t.post.nodes)
+      if (n == v) return t.post;
+  }
   for (ValueId n : kp.wide.nodes)
     if (n == v) return kp.wide;
   return kp.region;

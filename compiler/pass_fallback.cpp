@@ -129,6 +129,70 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
+// Row stages (CUDA): a sum / mean / max / min along the wide rows, keepdim,
+// of a value the wide stage computes (`mean(h - max(h))`), and the elementwise
+// ops after it (over the rows, or broadcast back over the wide domain), run in
+// the same row-finish kernel: a warp reduces each row, then the block goes
+// over the rows again, recomputing what it needs. Stage by stage, while each
+// reduction and its row-shaped consumers are needed only here (no output:
+// nothing is stored at row coordinates).
+void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
+  if (!ctx.heur.row_stages || ctx.arch.rfind("sm_", 0) != 0 || k.wide.nodes.empty()) return;
+  const Shape& rows = k.region.domain;
+  const Shape& wide = k.wide.domain;
+  std::set<ValueId> inside(k.finishes.begin(), k.finishes.end());
+  inside.insert(k.region.nodes.begin(), k.region.nodes.end());
+  inside.insert(k.wide.nodes.begin(), k.wide.nodes.end());
+  const auto count = static_cast<ValueId>(ctx.g.nodes.size());
+  for (ValueId r = k.root + 1; r < count; ++r) {
+    const Node& n = ctx.node(r);
+    const bool kind = n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max || n.op == OpKind::Min;
+    if (!kind || ctx.placed(r) || n.type.shape != rows || ctx.is_output(r)) continue;
+    const ValueId x = n.operands[0];
+    if (!inside.count(x) || ctx.node(x).type.shape != wide) continue;
+    std::set<ValueId> ours = inside;
+    ours.insert(r);
+    std::vector<ValueId> post;
+    for (ValueId v = r + 1; v < count; ++v) {
+      const Node& m = ctx.node(v);
+      if (ctx.placed(v) || ctx.leaf_expr[static_cast<size_t>(v)] || !is_elementwise(m.op)) continue;
+      if (std::none_of(m.operands.begin(), m.operands.end(), [&](ValueId o) { return o == r || (ours.count(o) && !inside.count(o)); }))
+        continue;  // the stage's consumers: what reads r or them
+      bool ok = m.type.shape == rows || m.type.shape == wide;
+      for (ValueId o : m.operands) ok = ok && (ours.count(o) > 0 || ctx.leaf_expr[static_cast<size_t>(o)]);
+      if (!ok) continue;  // reads a later stage's reduction, or another kernel's value
+      post.push_back(v);
+      ours.insert(v);
+    }
+    // r and its row-shaped consumers: used here only.
+    auto kept_here = [&](ValueId v) {
+      if (ctx.is_output(v)) return false;
+      for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+        const Node& un = ctx.node(u);
+        const bool next_stage = (un.op == OpKind::Sum || un.op == OpKind::Mean || un.op == OpKind::Max ||
+                                 un.op == OpKind::Min) && un.type.shape == rows;
+        if (!ours.count(u) && !next_stage) return false;
+      }
+      return true;
+    };
+    if (!kept_here(r)) return;
+    for (ValueId v : post)
+      if (ctx.node(v).type.shape == rows && !kept_here(v)) return;
+    FusedTail stage;
+    stage.op = r;
+    stage.post.domain = wide;
+    stage.post.nodes = post;
+    ctx.kernel_of[static_cast<size_t>(r)] = index;
+    for (ValueId v : post) ctx.kernel_of[static_cast<size_t>(v)] = index;
+    std::string ops;
+    for (ValueId v : post) ops += (ops.empty() ? "" : ", ") + label_of(ctx, v);
+    k.notes.push_back(label_of(ctx, r) + " along the rows of " + shape_str(wide) + " in this kernel (a warp a row)" +
+                      (ops.empty() ? std::string() : ", then " + ops));
+    k.row_stages.push_back(std::move(stage));
+    inside = std::move(ours);
+  }
+}
+
 // A row-finish kernel reduces its finished rows to one value as well when
 // they are few enough for one block to finish them all.
 constexpr int64_t kAcrossRowsMaxRows = 1024;
@@ -346,6 +410,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
     grow_region(ctx, placed.region, sources, v, index, /*allow_placed=*/true);
     if (placed.kind == KernelKind::RowFinish && op_category(n.op) != OpCategory::Normalize) {
       grow_row_broadcast(ctx, placed, index);
+      grow_row_stages(ctx, placed, index);
       fuse_reduction_across_rows(ctx, placed, index);
     }
     if (placed.kind == KernelKind::Reduce) join_row_pass(ctx, plan, index);

@@ -103,6 +103,7 @@ struct Heuristics {
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
   bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
   bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
+  bool row_stages = true;          // reductions along a row-finish kernel's wide rows in the same kernel
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -113,7 +114,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -295,6 +296,12 @@ struct KernelPlan {
   // further reductions of the same rows done in the same pass (a row pass),
   // each with its consumers.
   std::vector<FusedTail> tails;
+  // RowFinish with a wide stage (CUDA): reductions along the wide rows
+  // (keepdim: back to the finished rows' shape) of values computed here, in
+  // order, each followed by its elementwise consumers (post: over the wide
+  // domain, with the row-shaped ones between; pass_fallback.cpp). A warp a row
+  // reduces; a row's values are recomputed for each stage, never stored for it.
+  std::vector<FusedTail> row_stages;
   // Reduce (row pass): leaf expressions over the reduced operand's shape that
   // are graph outputs, stored as the pass computes them (no kernel of their
   // own, no second read of what they are computed from).

@@ -131,7 +131,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass" ||
-               key == "pointwise_lanes" || key == "epilogue_transpose") {
+               key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
@@ -141,6 +141,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "simplify"        ? h.simplify
        : key == "row_pass"        ? h.row_pass
        : key == "epilogue_transpose" ? h.epilogue_transpose
+       : key == "row_stages"      ? h.row_stages
        : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {

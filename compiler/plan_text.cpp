@@ -96,6 +96,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
     if (!kp.wide.nodes.empty()) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
+    for (const FusedTail& t : kp.row_stages)
+      region_lines(s, g, plan, t.post, "then " + label(g, t.op) + " along the rows, and");
     if (!kp.streamed.stores.empty()) region_lines(s, g, plan, kp.streamed, "as it reads the rows,");
     for (const FusedTail& t : kp.tails) {
       if (t.partial)
@@ -166,6 +168,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
     if (kp.kind == KernelKind::RowFinish && kp.finishes.size() <= 1) name += "_finish";
     tail = ops(kp.region.nodes) + ops(kp.wide.nodes);
     for (const FusedTail& t : kp.tails) tail += "_" + std::string(op_name(g.node(t.op).op)) + ops(t.post.nodes);
+    for (const FusedTail& t : kp.row_stages) tail += "_" + std::string(op_name(g.node(t.op).op)) + ops(t.post.nodes);
   }
   if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";
   return name + tail;

@@ -101,6 +101,46 @@ outputs: [p]
            "  - {name: xs, op: mul, args: [x, u]}\n"
            "  - {name: y, op: add, args: [xs, mx]}\n"
            "outputs: [u, y]\n"},
+      // A layer norm written out after a linear: the mean's partials in the epilogue, the centered
+      // values and their variance as row stages of the finish kernel (a warp a row), then the scale.
+      {"manual_layer_norm", "name: manual_layer_norm\n" + head +
+           "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: c, op: sub, args: [h, mu]}\n"
+           "  - {name: sq, op: mul, args: [c, c]}\n"
+           "  - {name: var, op: mean, args: [sq], dims: [1], keepdim: true}\n"
+           "  - {name: ve, op: add, args: [var, 1e-5]}\n"
+           "  - {name: rs, op: rsqrt, args: [ve]}\n"
+           "  - {name: y, op: mul, args: [c, rs]}\n"
+           "  - {name: z, op: add, args: [y, x]}\n"
+           "outputs: [z]\n"},
+      // bf16, ragged rows (300 x 1000, one block's rows cut short), two row stages (the variance, then a
+      // max of the normalized rows), the centered values stored from the wide stage.
+      {"manual_layer_norm_bf16_ragged", R"(name: manual_layer_norm_bf16_ragged
+precision: bf16
+inputs:
+  - {name: x, shape: [300, 1000]}
+  - {name: w, shape: [1000, 1000]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}
+  - {name: c, op: sub, args: [h, mu]}
+  - {name: sq, op: mul, args: [c, c]}
+  - {name: var, op: mean, args: [sq], dims: [1], keepdim: true}
+  - {name: ve, op: add, args: [var, 1e-5]}
+  - {name: rs, op: rsqrt, args: [ve]}
+  - {name: y, op: mul, args: [c, rs]}
+  - {name: m2, op: max, args: [y], dims: [1], keepdim: true}
+  - {name: z, op: sub, args: [y, m2]}
+outputs: [z, c]
+)"},
+      // The variance is an output too: no row stage (nothing is stored at row coordinates from one).
+      {"manual_layer_norm_var_output", "name: manual_layer_norm_var_output\n" + head +
+           "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: c, op: sub, args: [h, mu]}\n"
+           "  - {name: sq, op: mul, args: [c, c]}\n"
+           "  - {name: var, op: max, args: [sq], dims: [1], keepdim: true}\n"
+           "  - {name: y, op: div, args: [c, var]}\n"
+           "outputs: [y, var]\n"},
       {"rows_then_mean_of_tanh",  // a reduction of a finished value's consumer over every row, then its consumer
        "name: rows_then_mean_of_tanh\n" + head +
            "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"

@@ -53,7 +53,11 @@ struct Exception {
 const std::map<std::string, Exception>& exceptions() {
   static const std::map<std::string, Exception> list = {
       {"linear_max_subtract_gelu",
-       {4, true, "x - max(x) over the stored output in the finish kernel, then a mean reduce of it and a pointwise kernel"}},
+       {2, true, "x - max(x), its row mean and the rest as row stages of the finish kernel, over the stored h"}},
+      {"manual_layer_norm", {2, true, "h - mean(h), its variance and the scale as row stages, over the stored h"}},
+      {"manual_layer_norm_bf16_ragged", {2, true, "two row stages (variance, then a max), over the stored h"}},
+      {"manual_layer_norm_var_output",
+       {4, true, "a row stage's reduction that is an output (stored at row coordinates) gets a reduce kernel"}},
       {"linear_rmsnorm", {2, true, "h * rsqrt(mean(h^2)): the finish kernel's broadcast back over the row reads the stored h"}},
       {"linear_pool1d", {3, true, "two overlapping, padded 1-D pools along N: a pool kernel each over the stored output"}},
       {"matmul_log_softmax_f16", {3, true, "log_softmax over N = 1000, wider than a tile: a softmax kernel over the stored output"}},

@@ -1,0 +1,114 @@
+// A row-finish kernel with row stages (KernelPlan::row_stages): each block
+// finishes a few rows (one thread a row), then for each stage a warp a row
+// reduces the value the stage reduces along the row's wide elements (the
+// narrow and wide regions, and the earlier stages' consumers, recomputed at
+// those coordinates), and last the block goes over the rows' elements once
+// more for the last stage's consumers and their stores.
+#include <algorithm>
+#include <limits>
+
+#include "compiler/emit_common.h"
+#include "compiler/emitters.h"
+#include "compiler/epilogue_tree.h"
+
+namespace fusejit::cg {
+namespace {
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& from) { to.insert(to.end(), from.begin(), from.end()); }
+
+std::string combine_op(OpKind op) {
+  return op == OpKind::Max ? "fj::MaxOp" : op == OpKind::Min ? "fj::MinOp" : "fj::SumOp";
+}
+
+}  // namespace
+
+Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const KernelPlan& kp,
+                                                 const std::vector<ValueId>& finishes, std::vector<std::string> inner,
+                                                 const PointwiseConfig& cfg) {
+  const PlanContext& ctx = em.ctx();
+  const Graph& g = ctx.g;
+  const Shape& domain = kp.region.domain;
+  const Shape& wide = kp.wide.domain;
+  const int64_t rows = numel(domain), len = row_broadcast_len(domain, wide);
+  const int64_t per_block = std::clamp<int64_t>(kRowFinishWideElementsPerBlock / len, 1, cfg.threads);
+  if (len > kIntMax) return Error("codegen: a row of more than 2^31 elements");
+  KernelSource& s = em.src();
+  s.constants.push_back({"kRowLen", len, "elements of a finished row's wide stage"});
+  s.constants.push_back({"kRowsPerBlock", per_block, "rows a block finishes, then reduces and broadcasts, at a time"});
+  s.constants.push_back({"kWarps", cfg.threads / 32, "warps of a block, a row each at a time"});
+  const int wide_rank = static_cast<int>(wide.size());
+  const unsigned grid = grid_for(rows, static_cast<int>(per_block), cfg.max_blocks);
+  const bool big = (rows + static_cast<int64_t>(grid) * per_block) * len > kIntMax;
+  const std::string I = big ? "long long" : "int";
+  const std::string F = std::to_string(finishes.size()), S = std::to_string(kp.row_stages.size());
+
+  // One tree a stage: what it reduces (stores: the previous stage's consumers'), then the last consumers.
+  Region region;
+  region.domain = wide;
+  region.nodes = kp.region.nodes;
+  region.nodes.insert(region.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
+  std::vector<ValueId> sources = finishes;
+  std::string args;  // the trees' source values: finished[j][row], then row_values[k][row]
+  for (size_t j = 0; j < finishes.size(); ++j) args += (j ? ", " : "") + std::string("finished[") + std::to_string(j) + "][row]";
+  std::vector<std::string> out = {
+      "__shared__ float finished[" + F + "][kRowsPerBlock];",
+      "__shared__ float row_values[" + S + "][kRowsPerBlock];",
+      "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
+          ")gridDim.x * kRowsPerBlock) {",
+      "__syncthreads();  // the previous rows' readers are done",
+      "if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
+      "const " + I + " e = r0 + threadIdx.x;"};
+  append(out, decompose_index("e", domain, "i", I));
+  append(out, inner);
+  for (size_t j = 0; j < finishes.size(); ++j)
+    out.push_back("finished[" + std::to_string(j) + "][threadIdx.x] = v" + std::to_string(finishes[j]) + ";");
+  out.push_back("}");
+  out.push_back("__syncthreads();");
+  out.push_back("const int rows_here = (int)(kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock);");
+  const Region* stored = &kp.wide;  // whose stores the next tree makes
+  for (size_t i = 0; i < kp.row_stages.size(); ++i) {
+    const FusedTail& stage = kp.row_stages[i];
+    const Node& r = g.node(stage.op);
+    Region at = region;
+    at.stores = stored->stores;
+    const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), at, sources, r.operands[0], true),
+                                        "fj_stage" + std::to_string(i), "the value " + g.describe(stage.op) +
+                                        " reduces along its row, at wide coordinates" +
+                                        (at.stores.empty() ? std::string() : ", and the stores due there"));
+    const std::string op = combine_op(r.op);
+    append(out, {"for (int row = threadIdx.x / 32; row < rows_here; row += kWarps) {",
+                 "float acc = " + op + "::identity();",
+                 "for (int q = threadIdx.x % 32; q < kRowLen; q += 32) {",
+                 "const " + I + " e = (r0 + row) * (" + I + ")kRowLen + q;"});
+    append(out, decompose_index("e", wide, "i", I));
+    out.push_back("acc = " + op + "::combine(acc, " + fn + "(p, " + args + ", " + coord_args(wide_rank) + "));");
+    out.push_back("}");
+    out.push_back("acc = fj::group_combine<32, 32>(acc, [](float a, float b) { return " + op +
+                  "::combine(a, b); }, nullptr);");
+    out.push_back("if (threadIdx.x % 32 == 0) row_values[" + std::to_string(i) + "][row] = acc" +
+                  (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
+    out.push_back("}");
+    out.push_back("__syncthreads();");
+    sources.push_back(stage.op);
+    args += ", row_values[" + std::to_string(i) + "][row]";
+    region.nodes.insert(region.nodes.end(), stage.post.nodes.begin(), stage.post.nodes.end());
+    stored = &stage.post;
+  }
+  Region last = region;
+  last.stores = stored->stores;
+  const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), last, sources, -1, true), "fj_wide",
+                                      "the last stage's consumers and their stores, at wide coordinates");
+  append(out, {"const " + I + " count = (" + I + ")rows_here * kRowLen;",
+               "for (" + I + " q = threadIdx.x; q < count; q += blockDim.x) {",
+               "const int row = (int)(q / kRowLen);",
+               "const " + I + " e = r0 * (" + I + ")kRowLen + q;"});
+  append(out, decompose_index("e", wide, "i", I));
+  out.push_back(post_call(fn, args, wide_rank));
+  out.push_back("}");
+  out.push_back("}");
+  return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
+}
+
+}  // namespace fusejit::cg
