@@ -1,5 +1,6 @@
 // A row-finish kernel with row stages (KernelPlan::row_stages): each block
 // finishes a few rows (one thread a row), then for each stage a warp a row
+// (or, with fewer rows than warps in the block, the whole block a row)
 // reduces the value the stage reduces along the row's wide elements (the
 // narrow and wide regions, and the earlier stages' consumers, recomputed at
 // those coordinates), and last the block goes over the rows' elements once
@@ -37,7 +38,9 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   KernelSource& s = em.src();
   s.constants.push_back({"kRowLen", len, "elements of a finished row's wide stage"});
   s.constants.push_back({"kRowsPerBlock", per_block, "rows a block finishes, then reduces and broadcasts, at a time"});
-  s.constants.push_back({"kWarps", cfg.threads / 32, "warps of a block, a row each at a time"});
+  const bool block_rows = per_block < cfg.threads / 32;  // long rows: the whole block reduces each
+  s.constants.push_back({"kWarps", cfg.threads / 32, block_rows ? "warps of a block" : "warps of a block, a row each at a time"});
+  if (block_rows) s.constants.push_back({"kThreads", cfg.threads, "threads of a block, all on one row at a time"});
   const int wide_rank = static_cast<int>(wide.size());
   const unsigned grid = grid_for(rows, static_cast<int>(per_block), cfg.max_blocks);
   const bool big = (rows + static_cast<int64_t>(grid) * per_block) * len > kIntMax;
@@ -55,6 +58,7 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   std::vector<std::string> out = {
       "__shared__ float finished[" + F + "][kRowsPerBlock];",
       "__shared__ float row_values[" + S + "][kRowsPerBlock];",
+      block_rows ? "__shared__ float stage_smem[kWarps];" : "",
       "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
           ")gridDim.x * kRowsPerBlock) {",
       "__syncthreads();  // the previous rows' readers are done",
@@ -78,17 +82,20 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
                                         " reduces along its row, at wide coordinates" +
                                         (at.stores.empty() ? std::string() : ", and the stores due there"));
     const std::string op = combine_op(r.op);
-    append(out, {"for (int row = threadIdx.x / 32; row < rows_here; row += kWarps) {",
+    append(out, {block_rows ? "for (int row = 0; row < rows_here; ++row) {"
+                            : "for (int row = threadIdx.x / 32; row < rows_here; row += kWarps) {",
                  "float acc = " + op + "::identity();",
-                 "for (int q = threadIdx.x % 32; q < kRowLen; q += 32) {",
+                 block_rows ? "for (int q = threadIdx.x; q < kRowLen; q += kThreads) {"
+                            : "for (int q = threadIdx.x % 32; q < kRowLen; q += 32) {",
                  "const " + I + " e = (r0 + row) * (" + I + ")kRowLen + q;"});
     append(out, decompose_index("e", wide, "i", I));
     out.push_back("acc = " + op + "::combine(acc, " + fn + "(p, " + args + ", " + coord_args(wide_rank) + "));");
     out.push_back("}");
-    out.push_back("acc = fj::group_combine<32, 32>(acc, [](float a, float b) { return " + op +
-                  "::combine(a, b); }, nullptr);");
-    out.push_back("if (threadIdx.x % 32 == 0) row_values[" + std::to_string(i) + "][row] = acc" +
-                  (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
+    out.push_back(std::string("acc = fj::group_combine<") + (block_rows ? "kThreads, kThreads" : "32, 32") +
+                  ">(acc, [](float a, float b) { return " + op + "::combine(a, b); }, " +
+                  (block_rows ? "stage_smem" : "nullptr") + ");");
+    out.push_back(std::string(block_rows ? "if (threadIdx.x == 0)" : "if (threadIdx.x % 32 == 0)") + " row_values[" +
+                  std::to_string(i) + "][row] = acc" + (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
     out.push_back("}");
     out.push_back("__syncthreads();");
     sources.push_back(stage.op);
