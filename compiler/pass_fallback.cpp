@@ -129,15 +129,16 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
-// Row stages (CUDA): a sum / mean / max / min along the wide rows, keepdim,
+// Row stages: a sum / mean / max / min along the wide rows, keepdim,
 // of a value the wide stage computes (`mean(h - max(h))`), and the elementwise
 // ops after it (over the rows, or broadcast back over the wide domain), run in
-// the same row-finish kernel: a warp reduces each row, then the block goes
-// over the rows again, recomputing what it needs. Stage by stage, while each
+// the same row-finish kernel: on the GPU a warp (or the block) reduces each
+// row, then the block goes over the rows again, recomputing what it needs;
+// the CPU backend goes along each row once per stage. Stage by stage, while each
 // reduction and its row-shaped consumers are needed only here (no output:
 // nothing is stored at row coordinates).
 void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
-  if (!ctx.heur.row_stages || ctx.arch.rfind("sm_", 0) != 0 || k.wide.nodes.empty()) return;
+  if (!ctx.heur.row_stages || k.wide.nodes.empty()) return;
   const Shape& rows = k.region.domain;
   const Shape& wide = k.wide.domain;
   std::set<ValueId> inside(k.finishes.begin(), k.finishes.end());
@@ -186,7 +187,7 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
     for (ValueId v : post) ctx.kernel_of[static_cast<size_t>(v)] = index;
     std::string ops;
     for (ValueId v : post) ops += (ops.empty() ? "" : ", ") + label_of(ctx, v);
-    k.notes.push_back(label_of(ctx, r) + " along the rows of " + shape_str(wide) + " in this kernel (a warp a row)" +
+    k.notes.push_back(label_of(ctx, r) + " along the rows of " + shape_str(wide) + " in this kernel" +
                       (ops.empty() ? std::string() : ", then " + ops));
     k.row_stages.push_back(std::move(stage));
     inside = std::move(ours);

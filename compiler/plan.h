@@ -296,7 +296,7 @@ struct KernelPlan {
   // further reductions of the same rows done in the same pass (a row pass),
   // each with its consumers.
   std::vector<FusedTail> tails;
-  // RowFinish with a wide stage (CUDA): reductions along the wide rows
+  // RowFinish with a wide stage: reductions along the wide rows
   // (keepdim: back to the finished rows' shape) of values computed here, in
   // order, each followed by its elementwise consumers (post: over the wide
   // domain, with the row-shaped ones between; pass_fallback.cpp). A warp a row

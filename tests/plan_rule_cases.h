@@ -102,7 +102,7 @@ outputs: [p]
            "  - {name: y, op: add, args: [xs, mx]}\n"
            "outputs: [u, y]\n"},
       // A layer norm written out after a linear: the mean's partials in the epilogue, the centered
-      // values and their variance as row stages of the finish kernel (a warp a row), then the scale.
+      // values and their variance as row stages of the finish kernel, then the scale.
       {"manual_layer_norm", "name: manual_layer_norm\n" + head +
            "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"
            "  - {name: c, op: sub, args: [h, mu]}\n"

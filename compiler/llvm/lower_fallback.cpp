@@ -303,7 +303,22 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
   Region all = kp.wide;
   all.nodes = kp.region.nodes;
   all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
-  const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, finishes, -1, true);
+  // Row stages (KernelPlan::row_stages): each reduces its value along the row's
+  // wide run in order (the region, the wide stage and the earlier stages'
+  // consumers recomputed there); the last tree makes the last stores.
+  std::vector<EpilogueTree> stage_trees;
+  std::vector<ValueId> sources = finishes;
+  const Region* stored = &kp.wide;
+  for (const FusedTail& st : kp.row_stages) {
+    Region at = all;
+    at.stores = stored->stores;
+    stage_trees.push_back(build_epilogue_tree(lc.pc, lc.plan, at, sources, g.node(st.op).operands[0], true));
+    all.nodes.insert(all.nodes.end(), st.post.nodes.begin(), st.post.nodes.end());
+    sources.push_back(st.op);
+    stored = &st.post;
+  }
+  all.stores = stored->stores;
+  const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, sources, -1, true);
   llvm::Type* f32 = kf.f32_type();
   std::string what;
   // A reduction of every finished row to one value (the kernel's tail): one
@@ -365,7 +380,21 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
                                                : b.CreateFAdd(cur, x),
                     acc);
     }
-    if (wide_len > 0)  // the wide stage: this row's run of the broadcast shape
+    for (size_t i = 0; i < kp.row_stages.size(); ++i) {  // in order, one after the other along the row
+      const OpKind op = g.node(kp.row_stages[i].op).op;
+      Value* sum = kf.local(kf.f32(op == OpKind::Max ? -INFINITY : op == OpKind::Min ? INFINITY : 0.0), "stage");
+      kf.loop(0, wide_len, 1, [&](Value* q) {
+        Value* at = b.CreateAdd(b.CreateMul(e, kf.i64(wide_len), "", true, true), q, "", true, true);
+        Value* x = emit_tree(kf, stage_trees[i], decompose(kf, at, kp.wide.domain), values);
+        Value* cur = b.CreateLoad(f32, sum);
+        b.CreateStore(op == OpKind::Max ? max_nan(b, cur, x) : op == OpKind::Min ? min_nan(b, cur, x) : b.CreateFAdd(cur, x),
+                      sum);
+      }, "q");
+      Value* v = b.CreateLoad(f32, sum);
+      if (op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(wide_len)));
+      values.push_back({kp.row_stages[i].op, v});
+    }
+    if (wide_len > 0)  // the wide stage (or the last row stage's consumers): this row's run of the broadcast shape
       kf.parallel_loop(kf.i64(0), kf.i64(wide_len), [&](Value* q) {
         Value* at = b.CreateAdd(b.CreateMul(e, kf.i64(wide_len), "", true, true), q, "", true, true);
         emit_tree(kf, wide, decompose(kf, at, kp.wide.domain), values);
@@ -379,6 +408,7 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
   }
   for (ValueId r : finishes) what += (what.empty() ? "" : ", ") + std::string(op_name(g.node(r).op));
   if (wide_len > 0) what += " (then broadcast over " + shape_str(kp.wide.domain) + ")";
+  for (const FusedTail& st : kp.row_stages) what += " (then " + std::string(op_name(g.node(st.op).op)) + " along the rows)";
   if (across) {
     what += " (then " + std::string(op_name(across_op)) + " over the rows)";
     return kf.finish(1, 1, what);
