@@ -12,6 +12,7 @@
 
 #include "compiler/codegen.h"
 #include "fusejit/spec.h"
+#include "tests/compile_jobs.h"
 #include "tests/plan_rule_cases.h"
 #include "tests/program_util.h"
 
@@ -149,6 +150,62 @@ TEST(PlanRule, ConsumersOfFinishedReductionsStayInTheFinishKernel) {
         EXPECT_NE(s.what.find("per-tile"), std::string::npos) << name << ": " << s.what;
     }
   }
+}
+
+Graph rule_case(const std::string& name) {
+  for (const testing::PlanRuleCase& c : testing::plan_rule_cases())
+    if (c.name == name) {
+      Expected<Graph> g = parse_spec(c.spec, c.name);
+      EXPECT_TRUE(g) << name << ": " << g.error().str();
+      return g ? g.take() : Graph{};
+    }
+  ADD_FAILURE() << "no plan rule case " << name;
+  return {};
+}
+
+// Item 3: reductions along the finished rows' wide run (row stages) and what
+// follows them run in the finish kernel: a warp a row for short rows, the
+// whole block for long ones; a stage's reduction that is an output keeps its
+// kernel; row_stages=0 gives each a kernel. Every variant compiles.
+TEST(PlanRule, RowStagesRunInTheFinishKernel) {
+  std::vector<test_util::CompileJob> jobs;
+  {
+    Expected<Program> p = generate_program(rule_case("manual_layer_norm"), {"sm_90a", ""});
+    ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
+    EXPECT_NE(p->plan_text.find("then mean %6 along the rows, and at [128,512]: add %8, rsqrt %9, mul %10, add %11"),
+              std::string::npos) << p->plan_text;
+    EXPECT_NE(p->source.find("for (int row = threadIdx.x / 32; row < rows_here; row += kWarps)"), std::string::npos)
+        << "512 elements a row: a warp a row\n" << p->source;
+    EXPECT_NE(p->source.find("fj::group_combine<32, 32>"), std::string::npos) << p->source;
+    for (const ScratchSpec& s : testing::chain_scratch(*p))  // h and the per-tile partials only: no (h - mu)^2 copy
+      EXPECT_TRUE(s.what.find("per-tile") != std::string::npos || s.what.find("linear 'h'") != std::string::npos ||
+                  s.what.rfind("split-K", 0) == 0) << s.what;
+  }
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Expected<Program> p = generate_program(rule_case("manual_layer_norm_bf16_ragged"), {arch, ""});
+    ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
+    EXPECT_NE(p->plan_text.find("then max %11 along the rows, and at [300,1000]: sub %12"), std::string::npos)
+        << p->plan_text;
+    EXPECT_NE(p->source.find("fj::group_combine<kThreads, kThreads>"), std::string::npos)
+        << "1000 elements a row: the whole block a row\n" << p->source;
+    jobs.push_back({"manual_layer_norm_bf16_ragged", arch, p->name, p->source});
+  }
+  {
+    Expected<Program> p = generate_program(rule_case("manual_layer_norm_var_output"), {"sm_90a", ""});
+    ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(p->plan_text.find("along the rows, and"), std::string::npos) << p->plan_text;
+    Expected<Program> q = generate_program(rule_case("manual_layer_norm"), {"sm_90a", "row_stages=0"});
+    ASSERT_TRUE(q) << q.error().str();
+    EXPECT_EQ(testing::chain_launches(*q), 4u) << q->plan_text;
+  }
+  for (const char* name : {"manual_layer_norm", "manual_layer_norm_var_output"}) {
+    Expected<Program> p = generate_program(rule_case(name), {"sm_80", ""});
+    ASSERT_TRUE(p) << p.error().str();
+    jobs.push_back({name, "sm_80", p->name, p->source});
+  }
+  for (const std::string& f : test_util::compile_all(jobs)) ADD_FAILURE() << f;
 }
 
 }  // namespace
