@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Norm / reduction chains (issue 10 §4): fusejit vs PyTorch (eager, torch.compile), in one process.
 
-Three chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
+Four chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
 
   1 lin_gn_swish  a_linear_group_norm_swish.yaml   x 4096x1024 -> Linear(1024->4096, bias) -> group_norm(32 groups,
                   weight, bias) on the 2-D [M, 4096] output (each row's features in 32 groups of 128, as
@@ -10,6 +10,8 @@ Three chains, one spec each in bench/specs_norm/ (--problems takes 1-based indic
                   groups, weight, bias) -> max_pool2d(2)                                   -> [32, 128, 28, 28]
   3 lin_sum_max_lse c_linear_sum_max_logsumexp.yaml x 8192x1024 -> Linear(1024->4096, bias) = h; three outputs:
                   h.sum(-1, keepdim), h.amax(-1, keepdim), h.logsumexp(-1, keepdim)        -> 3 x [8192, 1]
+  4 lin_manual_ln d_linear_manual_layer_norm.yaml  x 4096x1024 -> Linear(1024->4096, bias) = h; a layer norm written
+                  out: c = h - mean(h), c * rsqrt(mean(c*c) + 1e-5) * gamma + beta          -> [4096, 4096]
 
 The PyTorch twin of each chain (Runner.twins) takes the same tensors, in the spec's argument order. The spec files
 are written in fp32; mode bf16 runs the same text with `precision: bf16` (so every input is bf16 and the twin gets
@@ -90,6 +92,11 @@ PROBLEMS = [
                  ("b", (4096,), "torch_bias")],
          outputs=[("row_sum", (8192, 1)), ("row_max", (8192, 1)), ("row_lse", (8192, 1))], fan_in=1024,
          formula="h = linear(x, w, b); h.sum(-1, keepdim), h.amax(-1, keepdim), h.logsumexp(-1, keepdim)"),
+    dict(name="lin_manual_ln", spec="d_linear_manual_layer_norm.yaml", anchor="linear", ref=1024, small=64,
+         inputs=[("x", (4096, 1024), "uniform01"), ("w", (4096, 1024), "torch_weight"),
+                 ("b", (4096,), "torch_bias"), ("gamma", (4096,), "normal"), ("beta", (4096,), "normal")],
+         outputs=[("y", (4096, 4096))], fan_in=1024,
+         formula="c = h - h.mean(-1, keepdim); c * rsqrt((c * c).mean(-1, keepdim) + 1e-5) * gamma + beta"),
 ]
 
 MODES = C.MODES  # mode -> (spec precision, input dtype)
@@ -358,8 +365,13 @@ class Runner(C.Runner):
             h = F.linear(x, w, b)
             return h.sum(-1, keepdim=True), h.amax(-1, keepdim=True), torch.logsumexp(h, -1, keepdim=True)
 
+        def lin_manual_ln(x, w, b, gamma, beta):
+            h = F.linear(x, w, b)
+            c = h - h.mean(-1, keepdim=True)
+            return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + 1e-5) * gamma + beta
+
         self.twins = {"lin_gn_swish": lin_gn_swish, "conv_gn_pool": conv_gn_pool,
-                      "lin_sum_max_lse": lin_sum_max_lse}
+                      "lin_sum_max_lse": lin_sum_max_lse, "lin_manual_ln": lin_manual_ln}
 
     @staticmethod
     def as_tuple(out):
