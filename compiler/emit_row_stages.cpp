@@ -58,12 +58,12 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   std::vector<std::string> out = {
       "__shared__ float finished[" + F + "][kRowsPerBlock];",
       "__shared__ float row_values[" + S + "][kRowsPerBlock];",
-      block_rows ? "__shared__ float stage_smem[kWarps];" : "",
       "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
           ")gridDim.x * kRowsPerBlock) {",
       "__syncthreads();  // the previous rows' readers are done",
       "if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
       "const " + I + " e = r0 + threadIdx.x;"};
+  if (block_rows) out.insert(out.begin() + 2, "__shared__ float stage_smem[kWarps];  // the block's reductions");
   append(out, decompose_index("e", domain, "i", I));
   append(out, inner);
   for (size_t j = 0; j < finishes.size(); ++j)
