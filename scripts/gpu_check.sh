@@ -197,18 +197,25 @@ stage_wgrad() {
   done
 }
 
-stage_swapab() {
-  # fp32-operand matmuls with B [K, N]: swap-AB (the default) against the transposed copy, in one process each pair
-  : > "$out/swapab_runs.log"
-  for spec in tests/specs/seed2_dx_tf32.yaml tests/specs/seed2_dw_tf32.yaml bench/specs_matmul_tf32/*.yaml; do
-    for config in "" "wgmma_swap_ab=0"; do
-      local log ms
-      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters ${SWAPAB_ITERS:-20} --config "$config" 2>&1)
-      echo "== $spec '$config'"$'\n'"$log" >> "$out/swapab_runs.log"
+# `fusejit run` of each spec under each config, in turn: run_configs LABEL LOG ITERS "SPECS" CONFIG...
+run_configs() {
+  local label=$1 logfile=$2 iters=$3 specs=$4 spec config log ms
+  shift 4
+  : > "$out/$logfile"
+  for spec in $specs; do
+    for config in "$@"; do
+      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters "$iters" --config "$config" 2>&1)
+      echo "== $spec '$config'"$'\n'"$log" >> "$out/$logfile"
       ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
-      note "swapab $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
+      note "$label $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
     done
   done
+}
+
+stage_swapab() {
+  # fp32-operand matmuls with B [K, N]: swap-AB (the default) against the transposed copy, in one process each pair
+  run_configs swapab swapab_runs.log "${SWAPAB_ITERS:-20}" \
+    "tests/specs/seed2_dx_tf32.yaml tests/specs/seed2_dw_tf32.yaml $(echo bench/specs_matmul_tf32/*.yaml)" "" "wgmma_swap_ab=0"
 }
 
 stage_gemmbench() {
@@ -252,18 +259,10 @@ stage_stamps() {
 }
 
 stage_abrun() {
-  local configs spec config log ms
+  local configs
   IFS=';' read -ra configs <<< "${ABRUN_CONFIGS-;epilogue_transpose=0}"
   [ ${#configs[@]} -gt 0 ] || configs=("")
-  : > "$out/abrun.log"
-  for spec in ${ABRUN_SPECS:-bench/specs_transpose/*.yaml}; do
-    for config in "${configs[@]}"; do
-      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters ${ABRUN_ITERS:-20} --config "$config" 2>&1)
-      echo "== $spec '$config'"$'\n'"$log" >> "$out/abrun.log"
-      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
-      note "abrun $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
-    done
-  done
+  run_configs abrun abrun.log "${ABRUN_ITERS:-20}" "${ABRUN_SPECS:-$(echo bench/specs_transpose/*.yaml)}" "${configs[@]}"
 }
 
 stage_profile() {
