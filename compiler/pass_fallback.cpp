@@ -129,6 +129,11 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
+// The reductions a row pass or a row stage takes: sum, mean, max, min.
+bool row_pass_op(OpKind op) {
+  return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min;
+}
+
 // Row stages: a sum / mean / max / min along the wide rows, keepdim,
 // of a value the wide stage computes (`mean(h - max(h))`), and the elementwise
 // ops after it (over the rows, or broadcast back over the wide domain), run in
@@ -147,8 +152,7 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
   const auto count = static_cast<ValueId>(ctx.g.nodes.size());
   for (ValueId r = k.root + 1; r < count; ++r) {
     const Node& n = ctx.node(r);
-    const bool kind = n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max || n.op == OpKind::Min;
-    if (!kind || ctx.placed(r) || n.type.shape != rows || ctx.is_output(r)) continue;
+    if (!row_pass_op(n.op) || ctx.placed(r) || n.type.shape != rows || ctx.is_output(r)) continue;
     const ValueId x = n.operands[0];
     if (!inside.count(x) || ctx.node(x).type.shape != wide) continue;
     std::set<ValueId> ours = inside;
@@ -165,16 +169,10 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
       post.push_back(v);
       ours.insert(v);
     }
-    // r and its row-shaped consumers: used here only.
+    // r and its row-shaped consumers: used by this stage only (no store at row coordinates).
     auto kept_here = [&](ValueId v) {
-      if (ctx.is_output(v)) return false;
-      for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
-        const Node& un = ctx.node(u);
-        const bool next_stage = (un.op == OpKind::Sum || un.op == OpKind::Mean || un.op == OpKind::Max ||
-                                 un.op == OpKind::Min) && un.type.shape == rows;
-        if (!ours.count(u) && !next_stage) return false;
-      }
-      return true;
+      const auto& users = ctx.users[static_cast<size_t>(v)];
+      return !ctx.is_output(v) && std::all_of(users.begin(), users.end(), [&](ValueId u) { return ours.count(u) > 0; });
     };
     if (!kept_here(r)) return;
     for (ValueId v : post)
@@ -237,10 +235,6 @@ void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
 // a store after each element's loads a thread keeps one row in flight, and the
 // pass took 24 us on the H200 for 1024 x 8192 bf16, against 11 + 5 for a
 // pointwise kernel writing dZ and the column sum reading it.)
-bool row_pass_op(OpKind op) {
-  return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min;
-}
-
 bool row_pass_root(const PlanContext& ctx, ValueId r) {
   return ctx.heur.row_pass && ctx.arch.rfind("sm_", 0) == 0 && row_pass_op(ctx.node(r).op) &&
          !reduce_by_columns(ctx.g, r);
