@@ -96,8 +96,18 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
     if (!kp.wide.nodes.empty()) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
-    for (const FusedTail& t : kp.row_stages)
-      region_lines(s, g, plan, t.post, "then " + label(g, t.op) + " along the rows, and");
+    for (const FusedTail& t : kp.row_stages) {  // the row-shaped consumers named apart from the wide ones
+      Region wide = t.post;
+      std::vector<ValueId> per_row;
+      for (ValueId v : t.post.nodes)
+        if (g.node(v).type.shape != t.post.domain) per_row.push_back(v);
+      wide.nodes.erase(std::remove_if(wide.nodes.begin(), wide.nodes.end(),
+                                      [&](ValueId v) { return g.node(v).type.shape != t.post.domain; }),
+                       wide.nodes.end());
+      region_lines(s, g, plan, wide,
+                   "then " + label(g, t.op) + " along the rows" +
+                       (per_row.empty() ? std::string() : ", per row " + values(g, per_row)) + ", and");
+    }
     if (!kp.streamed.stores.empty()) region_lines(s, g, plan, kp.streamed, "as it reads the rows,");
     for (const FusedTail& t : kp.tails) {
       if (t.partial)
