@@ -186,28 +186,34 @@ stage_wgrad() {
   : > "$out/wgrad_runs.log"
   for p in ${WGRAD_MODES:-fp32 tf32 bf16}; do
     for seed in seed1 seed3; do
-      local spec log ms
+      local spec
       if [ $seed = seed1 ]; then spec=$(wgrad_spec "$p" $seed "[128, 64, 128, 128]" "[128, 128, 126, 126]")
       else spec=$(wgrad_spec "$p" $seed "[128, 8, 256, 256]" "[128, 64, 254, 254]"); fi
-      log=$(timeout 120 "$build/fusejit" run "$spec" --samples 2000 --iters 10 ${WGRAD_CONFIG:+--config "$WGRAD_CONFIG"} 2>&1)
-      echo "== $spec"$'\n'"$log" >> "$out/wgrad_runs.log"
-      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
-      note "wgrad $p $seed: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1)"
+      run_noted "wgrad $p $seed" wgrad_runs.log "$spec" --samples 2000 --iters 10 ${WGRAD_CONFIG:+--config "$WGRAD_CONFIG"}
     done
   done
 }
 
+# `fusejit run SPEC ARGS...`, its output appended to $out/LOG, a summary line "LABEL: PASS|FAIL ms rel_l2":
+# run_noted LABEL LOG SPEC ARGS...
+run_noted() {
+  local label=$1 logfile=$2 spec=$3 log ms
+  shift 3
+  log=$(timeout 120 "$build/fusejit" run "$spec" "$@" 2>&1)
+  echo "== $spec $*"$'\n'"$log" >> "$out/$logfile"
+  ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
+  note "$label: $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms $(echo "$log" | grep -o 'rel_l2 [0-9.e+-]*' | head -1)"
+}
+
 # `fusejit run` of each spec under each config, in turn: run_configs LABEL LOG ITERS "SPECS" CONFIG...
 run_configs() {
-  local label=$1 logfile=$2 iters=$3 specs=$4 spec config log ms
+  local label=$1 logfile=$2 iters=$3 specs=$4 spec config
   shift 4
   : > "$out/$logfile"
   for spec in $specs; do
     for config in "$@"; do
-      log=$(timeout 120 "$build/fusejit" run "$spec" --backend cuda --samples 20000 --iters "$iters" --config "$config" 2>&1)
-      echo "== $spec '$config'"$'\n'"$log" >> "$out/$logfile"
-      ms=$(echo "$log" | grep -o 'median [0-9.]* ms' | head -1 | grep -o '[0-9.]*')
-      note "$label $(basename "$spec" .yaml) '${config}': $(echo "$log" | grep -oE 'PASS|FAIL' | head -1) ${ms:-?} ms"
+      run_noted "$label $(basename "$spec" .yaml) '${config}'" "$logfile" "$spec" --backend cuda --samples 20000 \
+        --iters "$iters" --config "$config"
     done
   done
 }
