@@ -189,10 +189,6 @@ std::string reduce_op_type(OpKind op) {
   }
 }
 
-void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
 std::vector<std::string> AnchorShape::reduced_coords(const AnchorGeometry& geo, bool keepdim) const {
   std::vector<std::string> out;
   const int rank = static_cast<int>(geo.out.size());

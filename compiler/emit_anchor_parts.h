@@ -48,8 +48,6 @@ std::string add_conv_tap_table(const AnchorGeometry& geo, KernelSource& s);
 // The fj:: reduction functor of a row reduction.
 std::string reduce_op_type(OpKind op);
 
-void append(std::vector<std::string>& to, const std::vector<std::string>& from);
-
 // An epilogue lambda: `head`, the coordinate statements (a row that computes
 // nothing returns; 0.f from a lambda returning float), `call`, "});".
 std::vector<std::string> epilogue_lambda(const std::string& head, const std::vector<std::string>& coords,

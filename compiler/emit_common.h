@@ -3,6 +3,8 @@
 // coordinate and offset arithmetic with compile-time constants.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,14 @@
 #include "compiler/plan.h"
 
 namespace fusejit::cg {
+
+// The largest extent an `int` index covers (kernels switch to 64-bit indices above it).
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// Appends the lines `from` to `to` (generated source).
+inline void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 
 class KernelEmitter {
  public:

@@ -9,15 +9,6 @@
 #include "compiler/emitters.h"
 
 namespace fusejit::cg {
-namespace {
-
-constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-
-void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
-}  // namespace
 
 unsigned grid_for(int64_t work, int per_block, int64_t cap) {
   return static_cast<unsigned>(std::clamp<int64_t>((work + per_block - 1) / per_block, 1, cap));

@@ -15,10 +15,6 @@
 namespace fusejit::cg {
 namespace {
 
-constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-
-void append(std::vector<std::string>& to, const std::vector<std::string>& from) { to.insert(to.end(), from.begin(), from.end()); }
-
 std::string combine_op(OpKind op) {
   return op == OpKind::Max ? "fj::MaxOp" : op == OpKind::Min ? "fj::MinOp" : "fj::SumOp";
 }
