@@ -79,7 +79,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (wgmma || halo_patches) {  // patches of output pixels (conv_wgmma.cuh: 4-D TMA boxes; conv_patch.cuh)
       const auto& k = pool ? g.node(pool->op).attr_ints("kernel_size") : std::vector<int64_t>{1, 1};
       patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]),
-                         halo_patches ? elem_bytes : 0);
+                         halo_patches ? elem_bytes : 0, wgmma && wt.conv_halo);
       if (patch.bh == 0) return Error("codegen: no patch of " + std::to_string(tile_m) + " pixels holds whole pool windows");
       const std::string sides = std::to_string(patch.bh) + ", " + std::to_string(patch.bw);
       s.aliases.push_back(pool ? "using Pixels = fj::PatchPoolPixels<ConvShape, Tile::BM, " + sides + ", " +
@@ -116,7 +116,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
-      wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
+      if (wt.conv_halo) {
+        s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
+                            std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
+                            ">;  // the filter resident, a halo box per patch");
+        wgmma_call = "fj::conv_halo_mainloop<Tile, Halo, Pixels, ConvShape>(maps, order, ring, ";
+      } else {
+        wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
+      }
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -295,12 +302,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
     append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};", wgmma_split_k(kp, em, s)});
     if (wt.pingpong)
-      append(run, {"float* const epilogue_smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);",
+      append(run, {"float* const epilogue_smem = reinterpret_cast<float*>(ring + kRingBytes);",
                    "// persistent, ping-pong: the two consumers take this block's tiles in turn",
                    wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {",
                    "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
     else
-      append(run, {"[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + Tile::kRingBytes);  // the epilogue's",
+      append(run, {"[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + kRingBytes);  // the epilogue's",
                    "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
                    wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {"});
   }
@@ -525,7 +532,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_out" + std::to_string(k));
     }
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";
-    fn.body = {"static_assert(kRingBytes == Tile::kRingBytes, \"shared memory for the mainloop\");"};
+    fn.body = {std::string("static_assert(kRingBytes == ") + (wt.conv_halo ? "Halo" : "Tile") +
+               "::kRingBytes, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
     const int threads = wt.threads();  // Tile::kThreads: a producer warpgroup and the consumers
     launch.block = {static_cast<unsigned>(threads), 1, 1};

@@ -21,7 +21,8 @@ std::string kind_enum(const std::string& kind) {
 }
 
 std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
-  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.stages) +
+  // a halo conv's buffers are fj::ConvHalo's; its Tile's (unused) ring takes the least stages
+  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.conv_halo ? 2 : t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
   if (t.swap_ab)
     args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true";
@@ -94,7 +95,11 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
   auto nhwc = [&](int scratch) {  // x in NHWC: {C, W, H, N}, boxes of BK channels x the patch
     TensorMapSpec m{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16};
     m.image = {geo.cin, geo.w, geo.h, geo.batch_n};
-    m.image_box = {bk, patch.bw, patch.bh, 1};
+    if (kp.wgmma.conv_halo)  // the patch's input halo (conv_wgmma_halo.cuh)
+      m.image_box = {bk, static_cast<int>(patch.bw + (geo.kw - 1) * geo.dw),
+                     static_cast<int>(patch.bh + (geo.kh - 1) * geo.dh), 1};
+    else
+      m.image_box = {bk, patch.bw, patch.bh, 1};
     return m;
   };
   auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]

@@ -46,7 +46,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
                                  ? (anchor.mma_kind == "bf16" || anchor.mma_kind == "f16" ? 2 : 4)
                                  : 0;
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
-                 : patches ? conv_patch(geo, anchor.tile_m(), 1, 1, halo_bytes).tiles_per_image
+                 : patches ? conv_patch(geo, anchor.tile_m(), 1, 1, halo_bytes,
+                                        anchor.mainloop == Mainloop::Wgmma && anchor.wgmma.conv_halo)
+                                 .tiles_per_image
                            : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();
       const bool softmax = op_category(g.node(v).op) == OpCategory::Normalize;  // rows of [.., N], not a reduction
       pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;

@@ -181,6 +181,60 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
   return Status::success();
 }
 
+// Column tiles up to which a halo conv keeps its filter resident (each block
+// keeps one column tile; the grid's blocks split evenly among them).
+constexpr int64_t kMaxHaloColumnTiles = 16;
+
+// conv2d on wgmma with the column tile's filter resident in shared memory and
+// one TMA box of input halo per patch (templates/conv_wgmma_halo.cuh) instead
+// of a patch-sized box and a filter tile per k-tile: where the filter fits
+// (at the tile's width or 64 columns) with a halo buffer or two and the
+// epilogue's staging. conv_halo=1 makes ineligibility an error.
+Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo, WgmmaConfig& tile) {
+  if (ctx.heur.conv_halo == false) return Status::success();
+  const int elem = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+  int qh = 1, qw = 1;  // a fused pool's windows
+  for (const FusedTail& t : kp.tails)
+    if (op_category(ctx.node(t.op).op) == OpCategory::Pool && !t.spatial) {
+      const auto& k = ctx.node(t.op).attr_ints("kernel_size");
+      qh = static_cast<int>(k[0]);
+      qw = static_cast<int>(k[1]);
+    }
+  const ConvPatch patch = conv_patch(geo, tile.bm, qh, qw, 0, true);
+  std::string why;
+  if (kp.mma_kind == "f32x3") why = "3xTF32 (the residuals would double the filter)";
+  else if (tile.pingpong) why = "the ping-pong schedule";
+  else if (patch.bh == 0) why = "no patch 8 or 64 pixels wide holds whole pool windows";
+  int bn = 0, buffers = 0;
+  if (why.empty()) {
+    const int64_t epilogue = std::max<int64_t>(int64_t{tile.bm} * (16 + 8) * 4, 4096);  // 16-column staging
+    std::vector<int> widths = {tile.bn};
+    if (!ctx.heur.wgmma && tile.bn > 64) widths.push_back(64);
+    for (int w : widths)
+      for (int b : {2, 1})
+        if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
+          bn = w, buffers = b;
+    if (bn == 0)
+      why = "the filter (" + std::to_string(conv_halo_ring_bytes(geo, patch, widths.back(), elem, 0)) + " bytes for " +
+            std::to_string(widths.back()) + " columns) and a halo do not fit in shared memory";
+    else if (ceil_div(geo.n, bn) > kMaxHaloColumnTiles)
+      why = std::to_string(ceil_div(geo.n, bn)) + " column tiles (at most " + std::to_string(kMaxHaloColumnTiles) + ")";
+  }
+  if (!why.empty()) {
+    if (ctx.heur.conv_halo == true) return Error("codegen config: conv_halo=1, but " + why);
+    kp.notes.push_back("operands: boxes per kernel tap (not the resident filter and a halo per patch: " + why + ")");
+    return Status::success();
+  }
+  tile.bn = bn;
+  tile.stages = buffers;
+  tile.conv_halo = true;
+  tile.conv_halo_bytes = conv_halo_ring_bytes(geo, patch, bn, elem, buffers);
+  kp.notes.push_back("operands: the column tile's filter resident in shared memory (loaded once a block), one TMA box "
+                     "of input halo per patch of " + std::to_string(patch.bh) + "x" + std::to_string(patch.bw) +
+                     " pixels; each kernel tap's A is a window of it");
+  return Status::success();
+}
+
 Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   const bool three_tf32 = kp.mma_kind == "f32x3";
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
@@ -287,6 +341,11 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     }
     if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
     tile.cluster_m = *ctx.heur.wgmma_cluster;
+  }
+  if (geo.op == OpKind::Conv2d) {
+    if (Status s = choose_conv_halo(ctx, kp, geo, tile); !s) return s;
+  } else if (ctx.heur.conv_halo == true) {
+    return Error("codegen config: conv_halo=1 applies to conv2d on wgmma");
   }
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   if (tile.bn < min_bn)
@@ -458,6 +517,9 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, flatten_batch_rows(geo));
+  if (ctx.heur.conv_halo == true)
+    return Error(std::string("codegen config: conv_halo=1 applies to conv2d on wgmma; this anchor runs ") +
+                 std::string(mainloop_name(kp.mainloop)));
   if (kp.mainloop == Mainloop::Mma) return choose_mma_tile(ctx, kp, geo);
   bool pool_fused = false;
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;

@@ -17,6 +17,10 @@ std::string TileConfig::str() const {
 
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
+  if (conv_halo) {
+    s << bm << "x" << bn << ", filter resident, input halo per patch (" << stages << " buffer" << (stages > 1 ? "s" : "") << ")";
+    return s.str();
+  }
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "") << ", " << stages << " stages, raster group " << raster_group;
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
@@ -71,6 +75,7 @@ Status validate_mma(const MmaConfig& t) {
 }
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
+  if (t.conv_halo) return t.conv_halo_bytes + 1024;
   const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
   return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
@@ -92,7 +97,10 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
     return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
   if (t.swap_ab && (t.pingpong || t.cluster_m > 1))
     return bad("swap-AB runs the cooperative schedule, without clusters");
-  if (t.stages < 2 || t.stages > 12) return bad("stages must be in [2, 12]");
+  if (t.conv_halo ? t.stages < 1 || t.stages > 2 : t.stages < 2 || t.stages > 12)
+    return bad(t.conv_halo ? "halo buffers must be 1 or 2" : "stages must be in [2, 12]");
+  if (t.conv_halo && (t.pingpong || t.swap_ab || t.cluster_m > 1 || t.split_k > 1 || three_tf32))
+    return bad("a halo conv runs the cooperative schedule, without clusters or split-K, not 3xTF32");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
   if (t.tma_slots < 1 || t.tma_slots > 8) return bad("TMA store slots must be in [1, 8]");
@@ -258,7 +266,24 @@ AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
   return geo;
 }
 
-ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes) {
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes, bool wgmma_halo) {
+  if (wgmma_halo) {  // 8 pixels wide or a multiple of 64; short NCHW runs cost, the halo's pixels a little
+    ConvPatch best;
+    double best_cost = 0;
+    for (int bw : {64, 8}) {  // (128: never fewer tiles than 64 at bm 128, and a larger halo)
+      if (bw > bm || bm % bw) continue;
+      const int bh = bm / bw;
+      if (bw % qw || bh % qh) continue;
+      const int64_t tiles = ((geo.oh + bh - 1) / bh) * ((geo.ow + bw - 1) / bw);
+      const int64_t halo_pixels = (bh + (geo.kh - 1) * geo.dh) * (bw + (geo.kw - 1) * geo.dw);
+      const double cost = static_cast<double>(tiles) * (bm * (bw >= 32 ? 1.0 : 1.3) + 0.1 * halo_pixels);
+      if (best.bh == 0 || cost < best_cost) {
+        best = {bh, bw, tiles};
+        best_cost = cost;
+      }
+    }
+    return best;
+  }
   // H100, Cin 64 -> 8 k3 p2 (a dX conv), fp32: 1x128 patches 8.57 ms, 8x16 5.57; Cin 8 -> 64 (one block) got
   // slower with 8x16 (6.48 -> 9.66 ms, its stores dominate), so one-block halos keep the store-only cost.
   const bool halo = halo_elem_bytes > 0 && conv_patch_blocks(geo, halo_elem_bytes) > 1;
@@ -278,6 +303,13 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo
     }
   }
   return best;
+}
+
+int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers) {
+  const int64_t blocks = geo.cin * elem_bytes / 128;  // 128-byte channel blocks
+  const int64_t filter = geo.kh * geo.kw * blocks * bn * 128;
+  const int64_t halo = (patch.bh + (geo.kh - 1) * geo.dh) * (patch.bw + (geo.kw - 1) * geo.dw) * 128;
+  return filter + buffers * ((halo + 1023) / 1024 * 1024);
 }
 
 namespace {

@@ -47,6 +47,10 @@ struct WgmmaConfig {
   int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
   int cluster_m = 1;       // blocks per cluster along M (1 or 2)
   bool swap_ab = false;    // tf32 matmul, B [K, N] as wgmma's register operand: bm rows x bn (64 a consumer) columns
+  // conv2d (templates/conv_wgmma_halo.cuh): the column tile's filter resident in shared memory and one TMA box of
+  // input halo per patch; `stages` counts halo buffers, conv_halo_bytes the filter and them.
+  bool conv_halo = false;
+  int64_t conv_halo_bytes = 0;
   int consumers() const { return pingpong ? 2 : (swap_ab ? bn : bm) / 64; }
   int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
   std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
@@ -92,6 +96,7 @@ struct Heuristics {
   std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
   std::optional<bool> wgmma_swap_ab; // tf32 matmul with B [K, N]: B as wgmma's register operand (no transposed copy)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
+  std::optional<bool> conv_halo;     // wgmma conv2d: filter resident, a halo box per patch (where eligible) or boxes per tap
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
@@ -112,7 +117,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
-// tma_slots=1..8, conv_patch=0|1,
+// tma_slots=1..8, conv_patch=0|1, conv_halo=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
 // fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
@@ -190,7 +195,13 @@ struct ConvPatch {
 // halo_elem_bytes > 0: mma.sync halo patches (conv_patch.cuh) of that element
 // size. Where the halo takes several channel blocks (Cin/groups over 16 fp32
 // channels), its copy dominates and its area counts too: squarer patches.
-ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, int halo_elem_bytes = 0);
+// wgmma_halo: the patches of conv_wgmma_halo.cuh, 8 or 64 pixels wide (a wgmma's rows: 8 output rows or one).
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, int halo_elem_bytes = 0,
+                     bool wgmma_halo = false);
+// conv2d on wgmma with the filter resident (templates/conv_wgmma_halo.cuh):
+// shared memory of a column tile's filter (bn rows) and `buffers` halo boxes of
+// `patch` (fj::ConvHalo::kRingBytes).
+int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers);
 // conv2d on mma.sync from shared-memory copies of each patch's input halo
 // (templates/conv_patch.cuh): why a conv cannot take it ("" if it can), and
 // the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes). The halo

@@ -126,6 +126,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "conv_patch") {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
+    } else if (key == "conv_halo") {
+      if (val != "0" && val != "1") return Error("codegen config: conv_halo must be 0 or 1, got '" + val + "'");
+      h.conv_halo = val == "1";
     } else if (key == "wgrad_nhwc") {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
       h.wgrad_nhwc = val == "1";
@@ -150,7 +153,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, halo_pipeline, fuse_pool, pool_first, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

@@ -108,6 +108,15 @@ __device__ __forceinline__ unsigned long long sw128_desc(const void* tile) {
   constexpr unsigned long long kGroupStride = 1024 >> 4, kSwizzle128 = 1;
   return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (kGroupStride << 32) | (kSwizzle128 << 62);
 }
+// The same with 8-row groups `group_stride` bytes apart (a multiple of 128):
+// rows that TMA wrote with the swizzle into a 1024-aligned buffer, read from
+// any 128-byte row on (the swizzle phase follows the address, so the base
+// offset stays 0). conv_wgmma_halo.cuh's A tiles inside an input halo.
+__device__ __forceinline__ unsigned long long sw128_desc_strided(const void* first_row, unsigned group_stride) {
+  constexpr unsigned long long kSwizzle128 = 1;
+  return ((smem_addr(first_row) & 0x3FFFF) >> 4) | (1ull << 16) |
+         (static_cast<unsigned long long>(group_stride >> 4) << 32) | (kSwizzle128 << 62);
+}
 // The same for an N-major tile (B[k][n], 16-bit): columns of 64 n (one
 // 128-byte swizzled row per k, what TMA writes for a 64-wide box), `column_bytes`
 // apart; within a column, groups of 8 k rows 1024 bytes apart. A k step of 16

@@ -34,6 +34,15 @@ Conv2dOptions padded(int64_t pad, int64_t stride = 1, int64_t groups = 1, int64_
 
 Value same(Value v) { return v; }
 
+// relu(linear(x [256, 128], w [64, 128])).
+Graph linear_chain(Precision p) {
+  GraphBuilder g(p, "linear_chain");
+  g.output("y", g.linear(g.input("x", {256, 128}), g.input("w", {64, 128})).relu());
+  auto built = g.build();
+  EXPECT_TRUE(built.ok()) << built.error().str();
+  return built.ok() ? built.take() : Graph{};
+}
+
 // relu(conv(x, w, b)), then `tail` of the result.
 Graph conv_chain(Precision p, const Shape& x, const Shape& w, const Conv2dOptions& o, Value (*tail)(Value) = same) {
   GraphBuilder g(p, "conv_chain");
@@ -138,13 +147,18 @@ TEST(CodegenConvWgmma, EligibleConvsTakeWgmmaOnSm90a) {
 
 // The launches, tensor maps and scratch of a conv on wgmma, per precision:
 // staging first (3xTF32: with the residuals), then the persistent anchor.
+// By default (every mode but 3xTF32) the filter stays resident and x's map
+// boxes are a patch's halo (conv_wgmma_halo.cuh); conv_halo=0: a patch-sized
+// box per kernel tap (conv_wgmma.cuh).
 TEST(CodegenConvWgmma, StagingThenPersistentAnchorWithImageTensorMaps) {
   const int64_t n = 2, cin = 64, h = 12, w = 20, cout = 48, k = cin * 9;  // OH x OW = 12 x 20 (padding 1)
+  for (const char* config : {"", "conv_halo=0"})
   for (Precision p : kPrecisions) {
-    const std::string label(precision_name(p));
+    const std::string label = std::string(precision_name(p)) + " '" + config + "'";
     const bool split = p == Precision::FP32;
+    const bool halo = !split && std::string(config).empty();
     const int eb = elem_bytes(p);
-    auto made = generate_program(conv_chain(p, {n, cin, h, w}, {cout, cin, 3, 3}, padded(1)), {"sm_90a", ""});
+    auto made = generate_program(conv_chain(p, {n, cin, h, w}, {cout, cin, 3, 3}, padded(1)), {"sm_90a", config});
     ASSERT_TRUE(made.ok()) << label << ": " << made.error().str();
     const Program& prog = *made;
     ASSERT_EQ(prog.launches.size(), 2u) << label << "\n" << prog.plan_text;
@@ -182,12 +196,18 @@ TEST(CodegenConvWgmma, StagingThenPersistentAnchorWithImageTensorMaps) {
     cg::AnchorGeometry geo;
     geo.oh = h;
     geo.ow = w;
-    const cg::ConvPatch patch = cg::conv_patch(geo, bm);
+    geo.kh = geo.kw = 3;
+    const cg::ConvPatch patch = cg::conv_patch(geo, bm, 1, 1, 0, halo);
     ASSERT_GT(patch.bh, 0) << label << ": BM " << bm;
+    EXPECT_EQ(prog.plan_text.find("filter resident") != std::string::npos, halo) << label << "\n" << prog.plan_text;
     EXPECT_EQ(anchor.grid[0], n * patch.tiles_per_image) << label << ": one column tile (Cout 48)";
     EXPECT_NE(prog.source.find("fj::PatchPixels<ConvShape, Tile::BM, " + std::to_string(patch.bh) + ", " +
                                std::to_string(patch.bw) + ">"),
               std::string::npos)
+        << label;
+    EXPECT_EQ(prog.source.find("fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
+                               std::to_string(patch.bw) + ", ") != std::string::npos,
+              halo)
         << label;
     const auto& maps = anchor.tensor_maps;
     ASSERT_EQ(maps.size(), split ? 4u : 2u) << label;
@@ -197,8 +217,10 @@ TEST(CodegenConvWgmma, StagingThenPersistentAnchorWithImageTensorMaps) {
       EXPECT_EQ(maps[i].bf16, p == Precision::BF16);
       if (i % 2 == 0) {  // x NHWC as {C, W, H, N}: 128 bytes of channels x the patch
         EXPECT_EQ(maps[i].image, (std::array<int64_t, 4>{cin, w, h, n})) << label << " map " << i;
-        EXPECT_EQ(maps[i].image_box, (std::array<int, 4>{128 / eb, patch.bw, patch.bh, 1})) << label << " map " << i;
-        EXPECT_EQ(maps[i].image_box[1] * maps[i].image_box[2], bm);
+        const int halo_rows = halo ? 2 : 0;  // a 3x3 filter's halo around the patch
+        EXPECT_EQ(maps[i].image_box, (std::array<int, 4>{128 / eb, patch.bw + halo_rows, patch.bh + halo_rows, 1}))
+            << label << " map " << i;
+        if (!halo) EXPECT_EQ(maps[i].image_box[1] * maps[i].image_box[2], bm);
       } else {  // w [Cout][K], K-major like linear's W
         EXPECT_EQ(maps[i].image[0], 0) << "2-D";
         EXPECT_EQ(maps[i].rows, cout);
@@ -242,6 +264,66 @@ TEST(CodegenConvWgmma, ConvPatchTilesTheImage) {
   EXPECT_EQ(half.bw, 64);
   EXPECT_EQ(half.bh, 2);
   EXPECT_EQ(half.tiles_per_image, 28);
+}
+
+// The resident-filter halo path (conv_wgmma_halo.cuh): patches 8 or 64
+// pixels wide, the column tile narrowed to 64 where the filter needs it, one
+// halo buffer where two do not fit; where it does not apply, a note (by
+// default) or an error (conv_halo=1); and NVRTC compiles each form for sm_90a.
+TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
+  cg::AnchorGeometry geo;
+  geo.kh = geo.kw = 3;
+  geo.oh = geo.ow = 126;
+  const cg::ConvPatch wide = cg::conv_patch(geo, 128, 1, 1, 0, true);
+  EXPECT_EQ(wide.bw, 64);
+  EXPECT_EQ(wide.bh, 2);
+  EXPECT_EQ(cg::conv_patch(geo, 128, 2, 2, 0, true).bw, 64);  // 2x2 windows fit
+  EXPECT_EQ(cg::conv_patch(geo, 128, 3, 3, 0, true).bh, 0);   // 3x3 windows: no 8 or 64 wide patch
+  geo.ow = 23;
+  const cg::ConvPatch narrow = cg::conv_patch(geo, 128, 1, 1, 0, true);
+  EXPECT_EQ(narrow.bw, 8);
+  EXPECT_EQ(narrow.bh, 16);
+  geo.cin = 64;  // bf16: one channel block; filter 9 x 128 rows x 128 bytes, halo 18 x 10 pixels
+  EXPECT_EQ(cg::conv_halo_ring_bytes(geo, narrow, 128, 2, 2), 9 * 128 * 128 + 2 * 23552);
+
+  struct Case {
+    const char* label;
+    Precision p;
+    Shape x, w;
+    int pad;
+    const char* config;
+    const char* plan_says;  // "" : an error, `error_says`
+    const char* error_says;
+  };
+  const Case cases[] = {
+      {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "filter resident, input halo per patch (2 buffers)", ""},
+      {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "x64, filter resident", ""},
+      {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1, "wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
+      {"bf16 5x5, one buffer", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "wgmma_tile=64x64x2", "(1 buffer)", ""},
+      {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "", "not the resident filter and a halo per patch: the filter", ""},
+      {"fp32 forced", Precision::FP32, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but 3xTF32"},
+      {"ping-pong forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,wgmma_schedule=pingpong", "", "conv_halo=1, but the ping-pong schedule"},
+      {"mma.sync forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,mainloop=mma", "", "conv_halo=1 applies to conv2d on wgmma"},
+  };
+  std::vector<CompileJob> jobs;
+  for (const Case& c : cases) {
+    auto prog = generate_program(conv_chain(c.p, c.x, c.w, padded(c.pad)), {"sm_90a", c.config});
+    if (*c.error_says) {
+      ASSERT_FALSE(prog.ok()) << c.label << ": accepted\n" << prog->plan_text;
+      EXPECT_NE(prog.error().message.find(c.error_says), std::string::npos) << c.label << ": " << prog.error().message;
+      continue;
+    }
+    ASSERT_TRUE(prog.ok()) << c.label << ": " << prog.error().str();
+    EXPECT_NE(prog->plan_text.find(c.plan_says), std::string::npos) << c.label << "\n" << prog->plan_text;
+    const bool halo = prog->plan_text.find("filter resident") != std::string::npos;
+    EXPECT_EQ(prog->source.find("fj::conv_halo_mainloop<") != std::string::npos, halo) << c.label;
+    jobs.push_back({c.label, "sm_90a", prog->name, prog->source});
+  }
+  auto linear = generate_program(linear_chain(Precision::BF16), {"sm_90a", "conv_halo=1"});
+  ASSERT_FALSE(linear.ok());
+  EXPECT_NE(linear.error().message.find("conv_halo=1 applies to conv2d on wgmma"), std::string::npos)
+      << linear.error().message;
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
 struct EpilogueCase {

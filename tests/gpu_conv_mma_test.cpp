@@ -102,6 +102,7 @@ std::vector<ConvCase> cases() {
       {3, 64, 9, 130, 64, 1, 1, 0, 1, 1},   // 1x1, OW 130: two patches per row
       {2, 64, 16, 16, 64, 3, 1, 1, 1, 1},   // square, padded, pools in whole patches
       {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},  // Cout 200 (two column tiles, one ragged)
+      {1, 64, 13, 14, 40, 5, 1, 2, 1, 1},   // 5x5: the filter resident with one halo buffer (16-bit, 64-row tiles)
       // few output channels from many: halo patches in blocks of channels (a dX conv's shape)
       {2, 64, 18, 20, 8, 3, 1, 2, 1, 1},    // Cin 64 -> 8, padding 2
       {1, 40, 13, 15, 24, 3, 1, 1, 1, 1},   // Cin 40: a last block past Cin
@@ -207,6 +208,11 @@ TEST(GpuConvMma, WideMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile
 // that need taller patches take the NHWC staging). Elsewhere: the defaults.
 TEST(GpuConvMma, WgmmaPingPongMatchesReference) { run_cases("wgmma_schedule=pingpong"); }
 TEST(GpuConvMma, WgmmaSmallTileMatchesReference) { run_cases("wgmma_tile=64x64x4"); }
+// The resident-filter halo path (conv_wgmma_halo.cuh, the default for 16-bit
+// and tf32 where it fits) on 128-row tiles (two consumers, 8-wide patches of 16
+// rows or 2 x 64), and the per-tap boxes it replaces.
+TEST(GpuConvMma, WgmmaHaloTwoConsumersMatchReference) { run_cases("wgmma_tile=128x64x2"); }
+TEST(GpuConvMma, WgmmaTapBoxesMatchReference) { run_cases("conv_halo=0"); }
 // The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
 TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 

@@ -1,0 +1,141 @@
+// fusejit/conv_wgmma_halo.cuh — conv2d (stride 1, groups 1) on wgmma with the
+// filter resident in shared memory and one TMA box of input halo per patch.
+//
+// conv_wgmma.cuh loads, for every k-tile (tap, channel block), a patch-sized
+// box of x and a BN x BK tile of w: every tile reads its A KH*KW times and the
+// whole filter once, all from L2 (H200, seed 1 bf16: 5.6 GB of L2 traffic for
+// 0.27 GB of x). Here each block keeps one column tile: it loads that column
+// tile's filter once ([Cout][KH][KW][Cin] rows, kTaps * kCBlocks k-tiles of
+// BN x 128 bytes), then per patch and channel block ONE 4-D box of the NHWC
+// input holding the patch's halo ((BH + (KH-1)DH) x (BW + (KW-1)DW) pixels of
+// 128 bytes, swizzled). The A tile of tap (kh, kw) is a window of that halo:
+// a wgmma's 64 rows are 8 groups of 8 pixels, consecutive in a halo row, so
+// the patch is BW = 8 pixels wide (group g: halo row g + kh, SBO one halo row)
+// or a multiple of 64 (a wgmma's rows inside one output row, SBO 1024 bytes);
+// the descriptor starts at the window's first pixel (sw128_desc_strided).
+//
+// Warp-specialized as gemm_wgmma.cuh's cooperative schedule: warpgroup 0's
+// thread 0 loads (the filter once, then halos into a ring of kStages buffers);
+// consumer warpgroup c holds rows 64c.. of each tile (WgmmaFragment) and runs
+// every tap's wgmmas on a halo buffer, then the epilogue. Not 3xTF32 (the
+// residuals would double the filter), not ping-pong, no clusters.
+#pragma once
+
+#include "fusejit/conv_wgmma.cuh"
+
+namespace fj {
+
+template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages>
+struct ConvHalo {
+  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "halo boxes: stride 1, one group");
+  static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
+  static_assert(Tile::kKind != MmaKind::F32x3 && !Tile::kPingPong && Tile::kClusterM == 1 && !Tile::kSwapAB &&
+                    !Tile::kBNMajor,
+                "halo conv: tf32 / bf16 / f16, the cooperative schedule, K-major filter rows");
+  static_assert(BH * BW == Tile::BM, "a patch fills the tile");
+  static_assert(BW == 8 || BW % 64 == 0, "a wgmma's 64 rows: 8 output rows of 8 pixels, or one output row");
+  static_assert(kHaloStages >= 1, "at least one halo buffer");
+  static constexpr int kCBlocks = S::kCin / Tile::BK, kTaps = S::kKH * S::kKW;
+  static constexpr int kHaloH = BH + (S::kKH - 1) * S::kDH, kHaloW = BW + (S::kKW - 1) * S::kDW;
+  static constexpr int kHaloBoxBytes = kHaloH * kHaloW * 128;  // what one TMA box brings
+  static constexpr int kHaloBytes = (kHaloBoxBytes + 1023) / 1024 * 1024;
+  static constexpr int kFilterBytes = kTaps * kCBlocks * Tile::kBytesB;
+  static constexpr int kStages = kHaloStages;
+  static constexpr int kRingBytes = kFilterBytes + kStages * kHaloBytes;
+  static constexpr unsigned kGroupStride = BW == 8 ? kHaloW * 128 : 1024;  // between a wgmma's 8-row groups
+  static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
+  // Bytes from a halo buffer to the first A row of consumer c at tap `tap`.
+  static __device__ __forceinline__ int a_offset(int c, int tap) {
+    const int r0 = c * 64;  // the consumer's first row of the tile
+    return ((r0 / BW + (tap / S::kKW) * S::kDH) * kHaloW + r0 % BW + (tap % S::kKW) * S::kDW) * 128;
+  }
+};
+
+// The persistent conv: block b keeps column tile b % n_tiles (its filter
+// resident) and takes patches b / n_tiles, + lanes, ... (lanes = blocks per
+// column tile; blocks past lanes * n_tiles exit at once). Calls
+// epilogue(frag, m0, n0, n_tile) on the consumers after each patch, as
+// wgmma_mainloop does. `ring` is 1024-aligned; the epilogue's shared memory
+// starts at ring + Halo::kRingBytes.
+template <class Tile, class Halo, class Pixels, class S, class Epilogue>
+__device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const TileOrder& order, char* ring,
+                                                   const Epilogue& epilogue) {
+  constexpr int HS = Halo::kStages, BK = Tile::BK, kB = Tile::kBytesB;
+  __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS];
+  const int lanes = gridDim.x / order.n_tiles;
+  if (static_cast<int>(blockIdx.x) >= lanes * order.n_tiles) return;  // no whole column of blocks
+  const int n_tile = blockIdx.x % order.n_tiles, first_m = blockIdx.x / order.n_tiles;
+  char* const filter = ring;
+  char* const halo = ring + Halo::kFilterBytes;
+  WgmmaFragment<Tile> frag;
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
+  if (threadIdx.x == 0) {
+    sm90::mbar_init(&filter_full, 1);
+    for (int s = 0; s < HS; ++s) {
+      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
+    if (threadIdx.x == 0) {
+      prefetch_maps(maps);
+      sm90::mbar_expect_tx(&filter_full, Halo::kFilterBytes);
+      for (int kt = 0; kt < Halo::kTaps * Halo::kCBlocks; ++kt)
+        sm90::tma_load_2d(filter + kt * kB, maps.b, &filter_full, kt * BK, n_tile * Tile::BN);
+      int it = 0;  // halo boxes loaded so far
+      for (int m = first_m; m < order.m_tiles; m += lanes) {
+        const typename Pixels::Origin o = Pixels::origin(m);
+        for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
+          const int s = it % HS;
+          if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
+          sm90::mbar_expect_tx(&full[s], Halo::kHaloBoxBytes);
+          sm90::tma_load_4d(halo + s * Halo::kHaloBytes, maps.a, &full[s], cb * BK, o.ow - S::kPW, o.oh - S::kPH, o.n);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
+  const int consumer = warpgroup - 1;
+  const bool warp_leader = threadIdx.x % 32 == 0;
+  constexpr int kSteps = BK / Tile::kStepK;
+  auto release = [&](int s) {
+    if (warp_leader) sm90::mbar_arrive(&empty[s]);
+  };
+  sm90::mbar_wait(&filter_full, 0);
+  int it = 0;  // halo boxes consumed so far
+#pragma unroll 1
+  for (int m = first_m; m < order.m_tiles; m += lanes) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
+#pragma unroll 1
+    for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
+      const int s = it % HS;
+      sm90::mbar_wait(&full[s], (it / HS) & 1);
+      const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
+      const unsigned long long b0 = sm90::sw128_desc(filter + cb * kB);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int tap = 0; tap < Halo::kTaps; ++tap)
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k)
+          sm90::mma<Tile::kKind, Tile::BN>(frag.half(0), a0 + ((Halo::a_offset(consumer, tap) + 32 * k) >> 4),
+                                           b0 + ((tap * Halo::kCBlocks * kB + 32 * k) >> 4));
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // the previous channel block's wgmmas are done: release its buffer
+      if (cb > 0) release((it - 1) % HS);
+    }
+    sm90::wgmma_wait<0>();
+    release((it - 1) % HS);
+    epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
+  }
+}
+
+}  // namespace fj
