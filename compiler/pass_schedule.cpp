@@ -188,9 +188,11 @@ constexpr int64_t kMaxHaloColumnTiles = 16;
 // conv2d on wgmma with the column tile's filter resident in shared memory and
 // one TMA box of input halo per patch (templates/conv_wgmma_halo.cuh) instead
 // of a patch-sized box and a filter tile per k-tile: where the filter fits
-// (at the tile's width or 64 columns) with a halo buffer or two and the
-// epilogue's staging. conv_halo=1 makes ineligibility an error.
-Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo, WgmmaConfig& tile) {
+// (at the tile's width or 64 columns, not below min_bn) with a halo buffer or
+// two and the epilogue's staging (room for 64-column chunks, whatever the
+// tail). conv_halo=1 makes ineligibility an error.
+Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo, int64_t min_bn,
+                        WgmmaConfig& tile) {
   if (ctx.heur.conv_halo == false) return Status::success();
   const int elem = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
   int qh = 1, qw = 1;  // a fused pool's windows
@@ -207,9 +209,9 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   else if (patch.bh == 0) why = "no patch 8 or 64 pixels wide holds whole pool windows";
   int bn = 0, buffers = 0;
   if (why.empty()) {
-    const int64_t epilogue = std::max<int64_t>(int64_t{tile.bm} * (16 + 8) * 4, 4096);  // 16-column staging
+    const int64_t epilogue = int64_t{tile.bm} * (64 + 8) * 4 + 2048;  // 64-column staging, per-thread partials
     std::vector<int> widths = {tile.bn};
-    if (!ctx.heur.wgmma && tile.bn > 64) widths.push_back(64);
+    if (!ctx.heur.wgmma && tile.bn > 64 && min_bn <= 64) widths.push_back(64);
     for (int w : widths)
       for (int b : {2, 1})
         if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
@@ -343,7 +345,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     tile.cluster_m = *ctx.heur.wgmma_cluster;
   }
   if (geo.op == OpKind::Conv2d) {
-    if (Status s = choose_conv_halo(ctx, kp, geo, tile); !s) return s;
+    if (Status s = choose_conv_halo(ctx, kp, geo, min_bn, tile); !s) return s;
   } else if (ctx.heur.conv_halo == true) {
     return Error("codegen config: conv_halo=1 applies to conv2d on wgmma");
   }

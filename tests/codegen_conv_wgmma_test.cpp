@@ -268,7 +268,7 @@ TEST(CodegenConvWgmma, ConvPatchTilesTheImage) {
 
 // The resident-filter halo path (conv_wgmma_halo.cuh): patches 8 or 64
 // pixels wide, the column tile narrowed to 64 where the filter needs it, one
-// halo buffer where two do not fit; where it does not apply, a note (by
+// halo buffer where two do not fit next to the epilogue's 64-column staging; where it does not apply, a note (by
 // default) or an error (conv_halo=1); and NVRTC compiles each form for sm_90a.
 TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
   cg::AnchorGeometry geo;
@@ -299,7 +299,8 @@ TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
       {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "filter resident, input halo per patch (2 buffers)", ""},
       {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "x64, filter resident", ""},
       {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1, "wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
-      {"bf16 5x5, one buffer", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "wgmma_tile=64x64x2", "(1 buffer)", ""},
+      {"bf16 128x128: one buffer", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "wgmma_tile=128x128x2", "tile 128x128, filter resident, input halo per patch (1 buffer)", ""},
+      {"bf16 5x5: too large", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "", "the filter (204800 bytes for 64 columns)", ""},
       {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "", "not the resident filter and a halo per patch: the filter", ""},
       {"fp32 forced", Precision::FP32, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but 3xTF32"},
       {"ping-pong forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,wgmma_schedule=pingpong", "", "conv_halo=1, but the ping-pong schedule"},

@@ -102,7 +102,7 @@ std::vector<ConvCase> cases() {
       {3, 64, 9, 130, 64, 1, 1, 0, 1, 1},   // 1x1, OW 130: two patches per row
       {2, 64, 16, 16, 64, 3, 1, 1, 1, 1},   // square, padded, pools in whole patches
       {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},  // Cout 200 (two column tiles, one ragged)
-      {1, 64, 13, 14, 40, 5, 1, 2, 1, 1},   // 5x5: the filter resident with one halo buffer (16-bit, 64-row tiles)
+      {1, 64, 13, 14, 40, 5, 1, 2, 1, 1},   // 5x5, Cin 64: 16-bit keeps per-tap boxes (the filter takes 200 KiB)
       // few output channels from many: halo patches in blocks of channels (a dX conv's shape)
       {2, 64, 18, 20, 8, 3, 1, 2, 1, 1},    // Cin 64 -> 8, padding 2
       {1, 40, 13, 15, 24, 3, 1, 1, 1, 1},   // Cin 40: a last block past Cin
