@@ -129,11 +129,18 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
           sm90::mma<Tile::kKind, Tile::BN>(frag.half(0), a0 + ((Halo::a_offset(consumer, tap) + 32 * k) >> 4),
                                            b0 + ((tap * Halo::kCBlocks * kB + 32 * k) >> 4));
       sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // the previous channel block's wgmmas are done: release its buffer
-      if (cb > 0) release((it - 1) % HS);
+      if constexpr (HS == 1) {  // the next box goes to this buffer: free it now
+        sm90::wgmma_wait<0>();
+        release(s);
+      } else {
+        sm90::wgmma_wait<1>();  // the previous channel block's wgmmas are done: release its buffer
+        if (cb > 0) release((it - 1) % HS);
+      }
     }
-    sm90::wgmma_wait<0>();
-    release((it - 1) % HS);
+    if constexpr (HS > 1) {
+      sm90::wgmma_wait<0>();
+      release((it - 1) % HS);
+    }
     epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
   }
 }
