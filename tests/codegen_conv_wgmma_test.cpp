@@ -147,16 +147,17 @@ TEST(CodegenConvWgmma, EligibleConvsTakeWgmmaOnSm90a) {
 
 // The launches, tensor maps and scratch of a conv on wgmma, per precision:
 // staging first (3xTF32: with the residuals), then the persistent anchor.
-// By default (every mode but 3xTF32) the filter stays resident and x's map
-// boxes are a patch's halo (conv_wgmma_halo.cuh); conv_halo=0: a patch-sized
-// box per kernel tap (conv_wgmma.cuh).
+// By default x's map boxes are patch-sized, one per kernel tap
+// (conv_wgmma.cuh); conv_halo=1 (every mode but 3xTF32): the filter stays
+// resident and the boxes are a patch's halo (conv_wgmma_halo.cuh).
 TEST(CodegenConvWgmma, StagingThenPersistentAnchorWithImageTensorMaps) {
   const int64_t n = 2, cin = 64, h = 12, w = 20, cout = 48, k = cin * 9;  // OH x OW = 12 x 20 (padding 1)
-  for (const char* config : {"", "conv_halo=0"})
+  for (const char* config : {"", "conv_halo=1"})
   for (Precision p : kPrecisions) {
     const std::string label = std::string(precision_name(p)) + " '" + config + "'";
     const bool split = p == Precision::FP32;
-    const bool halo = !split && std::string(config).empty();
+    const bool halo = !std::string(config).empty();
+    if (split && halo) continue;  // 3xTF32: an error (HaloPatchesFilterResident)
     const int eb = elem_bytes(p);
     auto made = generate_program(conv_chain(p, {n, cin, h, w}, {cout, cin, 3, 3}, padded(1)), {"sm_90a", config});
     ASSERT_TRUE(made.ok()) << label << ": " << made.error().str();
@@ -266,10 +267,10 @@ TEST(CodegenConvWgmma, ConvPatchTilesTheImage) {
   EXPECT_EQ(half.tiles_per_image, 28);
 }
 
-// The resident-filter halo path (conv_wgmma_halo.cuh): patches 8 or 64
+// The resident-filter halo path (conv_wgmma_halo.cuh, conv_halo=1): patches 8 or 64
 // pixels wide, the column tile narrowed to 64 where the filter needs it, one
-// halo buffer where two do not fit next to the epilogue's 64-column staging; where it does not apply, a note (by
-// default) or an error (conv_halo=1); and NVRTC compiles each form for sm_90a.
+// halo buffer where two do not fit next to the epilogue's 64-column staging; where it does not apply, an error;
+// not by default; and NVRTC compiles each form for sm_90a.
 TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
   cg::AnchorGeometry geo;
   geo.kh = geo.kw = 3;
@@ -296,12 +297,13 @@ TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
     const char* error_says;
   };
   const Case cases[] = {
-      {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "filter resident, input halo per patch (2 buffers)", ""},
-      {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "x64, filter resident", ""},
-      {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1, "wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
-      {"bf16 128x128: one buffer", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "wgmma_tile=128x128x2", "tile 128x128, filter resident, input halo per patch (1 buffer)", ""},
-      {"bf16 5x5: too large", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "", "the filter (204800 bytes for 64 columns)", ""},
-      {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "", "not the resident filter and a halo per patch: the filter", ""},
+      {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1", "filter resident, input halo per patch (2 buffers)", ""},
+      {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1", "x64, filter resident", ""},
+      {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1, "conv_halo=1,wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
+      {"bf16 128x128: one buffer", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1,wgmma_tile=128x128x2", "tile 128x128, filter resident, input halo per patch (1 buffer)", ""},
+      {"bf16 5x5: too large", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "conv_halo=1", "", "conv_halo=1, but the filter (204800 bytes for 64 columns)"},
+      {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but the filter"},
+      {"bf16 default: per-tap boxes", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "implicit GEMM over patches", ""},
       {"fp32 forced", Precision::FP32, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but 3xTF32"},
       {"ping-pong forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,wgmma_schedule=pingpong", "", "conv_halo=1, but the ping-pong schedule"},
       {"mma.sync forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,mainloop=mma", "", "conv_halo=1 applies to conv2d on wgmma"},
