@@ -184,6 +184,7 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
 // A conv with at most this many k-tiles (Cin 64 k3: 9 in 16-bit, 18 in tf32)
 // gives up mainloop stages for 64-column epilogue chunks (choose_wgmma_tile).
 constexpr int64_t kMaxKTilesForWideConvEpilogue = 18;
+constexpr int kWideConvEpilogueStages = 4;
 
 // Column tiles up to which a halo conv keeps its filter resident (each block
 // keeps one column tile; the grid's blocks split evenly among them).
@@ -325,12 +326,14 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     return Error("codegen config: split_k applies to linear and matmul");
   const int64_t k_tiles = ceil_div(geo.k, kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 64 : 32);
   if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma && !tile.pingpong && !three_tf32 && k_tiles <= kMaxKTilesForWideConvEpilogue) {
-    // The NCHW epilogue stages rows first through shared memory: fewer stages,
-    // so that it takes 64-column chunks (a conv tile's K is short: 9 k-tiles
-    // for Cin 64 k3). H200, `fusejit run`, 128x128 tiles, 4 stages (64-column
-    // chunks) vs 6 (16): seed 1 bf16 1.013 vs 1.136 ms, tf32 1.710 vs 1.771;
-    // 32x64x224^2 -> 128 bf16 0.730 vs 0.824, tf32 1.183 vs 1.324.
+    // The NCHW epilogue stages rows first through shared memory: at most 4
+    // stages, leaving it 64-column chunks (a conv tile's K is short: 9 k-tiles
+    // for Cin 64 k3). H200, `fusejit run` medians in one call, 128x128 tiles,
+    // 4 / 5 (64-column chunks) / 6 stages (16): seed 1 bf16 1.013 / 1.069 /
+    // 1.129 ms, tf32 1.699 / 1.785 / 1.796; 32x64x224^2 -> 128 bf16 0.730 /
+    // 0.785 / 0.827, tf32 1.172 / 1.292 / 1.320.
     const int64_t room = kWgmmaDynamicSmemLimit - int64_t{tile.bm} * (64 + 8) * 4;
+    tile.stages = std::min(tile.stages, kWideConvEpilogueStages);
     while (tile.stages > 2 && wgmma_smem_bytes(tile, false) > room) --tile.stages;
   }
   if (geo.op != OpKind::Conv2d) tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);

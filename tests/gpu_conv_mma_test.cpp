@@ -147,8 +147,9 @@ void run_cases(const std::string& config) {
     auto g = build(c);
     ASSERT_TRUE(g) << label(c) << ": " << g.error().str();
     auto kernel = engine.compile(*g, opts);
-    if (!kernel && halo && kernel.error().message.find("conv_halo=1, but") != std::string::npos) {
-      --index;  // not a halo conv (3xTF32, a filter too large, ...): CodegenConvWgmma checks why
+    if (!kernel && halo && (kernel.error().message.find("conv_halo=1, but") != std::string::npos ||
+                            kernel.error().message.find("conv_halo=1 applies to") != std::string::npos)) {
+      --index;  // not a halo conv (3xTF32, mma.sync, a filter too large, ...): CodegenConvWgmma checks why
       continue;
     }
     if (!kernel) {
@@ -194,7 +195,7 @@ void run_cases(const std::string& config) {
   if (halo && sm == 90) EXPECT_GT(on_wgmma, 4) << "few cases ran on the halo path";
   if (failures < 5 && !ffma && sm >= 80)
     EXPECT_EQ(mma + explained_simt, compiled) << "not every conv ran on the mma.sync mainloop";
-  if (!ffma && sm >= 80) EXPECT_GT(mma, 0) << "no case ran on the mma.sync mainloop";
+  if (!ffma && sm >= 80 && !halo) EXPECT_GT(mma, 0) << "no case ran on the mma.sync mainloop";
   if (config.empty() && sm == 90) EXPECT_GT(on_wgmma, 8) << "few cases ran on the wgmma TMA conv path";
 }
 
