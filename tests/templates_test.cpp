@@ -397,6 +397,39 @@ extern "C" __global__ void __launch_bounds__(384, 1) k_f32x3(const __grid_consta
   const Pool::Window w = Pool::window(128, 3);
   c[Pool::row(3, 2)] = w.ok ? w.ph + w.pw : 0;
 })"},
+      {"conv_wgmma_halo.cuh", R"(
+#include "fusejit/epilogue.cuh"
+// The filter resident, one halo box per patch: padded, dilated 3x3 over 2 x 64 patches (two consumers, one
+// halo buffer, tf32: two channel blocks) and over 8 x 8 patches (one consumer, two buffers, bf16).
+struct S {
+  static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = 70, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 13, kOW = 70;
+};
+template <class Tile, int BH, int BW, int kBuffers>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  using Pixels = fj::PatchPixels<S, Tile::BM, BH, BW>;
+  using Halo = fj::ConvHalo<Tile, S, Pixels, BH, BW, kBuffers>;
+  const fj::TileOrder order{Pixels::kTiles, (S::kCout + Tile::BN - 1) / Tile::BN, 1};
+  char* ring = fj::align_smem_1024(smem);
+  float* staging = reinterpret_cast<float*>(ring + Halo::kRingBytes);
+  fj::conv_halo_mainloop<Tile, Halo, Pixels, S>(fj::GemmMaps{a, b}, order, ring, [&](auto& f, int m0, int n0, int) {
+    fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, S::kCout, staging, [&](float v, int m, int n) {
+      const fj::Pixel px = Pixels{}.pixel(m);
+      if (px.ok) c[m * 96 + n] = v;
+    });
+  });
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_tf32(const __grid_constant__ fj::TmaDescriptor a,
+                                                            const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, 2, 64, 1>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) k_bf16(const __grid_constant__ fj::TmaDescriptor a,
+                                                            const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, 8, 8, 2>(&a, &b, c, smem);
+}
+)"},
       {"gather.cuh", R"(
 struct S {
   static constexpr int kH = 9, kW = 10, kOH = 4, kOW = 5, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 0,
@@ -449,6 +482,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
+                          files[i] == "conv_wgmma_halo.cuh" ||
                           files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
                           files[i] == "wgmma_sm90.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
