@@ -67,12 +67,12 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   out.push_back("}");
   out.push_back("__syncthreads();");
   out.push_back("const int rows_here = (int)(kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock);");
-  const Region* stored = &kp.wide;  // whose stores the next tree makes
+  std::vector<ValueId> stored = kp.wide.stores;  // what the next tree stores at wide coordinates
   for (size_t i = 0; i < kp.row_stages.size(); ++i) {
     const FusedTail& stage = kp.row_stages[i];
     const Node& r = g.node(stage.op);
     Region at = region;
-    at.stores = stored->stores;
+    at.stores = stored;
     const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), at, sources, r.operands[0], true),
                                         "fj_stage" + std::to_string(i), "the value " + g.describe(stage.op) +
                                         " reduces along its row, at wide coordinates" +
@@ -90,17 +90,29 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
     out.push_back(std::string("acc = fj::group_combine<") + (block_rows ? "kThreads, kThreads" : "32, 32") +
                   ">(acc, [](float a, float b) { return " + op + "::combine(a, b); }, " +
                   (block_rows ? "stage_smem" : "nullptr") + ");");
-    out.push_back(std::string(block_rows ? "if (threadIdx.x == 0)" : "if (threadIdx.x % 32 == 0)") + " row_values[" +
-                  std::to_string(i) + "][row] = acc" + (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
+    out.push_back(block_rows ? "if (threadIdx.x == 0) {" : "if (threadIdx.x % 32 == 0) {");
+    out.push_back("row_values[" + std::to_string(i) + "][row] = acc" + (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
+    if (row_stage_stores_reduction(stage)) {  // an output, or read by another kernel: once a row
+      Region rows_region;
+      rows_region.domain = domain;
+      rows_region.stores = {stage.op};
+      const std::string store = em.emit_tree(build_epilogue_tree(ctx, em.plan(), rows_region, stage.op, -1, true),
+                                             "fj_stage" + std::to_string(i) + "_store",
+                                             g.describe(stage.op) + " stored at its row's coordinates");
+      append(out, {"const " + I + " e = r0 + row;"});
+      append(out, decompose_index("e", domain, "i", I));
+      out.push_back(post_call(store, "row_values[" + std::to_string(i) + "][row]", static_cast<int>(domain.size())));
+    }
+    out.push_back("}");
     out.push_back("}");
     out.push_back("__syncthreads();");
     sources.push_back(stage.op);
     args += ", row_values[" + std::to_string(i) + "][row]";
     region.nodes.insert(region.nodes.end(), stage.post.nodes.begin(), stage.post.nodes.end());
-    stored = &stage.post;
+    stored = row_stage_wide_stores(stage);
   }
   Region last = region;
-  last.stores = stored->stores;
+  last.stores = stored;
   const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), last, sources, -1, true), "fj_wide",
                                       "the last stage's consumers and their stores, at wide coordinates");
   append(out, {"const " + I + " count = (" + I + ")rows_here * kRowLen;",

@@ -152,7 +152,7 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
   const auto count = static_cast<ValueId>(ctx.g.nodes.size());
   for (ValueId r = k.root + 1; r < count; ++r) {
     const Node& n = ctx.node(r);
-    if (!row_pass_op(n.op) || ctx.placed(r) || n.type.shape != rows || ctx.is_output(r)) continue;
+    if (!row_pass_op(n.op) || ctx.placed(r) || n.type.shape != rows) continue;
     const ValueId x = n.operands[0];
     if (!inside.count(x) || ctx.node(x).type.shape != wide) continue;
     std::set<ValueId> ours = inside;
@@ -169,12 +169,14 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
       post.push_back(v);
       ours.insert(v);
     }
-    // r and its row-shaped consumers: used by this stage only (no store at row coordinates).
+    // r's row-shaped consumers: used by this stage only (recomputed at each wide
+    // element, never stored). r itself may be an output or read by another
+    // kernel: stored at row coordinates once its row is reduced.
     auto kept_here = [&](ValueId v) {
       const auto& users = ctx.users[static_cast<size_t>(v)];
       return !ctx.is_output(v) && std::all_of(users.begin(), users.end(), [&](ValueId u) { return ours.count(u) > 0; });
     };
-    if (!kept_here(r)) return;
+    const bool stored = !kept_here(r);
     for (ValueId v : post)
       if (ctx.node(v).type.shape == rows && !kept_here(v)) return;
     FusedTail stage;
@@ -186,7 +188,7 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
     std::string ops;
     for (ValueId v : post) ops += (ops.empty() ? "" : ", ") + label_of(ctx, v);
     k.notes.push_back(label_of(ctx, r) + " along the rows of " + shape_str(wide) + " in this kernel" +
-                      (ops.empty() ? std::string() : ", then " + ops));
+                      (stored ? " (stored at row coordinates)" : "") + (ops.empty() ? std::string() : ", then " + ops));
     k.row_stages.push_back(std::move(stage));
     inside = std::move(ours);
   }

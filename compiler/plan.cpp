@@ -398,6 +398,17 @@ bool PlanContext::recomputes_operand(ValueId user, ValueId v) const {
   }
 }
 
+std::vector<ValueId> row_stage_wide_stores(const FusedTail& stage) {
+  std::vector<ValueId> out;
+  for (ValueId v : stage.post.stores)
+    if (v != stage.op) out.push_back(v);
+  return out;
+}
+
+bool row_stage_stores_reduction(const FusedTail& stage) {
+  return std::find(stage.post.stores.begin(), stage.post.stores.end(), stage.op) != stage.post.stores.end();
+}
+
 int PlanContext::memory_kernel(ValueId v) const {
   const auto i = static_cast<size_t>(v);
   return written_by[i] >= 0 ? written_by[i] : kernel_of[i];

@@ -275,6 +275,11 @@ struct FusedTail {
   std::vector<ValueId> after_max;
 };
 
+// A row stage's stores made at wide coordinates: its post region's, less its
+// own reduction (stored at row coordinates where it is among them).
+std::vector<ValueId> row_stage_wide_stores(const FusedTail& stage);
+bool row_stage_stores_reduction(const FusedTail& stage);
+
 // Scratch of a partial row reduction: [tiles][rows] floats (and the row
 // maxima, same layout, for logsumexp and softmax; a softmax's rows are its
 // [.., N] shape's rows).
@@ -312,6 +317,9 @@ struct KernelPlan {
   // order, each followed by its elementwise consumers (post: over the wide
   // domain, with the row-shaped ones between; pass_fallback.cpp). A warp a row
   // reduces; a row's values are recomputed for each stage, never stored for it.
+  // A stage's reduction that is an output or read by another kernel is in its
+  // post.stores too (pass_buffers), stored once a row at row coordinates
+  // (row_stage_wide_stores: the others, at wide coordinates).
   std::vector<FusedTail> row_stages;
   // Reduce (row pass): leaf expressions over the reduced operand's shape that
   // are graph outputs, stored as the pass computes them (no kernel of their

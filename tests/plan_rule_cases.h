@@ -141,6 +141,16 @@ outputs: [z, c]
            "  - {name: var, op: max, args: [sq], dims: [1], keepdim: true}\n"
            "  - {name: y, op: div, args: [c, var]}\n"
            "outputs: [y, var]\n"},
+      {"manual_layer_norm_var_read_later",  // a stage's reduction read by later kernels: stored at row coordinates
+       "name: manual_layer_norm_var_read_later\n" + head +
+           "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: c, op: sub, args: [h, mu]}\n"
+           "  - {name: sq, op: mul, args: [c, c]}\n"
+           "  - {name: var, op: max, args: [sq], dims: [1], keepdim: true}\n"
+           "  - {name: y, op: div, args: [c, var]}\n"
+           "  - {name: t, op: sum, args: [var], dims: [0, 1]}\n"
+           "  - {name: z, op: mul, args: [y, t]}\n"
+           "outputs: [z]\n"},
       {"rows_then_mean_of_tanh",  // a reduction of a finished value's consumer over every row, then its consumer
        "name: rows_then_mean_of_tanh\n" + head +
            "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"

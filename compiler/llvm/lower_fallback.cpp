@@ -306,18 +306,22 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
   // Row stages (KernelPlan::row_stages): each reduces its value along the row's
   // wide run in order (the region, the wide stage and the earlier stages'
   // consumers recomputed there); the last tree makes the last stores.
-  std::vector<EpilogueTree> stage_trees;
+  std::vector<EpilogueTree> stage_trees, stage_stores;  // stage_stores: a stored reduction, at row coordinates
   std::vector<ValueId> sources = finishes;
-  const Region* stored = &kp.wide;
+  std::vector<ValueId> stored = kp.wide.stores;
   for (const FusedTail& st : kp.row_stages) {
     Region at = all;
-    at.stores = stored->stores;
+    at.stores = stored;
     stage_trees.push_back(build_epilogue_tree(lc.pc, lc.plan, at, sources, g.node(st.op).operands[0], true));
+    Region rows_region;
+    rows_region.domain = domain;
+    if (row_stage_stores_reduction(st)) rows_region.stores = {st.op};
+    stage_stores.push_back(build_epilogue_tree(lc.pc, lc.plan, rows_region, st.op, -1, true));
     all.nodes.insert(all.nodes.end(), st.post.nodes.begin(), st.post.nodes.end());
     sources.push_back(st.op);
-    stored = &st.post;
+    stored = row_stage_wide_stores(st);
   }
-  all.stores = stored->stores;
+  all.stores = stored;
   const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, sources, -1, true);
   llvm::Type* f32 = kf.f32_type();
   std::string what;
@@ -393,6 +397,8 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
       Value* v = b.CreateLoad(f32, sum);
       if (op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(wide_len)));
       values.push_back({kp.row_stages[i].op, v});
+      if (row_stage_stores_reduction(kp.row_stages[i]))
+        emit_tree(kf, stage_stores[i], decompose(kf, e, domain), TreeSources{{kp.row_stages[i].op, v}});
     }
     if (wide_len > 0)  // the wide stage (or the last row stage's consumers): this row's run of the broadcast shape
       kf.parallel_loop(kf.i64(0), kf.i64(wide_len), [&](Value* q) {
