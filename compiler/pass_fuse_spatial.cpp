@@ -4,24 +4,48 @@
 // tile reduces its pixels of every channel it holds to one partial; a
 // RowFinish kernel combines the [tiles per image, N * C] partials in a fixed
 // order (deterministic) and runs the reduction's consumers. The conv-shaped
-// tensor is never stored. logsumexp and other consumers of the epilogue keep
-// the stored output and a reduce kernel.
+// tensor is never stored. Channel reductions fused whole may share the
+// epilogue (they run first: the partials overwrite the accumulators).
+// logsumexp and other consumers of the epilogue keep the stored output and a
+// reduce kernel.
 #include <set>
 
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
+namespace {
+
+// Whether `reduced` is the only value of `inside` read outside it, the fused
+// channel reductions (`tails`) aside.
+bool only_exit(const PlanContext& ctx, const std::vector<ValueId>& inside, const std::set<ValueId>& tails,
+               ValueId reduced) {
+  const std::set<ValueId> in(inside.begin(), inside.end());
+  for (ValueId v : inside)
+    for (ValueId u : ctx.users[static_cast<size_t>(v)])
+      if (!in.count(u) && !tails.count(u) && v != reduced) return false;
+  return true;
+}
+
+}  // namespace
 
 void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
-  if (ctx.node(kp.root).op != OpKind::Conv2d || !kp.tails.empty()) return;
+  if (ctx.node(kp.root).op != OpKind::Conv2d) return;
+  // Channel reductions fused whole (a tile spans the channels) may share the
+  // epilogue: each runs on the tile in turn. Pools and partial tails may not
+  // (they tile the pixels their own way, or finish in a kernel of their own).
+  std::set<ValueId> tails;
+  for (const FusedTail& t : kp.tails) {
+    if (t.partial || op_category(ctx.node(t.op).op) != OpCategory::Reduction) return;
+    tails.insert(t.op);
+  }
   std::vector<ValueId> inside = {kp.root};
   inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
   std::set<ValueId> in(inside.begin(), inside.end()), outside;
   ValueId red = -1;
   for (ValueId v : inside)
     for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
-      if (in.count(u) || !outside.insert(u).second) continue;
+      if (in.count(u) || tails.count(u) || !outside.insert(u).second) continue;
       const Node& n = ctx.node(u);
       const bool spatial = n.op == OpKind::GlobalAvgPool ||
                            (op_category(n.op) == OpCategory::Reduction && n.op != OpKind::LogSumExp &&
@@ -35,7 +59,7 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   std::string why;
   if (!ctx.heur.fuse_reductions)
     why = "disabled by the codegen config (fuse_reductions=0)";
-  else if (outside.size() != 1 || exits_of(ctx, inside).size() != 1 || ctx.is_output(reduced))
+  else if (outside.size() != 1 || !only_exit(ctx, inside, tails, reduced) || ctx.is_output(reduced))
     why = "other consumers need the full conv-shaped result";
   if (!why.empty()) {
     kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(reduced) +

@@ -37,7 +37,7 @@ struct ConvGeom {
 struct ConvCase {
   Precision precision;
   ConvGeom g;
-  // bias_relu | gelu | tanh2_bias | maxpool2 | avgpool2 | chmin_tanh | chsum | gap
+  // bias_relu | gelu | tanh2_bias | maxpool2 | avgpool2 | chmin_tanh | chsum | gap | chmin_gap
   std::string tail;
 };
 
@@ -74,6 +74,10 @@ Expected<Graph> build(const ConvCase& c) {
   if (c.tail == "chmin_tanh") y = y.min({1}, true).tanh();
   if (c.tail == "chsum") y = y.sum({1});
   if (c.tail == "gap") y = y.relu().global_avg_pool();
+  if (c.tail == "chmin_gap") {  // a channel reduction and a reduction over the pixels in one epilogue
+    g.output("z", y.min({1}, true).tanh());
+    y = y.relu().global_avg_pool();
+  }
   g.output("y", y);
   return g.build();
 }
@@ -108,12 +112,13 @@ std::vector<ConvCase> cases() {
       {1, 40, 13, 15, 24, 3, 1, 1, 1, 1},   // Cin 40: a last block past Cin
       {2, 48, 11, 11, 12, 5, 1, 2, 1, 2},   // 2 groups of 24, 5x5: blocks of 2 chunks
   };
-  const char* tails[] = {"bias_relu", "gelu", "tanh2_bias", "maxpool2", "avgpool2", "chmin_tanh", "chsum", "gap"};
+  const char* tails[] = {"bias_relu", "gelu",  "tanh2_bias", "maxpool2", "avgpool2",
+                         "chmin_tanh", "chsum", "gap",        "chmin_gap"};
   std::vector<ConvCase> out;
   int t = 0;
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const ConvGeom& g : geoms) {
-      std::string tail = tails[t++ % 8];
+      std::string tail = tails[t++ % 9];
       if ((tail == "maxpool2" || tail == "avgpool2") && (g.oh() < 2 || g.ow() < 2)) tail = "tanh2_bias";
       out.push_back({p, g, tail});
     }

@@ -67,7 +67,6 @@ const std::map<std::string, Exception>& exceptions() {
       {"max_subtract_gelu", {2, true, "x - max(x): the finish kernel's broadcast back over the row reads the stored h"}},
       {"rmsnorm", {2, true, "h * rsqrt(mean(h^2)): the finish kernel's broadcast back over the row reads the stored h"}},
       {"residual_output_after_reduction", {2, true, "h + mean(h): the finish kernel's broadcast back reads the stored h"}},
-      {"conv_channel_reductions", {2, true, "a reduction over H, W next to channel reductions reads the stored conv output"}},
       {"linear_layer_norm_gelu", {2, true, "layer_norm needs its whole row: a norm kernel over the stored output"}},
       {"conv_strided_mish_avgpool_f16", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
       {"conv_batch_norm_instance_norm", {2, true, "instance_norm needs its whole plane: a norm kernel"}},
