@@ -92,16 +92,17 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
                   (block_rows ? "stage_smem" : "nullptr") + ");");
     out.push_back(block_rows ? "if (threadIdx.x == 0) {" : "if (threadIdx.x % 32 == 0) {");
     out.push_back("row_values[" + std::to_string(i) + "][row] = acc" + (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
-    if (row_stage_stores_reduction(stage)) {  // an output, or read by another kernel: once a row
-      Region rows_region;
-      rows_region.domain = domain;
-      rows_region.stores = {stage.op};
-      const std::string store = em.emit_tree(build_epilogue_tree(ctx, em.plan(), rows_region, stage.op, -1, true),
-                                             "fj_stage" + std::to_string(i) + "_store",
-                                             g.describe(stage.op) + " stored at its row's coordinates");
+    if (const Region rows_region = row_stage_row_stores(g, kp, i); !rows_region.stores.empty()) {
+      // outputs, or read by another kernel: once a row, from the row's values
+      std::vector<ValueId> row_sources = sources;
+      row_sources.push_back(stage.op);
+      const std::string store = em.emit_tree(build_epilogue_tree(ctx, em.plan(), rows_region, row_sources, -1, true),
+                                             "fj_stage" + std::to_string(i) + "_rows",
+                                             "stage " + std::to_string(i) + "'s row values stored at row coordinates");
       append(out, {"const " + I + " e = r0 + row;"});
       append(out, decompose_index("e", domain, "i", I));
-      out.push_back(post_call(store, "row_values[" + std::to_string(i) + "][row]", static_cast<int>(domain.size())));
+      out.push_back(post_call(store, args + ", row_values[" + std::to_string(i) + "][row]",
+                              static_cast<int>(domain.size())));
     }
     out.push_back("}");
     out.push_back("}");
@@ -109,7 +110,7 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
     sources.push_back(stage.op);
     args += ", row_values[" + std::to_string(i) + "][row]";
     region.nodes.insert(region.nodes.end(), stage.post.nodes.begin(), stage.post.nodes.end());
-    stored = row_stage_wide_stores(stage);
+    stored = row_stage_wide_stores(g, stage);
   }
   Region last = region;
   last.stores = stored;

@@ -169,16 +169,15 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
       post.push_back(v);
       ours.insert(v);
     }
-    // r's row-shaped consumers: used by this stage only (recomputed at each wide
-    // element, never stored). r itself may be an output or read by another
-    // kernel: stored at row coordinates once its row is reduced.
+    // r and its row-shaped consumers may be outputs or read by another
+    // kernel: stored at row coordinates once the row is reduced (the wide
+    // trees recompute them at each element).
     auto kept_here = [&](ValueId v) {
       const auto& users = ctx.users[static_cast<size_t>(v)];
       return !ctx.is_output(v) && std::all_of(users.begin(), users.end(), [&](ValueId u) { return ours.count(u) > 0; });
     };
-    const bool stored = !kept_here(r);
-    for (ValueId v : post)
-      if (ctx.node(v).type.shape == rows && !kept_here(v)) return;
+    bool stored = !kept_here(r);
+    for (ValueId v : post) stored = stored || (ctx.node(v).type.shape == rows && !kept_here(v));
     FusedTail stage;
     stage.op = r;
     stage.post.domain = wide;
@@ -188,7 +187,8 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
     std::string ops;
     for (ValueId v : post) ops += (ops.empty() ? "" : ", ") + label_of(ctx, v);
     k.notes.push_back(label_of(ctx, r) + " along the rows of " + shape_str(wide) + " in this kernel" +
-                      (stored ? " (stored at row coordinates)" : "") + (ops.empty() ? std::string() : ", then " + ops));
+                      (ops.empty() ? std::string() : ", then " + ops) +
+                      (stored ? " (row values stored at row coordinates)" : ""));
     k.row_stages.push_back(std::move(stage));
     inside = std::move(ours);
   }

@@ -398,15 +398,23 @@ bool PlanContext::recomputes_operand(ValueId user, ValueId v) const {
   }
 }
 
-std::vector<ValueId> row_stage_wide_stores(const FusedTail& stage) {
+std::vector<ValueId> row_stage_wide_stores(const Graph& g, const FusedTail& stage) {
   std::vector<ValueId> out;
   for (ValueId v : stage.post.stores)
-    if (v != stage.op) out.push_back(v);
+    if (g.node(v).type.shape == stage.post.domain) out.push_back(v);
   return out;
 }
 
-bool row_stage_stores_reduction(const FusedTail& stage) {
-  return std::find(stage.post.stores.begin(), stage.post.stores.end(), stage.op) != stage.post.stores.end();
+Region row_stage_row_stores(const Graph& g, const KernelPlan& kp, size_t i) {
+  Region r;
+  r.domain = kp.region.domain;
+  r.nodes = kp.region.nodes;
+  for (size_t s = 0; s <= i; ++s)
+    for (ValueId v : kp.row_stages[s].post.nodes)
+      if (g.node(v).type.shape != kp.row_stages[s].post.domain) r.nodes.push_back(v);
+  for (ValueId v : kp.row_stages[i].post.stores)
+    if (g.node(v).type.shape != kp.row_stages[i].post.domain) r.stores.push_back(v);
+  return r;
 }
 
 int PlanContext::memory_kernel(ValueId v) const {

@@ -275,11 +275,6 @@ struct FusedTail {
   std::vector<ValueId> after_max;
 };
 
-// A row stage's stores made at wide coordinates: its post region's, less its
-// own reduction (stored at row coordinates where it is among them).
-std::vector<ValueId> row_stage_wide_stores(const FusedTail& stage);
-bool row_stage_stores_reduction(const FusedTail& stage);
-
 // Scratch of a partial row reduction: [tiles][rows] floats (and the row
 // maxima, same layout, for logsumexp and softmax; a softmax's rows are its
 // [.., N] shape's rows).
@@ -317,9 +312,10 @@ struct KernelPlan {
   // order, each followed by its elementwise consumers (post: over the wide
   // domain, with the row-shaped ones between; pass_fallback.cpp). A warp a row
   // reduces; a row's values are recomputed for each stage, never stored for it.
-  // A stage's reduction that is an output or read by another kernel is in its
-  // post.stores too (pass_buffers), stored once a row at row coordinates
-  // (row_stage_wide_stores: the others, at wide coordinates).
+  // A stage's row-shaped values (its reduction, its consumers over the rows)
+  // that are outputs or read by another kernel are in its post.stores too
+  // (pass_buffers), stored once a row at row coordinates (row_stage_row_stores;
+  // row_stage_wide_stores: the others, at wide coordinates).
   std::vector<FusedTail> row_stages;
   // Reduce (row pass): leaf expressions over the reduced operand's shape that
   // are graph outputs, stored as the pass computes them (no kernel of their
@@ -365,6 +361,17 @@ struct KernelPlan {
   std::vector<std::string> notes;
   std::string name;  // kernel name, set by the emitter
 };
+
+// A row stage's stores made at wide coordinates: its post region's, less the
+// row-shaped ones (its reduction, its consumers over the rows), which are
+// stored at row coordinates once a row.
+std::vector<ValueId> row_stage_wide_stores(const Graph& g, const FusedTail& stage);
+// The region that stores row stage `i`'s row-shaped values once a row (no
+// stores: none), over `rows`: the finished rows' region and every row-shaped
+// consumer of stages 0..i, computed from the finished values and the stages'
+// reductions (the tree's sources).
+Region row_stage_row_stores(const Graph& g, const KernelPlan& kp, size_t i);
+
 
 struct Plan {
   std::vector<KernelPlan> kernels;  // launch order

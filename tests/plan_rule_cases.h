@@ -141,6 +141,16 @@ outputs: [z, c]
            "  - {name: var, op: max, args: [sq], dims: [1], keepdim: true}\n"
            "  - {name: y, op: div, args: [c, var]}\n"
            "outputs: [y, var]\n"},
+      {"manual_layer_norm_stats_output",  // mu and rstd as outputs (a layer norm's saved statistics)
+       "name: manual_layer_norm_stats_output\n" + head +
+           "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: c, op: sub, args: [h, mu]}\n"
+           "  - {name: sq, op: mul, args: [c, c]}\n"
+           "  - {name: var, op: mean, args: [sq], dims: [1], keepdim: true}\n"
+           "  - {name: ve, op: add, args: [var, 1.0e-5]}\n"
+           "  - {name: rs, op: rsqrt, args: [ve]}\n"
+           "  - {name: y, op: mul, args: [c, rs]}\n"
+           "outputs: [y, mu, rs]\n"},
       {"manual_layer_norm_var_read_later",  // a stage's reduction read by later kernels: stored at row coordinates
        "name: manual_layer_norm_var_read_later\n" + head +
            "  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}\n"

@@ -59,6 +59,7 @@ const std::map<std::string, Exception>& exceptions() {
       {"manual_layer_norm_bf16_ragged", {2, true, "two row stages (variance, then a max), over the stored h"}},
       {"manual_layer_norm_var_output",
        {2, true, "as manual_layer_norm, the variance (an output) stored at row coordinates by its stage"}},
+      {"manual_layer_norm_stats_output", {2, true, "as manual_layer_norm, mu and rstd (outputs) stored at row coordinates"}},
       {"manual_layer_norm_var_read_later",
        {4, true, "the stored variance's total scales every element: a reduce kernel, then a pointwise one"}},
       {"linear_rmsnorm", {2, true, "h * rsqrt(mean(h^2)): the finish kernel's broadcast back over the row reads the stored h"}},
@@ -198,14 +199,22 @@ TEST(PlanRule, RowStagesRunInTheFinishKernel) {
     Expected<Program> p = generate_program(rule_case("manual_layer_norm_var_output"), {"sm_90a", ""});
     ASSERT_TRUE(p) << p.error().str();
     EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
-    EXPECT_NE(p->plan_text.find("max %6 along the rows of [128,512] in this kernel (stored at row coordinates)"),
+    EXPECT_NE(p->plan_text.find("max %6 along the rows of [128,512] in this kernel, then div %7 (row values stored at "
+                                "row coordinates)"),
               std::string::npos) << p->plan_text;
-    EXPECT_NE(p->source.find("fj_stage0_store(p, row_values[0][row], i0, i1);"), std::string::npos) << p->source;
+    EXPECT_NE(p->source.find("fj_stage0_rows(p, finished[0][row], row_values[0][row], i0, i1);"), std::string::npos)
+        << p->source;
+  }
+  {  // a layer norm's statistics as outputs (what its backward reads): mu finished, rstd a row-shaped consumer
+    Expected<Program> p = generate_program(rule_case("manual_layer_norm_stats_output"), {"sm_90a", ""});
+    ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
+    EXPECT_NE(p->source.find("fj_store_rs_9(p.out_rs, i0, i1, v9);"), std::string::npos) << p->source;
     Expected<Program> q = generate_program(rule_case("manual_layer_norm"), {"sm_90a", "row_stages=0"});
     ASSERT_TRUE(q) << q.error().str();
     EXPECT_EQ(testing::chain_launches(*q), 4u) << q->plan_text;
   }
-  for (const char* name : {"manual_layer_norm", "manual_layer_norm_var_output"}) {
+  for (const char* name : {"manual_layer_norm", "manual_layer_norm_var_output", "manual_layer_norm_stats_output"}) {
     Expected<Program> p = generate_program(rule_case(name), {"sm_80", ""});
     ASSERT_TRUE(p) << p.error().str();
     jobs.push_back({name, "sm_80", p->name, p->source});

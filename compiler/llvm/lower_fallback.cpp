@@ -313,13 +313,11 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
     Region at = all;
     at.stores = stored;
     stage_trees.push_back(build_epilogue_tree(lc.pc, lc.plan, at, sources, g.node(st.op).operands[0], true));
-    Region rows_region;
-    rows_region.domain = domain;
-    if (row_stage_stores_reduction(st)) rows_region.stores = {st.op};
-    stage_stores.push_back(build_epilogue_tree(lc.pc, lc.plan, rows_region, st.op, -1, true));
-    all.nodes.insert(all.nodes.end(), st.post.nodes.begin(), st.post.nodes.end());
     sources.push_back(st.op);
-    stored = row_stage_wide_stores(st);
+    stage_stores.push_back(build_epilogue_tree(lc.pc, lc.plan, row_stage_row_stores(g, kp, stage_stores.size()),
+                                               sources, -1, true));
+    all.nodes.insert(all.nodes.end(), st.post.nodes.begin(), st.post.nodes.end());
+    stored = row_stage_wide_stores(g, st);
   }
   all.stores = stored;
   const EpilogueTree wide = build_epilogue_tree(lc.pc, lc.plan, all, sources, -1, true);
@@ -397,8 +395,9 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
       Value* v = b.CreateLoad(f32, sum);
       if (op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(wide_len)));
       values.push_back({kp.row_stages[i].op, v});
-      if (row_stage_stores_reduction(kp.row_stages[i]))
-        emit_tree(kf, stage_stores[i], decompose(kf, e, domain), TreeSources{{kp.row_stages[i].op, v}});
+      if (!stage_stores[i].nodes.empty() && std::any_of(stage_stores[i].nodes.begin(), stage_stores[i].nodes.end(),
+                                                        [](const EpiNode& n) { return n.kind == EpiNode::Kind::Store; }))
+        emit_tree(kf, stage_stores[i], decompose(kf, e, domain), values);
     }
     if (wide_len > 0)  // the wide stage (or the last row stage's consumers): this row's run of the broadcast shape
       kf.parallel_loop(kf.i64(0), kf.i64(wide_len), [&](Value* q) {
