@@ -22,7 +22,8 @@ std::string kind_enum(const std::string& kind) {
 
 std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
   // a halo conv's buffers are fj::ConvHalo's; its Tile's (unused) ring takes the least stages
-  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " + std::to_string(t.conv_halo ? 2 : t.stages) +
+  std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+                     std::to_string(t.conv_halo ? 2 : t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
   if (t.swap_ab)
     args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true";

@@ -91,7 +91,8 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
                   ">(acc, [](float a, float b) { return " + op + "::combine(a, b); }, " +
                   (block_rows ? "stage_smem" : "nullptr") + ");");
     out.push_back(block_rows ? "if (threadIdx.x == 0) {" : "if (threadIdx.x % 32 == 0) {");
-    out.push_back("row_values[" + std::to_string(i) + "][row] = acc" + (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
+    out.push_back("row_values[" + std::to_string(i) + "][row] = acc" +
+                  (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
     if (const Region rows_region = row_stage_row_stores(g, kp, i); !rows_region.stores.empty()) {
       // outputs, or read by another kernel: once a row, from the row's values
       std::vector<ValueId> row_sources = sources;

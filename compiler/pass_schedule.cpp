@@ -325,7 +325,8 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   if (geo.op == OpKind::Conv2d && ctx.heur.split_k && *ctx.heur.split_k > 1)
     return Error("codegen config: split_k applies to linear and matmul");
   const int64_t k_tiles = ceil_div(geo.k, kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 64 : 32);
-  if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma && !tile.pingpong && !three_tf32 && k_tiles <= kMaxKTilesForWideConvEpilogue) {
+  if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma && !tile.pingpong && !three_tf32 &&
+      k_tiles <= kMaxKTilesForWideConvEpilogue) {
     // The NCHW epilogue stages rows first through shared memory: at most 4
     // stages, leaving it 64-column chunks (a conv tile's K is short: 9 k-tiles
     // for Cin 64 k3). H200, `fusejit run` medians in one call, 128x128 tiles,

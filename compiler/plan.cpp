@@ -18,7 +18,8 @@ std::string TileConfig::str() const {
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
   if (conv_halo) {
-    s << bm << "x" << bn << ", filter resident, input halo per patch (" << stages << " buffer" << (stages > 1 ? "s" : "") << ")";
+    s << bm << "x" << bn << ", filter resident, input halo per patch (" << stages << " buffer"
+      << (stages > 1 ? "s" : "") << ")";
     return s.str();
   }
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "") << ", " << stages << " stages, raster group " << raster_group;

@@ -96,7 +96,7 @@ struct Heuristics {
   std::optional<int> wgmma_cluster;  // wgmma: blocks per cluster along M (1 or 2)
   std::optional<bool> wgmma_swap_ab; // tf32 matmul with B [K, N]: B as wgmma's register operand (no transposed copy)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
-  std::optional<bool> conv_halo;     // wgmma conv2d: 1 = filter resident, a halo box per patch (an error where it cannot apply)
+  std::optional<bool> conv_halo;     // wgmma conv2d: 1 = filter resident, a halo box per patch (else an error)
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits

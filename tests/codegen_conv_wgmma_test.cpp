@@ -297,16 +297,26 @@ TEST(CodegenConvWgmma, HaloPatchesFilterResident) {
     const char* error_says;
   };
   const Case cases[] = {
-      {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1", "filter resident, input halo per patch (2 buffers)", ""},
-      {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1", "x64, filter resident", ""},
-      {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1, "conv_halo=1,wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
-      {"bf16 128x128: one buffer", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1,wgmma_tile=128x128x2", "tile 128x128, filter resident, input halo per patch (1 buffer)", ""},
-      {"bf16 5x5: too large", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "conv_halo=1", "", "conv_halo=1, but the filter (204800 bytes for 64 columns)"},
-      {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but the filter"},
-      {"bf16 default: per-tap boxes", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "", "implicit GEMM over patches", ""},
-      {"fp32 forced", Precision::FP32, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1", "", "conv_halo=1, but 3xTF32"},
-      {"ping-pong forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,wgmma_schedule=pingpong", "", "conv_halo=1, but the ping-pong schedule"},
-      {"mma.sync forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,mainloop=mma", "", "conv_halo=1 applies to conv2d on wgmma"},
+      {"bf16 2x64 patches", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1",
+       "filter resident, input halo per patch (2 buffers)", ""},
+      {"tf32: 64 columns", Precision::TF32, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "conv_halo=1", "x64, filter resident",
+       ""},
+      {"f16 8-wide patches, 2 consumers", Precision::F16, {2, 64, 19, 23}, {72, 64, 3, 3}, 1,
+       "conv_halo=1,wgmma_tile=128x128x2", "patch of 16x8 pixels", ""},
+      {"bf16 128x128: one buffer", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0,
+       "conv_halo=1,wgmma_tile=128x128x2", "tile 128x128, filter resident, input halo per patch (1 buffer)", ""},
+      {"bf16 5x5: too large", Precision::BF16, {1, 64, 13, 14}, {40, 64, 5, 5}, 2, "conv_halo=1",
+       "", "conv_halo=1, but the filter (204800 bytes for 64 columns)"},
+      {"bf16 Cin 256: too large", Precision::BF16, {2, 256, 10, 10}, {256, 256, 3, 3}, 1, "conv_halo=1",
+       "", "conv_halo=1, but the filter"},
+      {"bf16 default: per-tap boxes", Precision::BF16, {2, 64, 20, 130}, {128, 64, 3, 3}, 0, "",
+       "implicit GEMM over patches", ""},
+      {"fp32 forced", Precision::FP32, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1",
+       "", "conv_halo=1, but 3xTF32"},
+      {"ping-pong forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,wgmma_schedule=pingpong",
+       "", "conv_halo=1, but the ping-pong schedule"},
+      {"mma.sync forced", Precision::BF16, {2, 64, 10, 10}, {32, 64, 3, 3}, 1, "conv_halo=1,mainloop=mma",
+       "", "conv_halo=1 applies to conv2d on wgmma"},
   };
   std::vector<CompileJob> jobs;
   for (const Case& c : cases) {

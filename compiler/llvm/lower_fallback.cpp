@@ -395,8 +395,8 @@ Expected<CpuLaunch> lower_row_finish(LowerContext& lc, const KernelPlan& kp) {
       Value* v = b.CreateLoad(f32, sum);
       if (op == OpKind::Mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(wide_len)));
       values.push_back({kp.row_stages[i].op, v});
-      if (!stage_stores[i].nodes.empty() && std::any_of(stage_stores[i].nodes.begin(), stage_stores[i].nodes.end(),
-                                                        [](const EpiNode& n) { return n.kind == EpiNode::Kind::Store; }))
+      const auto& nodes = stage_stores[i].nodes;
+      if (std::any_of(nodes.begin(), nodes.end(), [](const EpiNode& n) { return n.kind == EpiNode::Kind::Store; }))
         emit_tree(kf, stage_stores[i], decompose(kf, e, domain), values);
     }
     if (wide_len > 0)  // the wide stage (or the last row stage's consumers): this row's run of the broadcast shape
