@@ -74,7 +74,11 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         for (t.stages = 2; t.stages <= 8; ++t.stages)
           if (cg::wgmma_fits_with_epilogue(t, three_tf32))
             most = t.stages;
-        for (int stages : {most, most - 1}) {
+        std::vector<int> depths = {most, most - 1};
+        if (op == OpKind::Conv2d)  // shallower rings leave a conv's NCHW epilogue wider chunks (the default: 4)
+          for (int stages : {4, 3})
+            if (stages < most - 1) depths.push_back(stages);
+        for (int stages : depths) {
           if (stages < 2) continue;
           for (int group : {8, 16})
             out.push_back("wgmma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" +
@@ -103,6 +107,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
                             "wgmma_swap_ab=1,wgmma_tile=128x64x8x8", "wgmma_swap_ab=1,wgmma_tile=128x128x3x8",
                             "wgmma_swap_ab=1,wgmma_tile=128x64x4x8"})
         if (generate_program(g, {arch, c})) out.push_back(c);  // (3xTF32: tiles of at most 128 rows)
+    if (op == OpKind::Conv2d && generate_program(g, {arch, "conv_halo=1"}))
+      out.push_back("conv_halo=1");  // the filter resident, a halo box per patch (conv_wgmma_halo.cuh)
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each
