@@ -120,7 +120,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
                             std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
                             ">;  // the filter resident, a halo box per patch");
-        wgmma_call = "fj::conv_halo_mainloop<Tile, Halo, Pixels, ConvShape>(maps, order, ring, ";
+        wgmma_call = "fj::conv_halo_mainloop<Tile, Halo>(maps, order, ring, ";
       } else {
         wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
       }

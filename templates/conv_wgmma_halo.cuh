@@ -35,6 +35,8 @@ struct ConvHalo {
   static_assert(BH * BW == Tile::BM, "a patch fills the tile");
   static_assert(BW == 8 || BW % 64 == 0, "a wgmma's 64 rows: 8 output rows of 8 pixels, or one output row");
   static_assert(kHaloStages >= 1, "at least one halo buffer");
+  using Shape = S;          // the conv's shape constants
+  using PixelMap = Pixels;  // the tiles' patches (PatchPixels)
   static constexpr int kCBlocks = S::kCin / Tile::BK, kTaps = S::kKH * S::kKW;
   static constexpr int kHaloH = BH + (S::kKH - 1) * S::kDH, kHaloW = BW + (S::kKW - 1) * S::kDW;
   static constexpr int kHaloBoxBytes = kHaloH * kHaloW * 128;  // what one TMA box brings
@@ -57,9 +59,11 @@ struct ConvHalo {
 // epilogue(frag, m0, n0, n_tile) on the consumers after each patch, as
 // wgmma_mainloop does. `ring` is 1024-aligned; the epilogue's shared memory
 // starts at ring + Halo::kRingBytes.
-template <class Tile, class Halo, class Pixels, class S, class Epilogue>
+template <class Tile, class Halo, class Epilogue>
 __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const TileOrder& order, char* ring,
                                                    const Epilogue& epilogue) {
+  using S = typename Halo::Shape;
+  using Pixels = typename Halo::PixelMap;
   constexpr int HS = Halo::kStages, BK = Tile::BK, kB = Tile::kBytesB;
   __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS];
   const int lanes = gridDim.x / order.n_tiles;

@@ -412,7 +412,7 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
   const fj::TileOrder order{Pixels::kTiles, (S::kCout + Tile::BN - 1) / Tile::BN, 1};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Halo::kRingBytes);
-  fj::conv_halo_mainloop<Tile, Halo, Pixels, S>(fj::GemmMaps{a, b}, order, ring, [&](auto& f, int m0, int n0, int) {
+  fj::conv_halo_mainloop<Tile, Halo>(fj::GemmMaps{a, b}, order, ring, [&](auto& f, int m0, int n0, int) {
     fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, S::kCout, staging, [&](float v, int m, int n) {
       const fj::Pixel px = Pixels{}.pixel(m);
       if (px.ok) c[m * 96 + n] = v;
