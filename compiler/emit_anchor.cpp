@@ -116,14 +116,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
-      if (wt.conv_halo) {
-        s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
-                            std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
-                            ">;  // the filter resident, a halo box per patch");
-        wgmma_call = "fj::conv_halo_mainloop<Tile, Halo>(maps, order, ring, ";
-      } else {
-        wgmma_call = "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
-      }
+      wgmma_call = conv_wgmma_call(wt, patch, s);
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;

@@ -88,6 +88,15 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
   return maps;
 }
 
+std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s) {
+  if (!wt.conv_halo)
+    return "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
+  s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
+                      std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
+                      ">;  // the filter resident, a halo box per patch");
+  return "fj::conv_halo_mainloop<Tile, Halo>(maps, order, ring, ";
+}
+
 std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
                                             const ConvPatch& patch) {
   const DType dt = g.node(g.node(kp.root).operands[0]).type.dtype;

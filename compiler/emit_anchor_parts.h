@@ -32,10 +32,14 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
                                             const AnchorGeometry& geo, int64_t rows);
 
 // The TMA views of a conv2d on wgmma: x staged in NHWC ({C, W, H, N}, boxes
-// of BK channels x the patch), w as [Cout][KH*KW*Cin] (BN-row boxes), and
-// 3xTF32's residuals, tiled like them.
+// of BK channels x the patch, or its input halo for wgmma.conv_halo), w as
+// [Cout][KH*KW*Cin] (BN-row boxes), and 3xTF32's residuals, tiled like them.
 std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
                                             const ConvPatch& patch);
+// The wgmma conv's mainloop call up to its epilogue lambda: per-tap boxes
+// (conv_wgmma.cuh) or, for wt.conv_halo, the resident-filter halo mainloop
+// (conv_wgmma_halo.cuh, whose `Halo` alias it adds to s).
+std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s);
 
 // The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);
