@@ -38,6 +38,12 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const int64_t int_max = std::numeric_limits<int>::max();
   int64_t store_tile_bytes = 0;  // the TMA-stored outputs' shared-memory tiles
   for (size_t k = 0; k < kp.tma_stores.size(); ++k) store_tile_bytes += wgmma_store_tile_bytes(wt);
+  // Bytes a staged pool or partial-reduction epilogue may take (each consumer's, ping-pong): 32 KiB, or what the
+  // wgmma ring and the TMA store tiles leave (1 KiB to align those, 128 bytes to round the scratch).
+  const int64_t staged_room =
+      wgmma ? std::min<int64_t>(32 * 1024, (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") -
+                                            store_tile_bytes - (store_tile_bytes ? 1024 : 0)) / (wt.pingpong ? 2 : 1) - 128)
+            : 32 * 1024;
 
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;
@@ -335,7 +341,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
     append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
   } else if (pool) {
-    append(run, conv_pool_epilogue(ctx, plan, kp, em, *pool, pool_windows, tile_m, tile_n, smem_floats));
+    append(run, conv_pool_epilogue(ctx, plan, kp, em, *pool, pool_windows, tile_m, tile_n, staged_room, smem_floats));
   } else {
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs
@@ -427,7 +433,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const PartialBuffers& pb = plan.partials.at(tail.op);
         const int threads = wgmma ? (wt.pingpong ? 128 : wt.consumers() * 128) : mma ? mt.threads() : t.threads();
         int chunk = tile_n;
-        while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > 32 * 1024)) chunk /= 2;
+        while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > staged_room)) chunk /= 2;
         smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8) + threads);
         const std::string rows = "kPartialRows" + suffix;
         s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});

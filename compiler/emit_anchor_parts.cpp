@@ -338,7 +338,7 @@ std::vector<std::string> epilogue_lambda(const std::string& head, const std::vec
 
 std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
                                             KernelEmitter& em, const FusedTail& pool, int64_t pool_windows,
-                                            int tile_m, int tile_n, int64_t& smem_floats) {
+                                            int tile_m, int tile_n, int64_t room, int64_t& smem_floats) {
   const Graph& g = ctx.g;
   std::vector<std::string> run;
   const Node& pn = g.node(pool.op);
@@ -365,9 +365,9 @@ std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& 
                                        "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool.post, pool.op, -1, true),
                                         "fj_post_pool", "after the pool, at pooled coordinates");
-  // Columns staged at a time: the largest split of the tile within 32 KiB.
+  // Columns staged at a time: the largest split of the tile within `room` bytes.
   int chunk = tile_n;
-  while (chunk > 1 && (tile_n % chunk || (tile_m + 1) * chunk * 4 > 32 * 1024)) chunk /= 2;
+  while (chunk > 1 && (tile_n % chunk || int64_t{tile_m + 1} * chunk * 4 > room)) chunk /= 2;
   smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
   run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
                 (pn.op == OpKind::MaxPool2d ? "true" : "false") +

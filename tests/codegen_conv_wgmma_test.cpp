@@ -394,6 +394,31 @@ TEST(CodegenConvWgmma, EveryEpilogueCompilesForSm90a) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// Ping-pong's deep rings (8 stages of 64x128, 5 of 64x256) leave each
+// consumer less than the 32 KiB a staged pool or per-channel partial takes
+// elsewhere: the staged chunks shrink to what is left (found on the H200: a
+// channel min next to a global average pool, Cout 72 and 130, did not compile).
+TEST(CodegenConvWgmma, PingPongStagedEpiloguesFitWhatTheRingLeaves) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::F16})
+    for (int64_t cout : {72, 130, 256})
+      for (bool channel_min : {false, true}) {
+        const std::string label = std::string(precision_name(p)) + " Cout " + std::to_string(cout) +
+                                  (channel_min ? " channel min + global avg pool" : " max pool");
+        GraphBuilder g(p, "conv_pingpong");
+        auto y = g.conv2d(g.input("x", {2, 64, 19, 23}), g.input("w", {cout, 64, 3, 3}), g.input("b", {cout}), padded(1));
+        if (channel_min) g.output("z", y.min({1}, true).tanh());
+        g.output("y", channel_min ? y.relu().global_avg_pool() : y.relu().max_pool2d({}));
+        auto built = g.build();
+        ASSERT_TRUE(built.ok()) << built.error().str();
+        auto prog = generate_program(*built, {"sm_90a", "wgmma_schedule=pingpong"});
+        ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+        EXPECT_NE(prog->source.find("/*kPingPong=*/true"), std::string::npos) << label;
+        jobs.push_back({label, "sm_90a", prog->name, prog->source});
+      }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // 3x3 windows fit no power-of-two patch: the pool gets its own kernel.
 TEST(CodegenConvWgmma, PoolWindowsThatTileNoPatchAreNotFused) {
   auto prog = generate_program(
