@@ -365,6 +365,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             {}, cols);
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
+      } else if (const ValueId runs = kp.conv_runs; wgmma && runs >= 0) {  // conv_wgmma_store.cuh
+        const DType dt = g.node(runs).type.dtype;
+        const int64_t elem = static_cast<int64_t>(dtype_size(dt));
+        int chunk = wt.bn;  // channels staged at a time: the tile's, or a half, ... of them within the room
+        while (chunk > 16 && int64_t{wt.bm} * chunk * elem > staged_room) chunk /= 2;
+        smem_floats = std::max<int64_t>(smem_floats, int64_t{wt.bm} * chunk * elem / 4);
+        fn = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, runs, false), "fj_epilogue_value",
+                          "the stored value, at output coordinates");
+        run.push_back("fj::tile_nchw_store<Pixels, " + std::to_string(chunk) + ">(frag, m0, n0, " + shape.cols +
+                      ", g * kCoutPerGroup, " + em.buffer_param(plan.buffer.at(runs), true) +
+                      ", reinterpret_cast<char*>(smem),");
+        append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
+                                    "return " + fn + "(p, acc, " + coord_call + ");"));
       } else {
         if (wgmma) {
           // Staged through shared memory: coalesced loads and stores. Swap-AB tiles with cheap ops store from

@@ -42,9 +42,29 @@ bool cheap_epilogue_op(OpKind op) {
   }
 }
 
+namespace {
+// A wgmma conv whose epilogue stores one NCHW output (of the conv's shape, in
+// an output buffer) and reduces nothing: computed in registers, staged in its
+// type, stored in runs of a channel's pixels (conv_wgmma_store.cuh). Else
+// the epilogue stages fp32 chunks and stores element by element.
+void choose_conv_runs(PlanContext& ctx, Plan& plan) {
+  KernelPlan& kp = plan.kernels[0];
+  if (!ctx.heur.conv_runs || !kp.tails.empty() || kp.region.stores.size() != 1 || !kp.region.transposed.empty() ||
+      kp.wgmma.swap_ab)
+    return;
+  const ValueId v = kp.region.stores[0];
+  const TensorType& t = ctx.node(v).type;
+  if (plan.buffer.at(v).kind != BufferKind::Output || t.shape != analyze_anchor(ctx.g, kp.root).out) return;
+  kp.conv_runs = v;
+  kp.notes.push_back("epilogue: " + ctx.g.describe(v) + " computed in registers, staged as " + std::string(dtype_name(t.dtype)) +
+                     " in shared memory and stored in runs of a channel's pixels");
+}
+}  // namespace
+
 void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   if (kp.kind != KernelKind::Anchor || kp.mainloop != Mainloop::Wgmma || kp.region.stores.empty()) return;
+  if (ctx.node(kp.root).op == OpKind::Conv2d) choose_conv_runs(ctx, plan);
   const bool asked = ctx.heur.tma_store == 1;
   auto keep_global = [&](const std::string& why) {
     if (asked) kp.notes.push_back("epilogue: global stores, not TMA bulk stores: " + why);

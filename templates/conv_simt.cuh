@@ -109,6 +109,8 @@ struct PoolTiledPixels {
 template <class S, int BM, int BH, int BW>
 struct PatchPixels {
   static_assert(BH * BW == BM, "a patch fills the tile");
+  using Shape = S;
+  static constexpr int kBH = BH, kBW = BW;
   static constexpr int kTilesH = (S::kOH + BH - 1) / BH, kTilesW = (S::kOW + BW - 1) / BW;
   static constexpr int kTilesPerImage = kTilesH * kTilesW;
   static constexpr int kTiles = S::kBatch * kTilesPerImage;
