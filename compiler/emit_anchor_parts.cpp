@@ -163,13 +163,14 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
   return out;
 }
 
-std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max) {
+std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max, int col_dim) {
   const int rank = static_cast<int>(tree.domain.size());
   std::vector<BufferRef> out, other;
   for (const EpiNode& n : tree.nodes) {
     if (n.kind != EpiNode::Kind::Load || rank == 0) continue;
     const Shape& shape = g.node(n.value).type.shape;
-    const bool column = used_dims(shape, n.dims.empty() ? broadcast_dims(shape, rank) : n.dims) == std::vector<int>{rank - 1};
+    const bool column = used_dims(shape, n.dims.empty() ? broadcast_dims(shape, rank) : n.dims) ==
+                        std::vector<int>{col_dim < 0 ? rank - 1 : col_dim};
     auto& list = column ? out : other;
     if (std::find(list.begin(), list.end(), n.buffer) == list.end()) list.push_back(n.buffer);
   }

@@ -97,11 +97,11 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
                                                std::vector<std::string> value, const std::string& row,
                                                int64_t row_sharers, int64_t& smem_floats);
 
-// The inputs `tree` reads along its last coordinate only (a bias over N),
-// every load of them so, at most `max`: the wgmma epilogue stages their
-// values for a tile's columns in shared memory (KernelEmitter::emit_tree's
-// column_loads).
-std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max);
+// The inputs `tree` reads along its coordinate `col_dim` only (default the
+// last: a bias over N; conv2d's channels: 1), every load of them so, at most
+// `max`: the wgmma epilogue stages their values for a tile's columns in
+// shared memory (KernelEmitter::emit_tree's column_loads).
+std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, size_t max, int col_dim = -1);
 // The epilogue statements that copy `cols` (column_loads) for the tile's
 // columns [n0, n0 + bn) to smem + at + k * bn (zero past `n_bound`), and the
 // arguments (", cols0, ..., n - n0") the tree's function then takes.

@@ -52,14 +52,6 @@ TileConfig heuristic_tile(const AnchorGeometry& geo, bool pool_fused) {
 
 constexpr int kSm90Sms = 132;  // H100 SXM / H200: codegen knows the arch, not the part
 
-// Largest stage count that fits (at most 8) with room left for the
-// epilogue (wgmma_fits_with_epilogue).
-int max_stages(WgmmaConfig t, bool three_tf32) {
-  for (t.stages = 8; t.stages > 2; --t.stages)
-    if (wgmma_fits_with_epilogue(t, three_tf32)) break;
-  return t.stages;
-}
-
 // The tile with the least cost: waves of tiles over the SMs x the tile's
 // area / its efficiency. 176 and 192 columns (K-major B, linear / matmul
 // only) cut a wave where 128 and 256 leave one mostly idle: 512x4096x11008
@@ -91,7 +83,7 @@ WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t 
       best = t;
     }
   }
-  best.stages = max_stages(best, three_tf32);
+  best.stages = wgmma_max_stages(best, three_tf32);
   return best;
 }
 
@@ -173,7 +165,7 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
     tile.bn = t.bm;
   }
   tile.swap_ab = true;
-  if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
+  if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, three_tf32);
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, three_tf32); !s) return Error("codegen: " + s.error().message);
   kp.wgmma = tile;
@@ -281,7 +273,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
       tile.raster_group *= 2;  // the same rows per group as 128-row tiles
     }
     tile.pingpong = true;
-    if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
+    if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, three_tf32);
   } else if (ctx.heur.wgmma_schedule == "auto" && !ctx.heur.wgmma && !three_tf32 && geo.op != OpKind::Conv2d &&
              tile.bm == 128 && tile.bn == 128 &&
              ((geo.m + 127) / 128) * ((geo.n + 127) / 128) >= 2 * kSm90Sms) {
@@ -292,7 +284,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     // fits leaves each consumer 32-column epilogue chunks (6 stages, 16
     // columns: 4096^3 bf16 0.226 ms, 5 stages 0.199).
     tile.pingpong = true;
-    tile.stages = std::max(2, max_stages(tile, false) - 1);
+    tile.stages = std::max(2, wgmma_max_stages(tile, false) - 1);
   } else if (ctx.heur.wgmma_schedule == "auto" && !ctx.heur.wgmma && sixteen_bit && !cheap_epilogue &&
              geo.op != OpKind::Conv2d && tile.bm == 128 && tile.bn == 256 && geo.k <= 4096 &&
              ceil_div(geo.m, 64) * ceil_div(geo.n, 256) >= 2 * kSm90Sms) {
@@ -307,7 +299,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     tile.bm = 64;
     tile.raster_group *= 2;
     tile.pingpong = true;
-    tile.stages = max_stages(tile, false);
+    tile.stages = wgmma_max_stages(tile, false);
   }
   for (const FusedTail& t : kp.tails) {  // conv on wgmma: a fused pool's windows must tile the patches
     const Node& pn = ctx.node(t.op);
@@ -316,7 +308,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     const int qh = static_cast<int>(k[0]), qw = static_cast<int>(k[1]);
     if (conv_patch(geo, tile.bm, qh, qw).bh == 0 && !ctx.heur.wgmma && !tile.pingpong) {
       tile.bm = 128;
-      tile.stages = max_stages(tile, three_tf32);
+      tile.stages = wgmma_max_stages(tile, three_tf32);
     }
     if (conv_patch(geo, tile.bm, qh, qw).bh == 0)
       return Error("codegen: no patch of " + std::to_string(tile.bm) + " output pixels holds whole " +
@@ -356,7 +348,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
       return Error("codegen config: wgmma_cluster=2 with B [K, N] needs a tile at least 128 wide, got " + tile.str());
     if (tile.pingpong && ctx.heur.wgmma_schedule == "auto") {  // the default's ping-pong: cooperative instead
       tile.pingpong = false;
-      if (!ctx.heur.wgmma) tile.stages = max_stages(tile, three_tf32);
+      if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, three_tf32);
     }
     if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
     tile.cluster_m = *ctx.heur.wgmma_cluster;

@@ -58,6 +58,20 @@ void choose_conv_runs(PlanContext& ctx, Plan& plan) {
   kp.conv_runs = v;
   kp.notes.push_back("epilogue: " + ctx.g.describe(v) + " computed in registers, staged as " + std::string(dtype_name(t.dtype)) +
                      " in shared memory and stored in runs of a channel's pixels");
+  // That epilogue is short enough to hide behind the other consumer's mainloop: 64-row ping-pong tiles (the
+  // default's tile at least 128 wide, cooperative, not 3xTF32 or the halo mainloop). H200, `fusejit run`
+  // medians in one call, cooperative 128xBN (4 stages) -> ping-pong 64xBN (8; BN 256: 5): seed 1 bf16
+  // 0.751 -> 0.739 ms, tf32 1.340 -> 1.287; 128x256x56^2 -> 256 bf16 0.812 -> 0.783; 32x64x224^2 -> 128
+  // bf16 0.536 -> 0.536 (bench/results/abrun_conv_runs_H200_20261128.log).
+  WgmmaConfig& w = kp.wgmma;
+  if (ctx.heur.wgmma_schedule != "auto" || ctx.heur.wgmma || kp.mma_kind == "f32x3" || w.conv_halo || w.pingpong ||
+      w.bm != 128 || w.bn < 128 || w.cluster_m > 1)
+    return;
+  w.bm = 64;
+  w.raster_group *= 2;
+  w.pingpong = true;
+  w.stages = wgmma_max_stages(w, false);
+  kp.notes.push_back("ping-pong 64-row tiles: each consumer's epilogue overlaps the other's mainloop");
 }
 }  // namespace
 

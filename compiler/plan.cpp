@@ -86,6 +86,12 @@ bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
   return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
 }
 
+int wgmma_max_stages(WgmmaConfig t, bool three_tf32) {
+  for (t.stages = 8; t.stages > 2; --t.stages)
+    if (wgmma_fits_with_epilogue(t, three_tf32)) break;
+  return t.stages;
+}
+
 int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return t.tma_slots * int64_t{t.bm} * 128; }
 
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {

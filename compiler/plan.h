@@ -138,6 +138,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
+// The most stages (at most 8) with which the tile still fits so.
+int wgmma_max_stages(WgmmaConfig t, bool three_tf32);
 // Shared memory of one TMA-stored output: tma_slots slots of BM rows x 128 bytes
 // (fj::tile_pointwise_tma stores the tile in chunks of 128-byte columns).
 int64_t wgmma_store_tile_bytes(const WgmmaConfig& t);

@@ -56,7 +56,8 @@ __host__ __device__ constexpr int nchw_store_vec() {
 
 // The epilogue of a wgmma conv tile (Pixels: PatchPixels) whose one output
 // is stored NCHW as T: value(acc, m, n) per accumulator (its return for
-// pixels outside the image is not stored), kChunk channels at a time staged
+// pixels outside the image is not stored: it may compute them, at the
+// in-bounds coordinates PatchPixels gives them), kChunk channels at a time staged
 // as T in `smem` (nchw_staged_at; 16-bit: stmatrix.trans, a row 8 pixels of
 // one channel), then stored by runs of a channel's patch-row pixels, a
 // vector of nchw_store_vec pixels a thread store (one element where `out` is
@@ -78,38 +79,45 @@ __device__ __forceinline__ void tile_nchw_store(const Frag& frag, int m0, int n0
   for (int c0 = 0; c0 < Frag::kTileCols; c0 += kChunk) {
     if (n0 + c0 >= N) break;  // the same for every thread
     Frag::sync();  // the previous chunk's (or tile's) stores have read the staging
+    // The values, then the staging: tiles whose columns all lie inside N skip the per-column check.
+    auto stage = [&](auto full) {
 #pragma unroll 1
-    for (int g = 0; g < Frag::kRows / U; ++g) {
+      for (int g = 0; g < Frag::kRows / U; ++g) {
 #pragma unroll
-      for (int jp = 0; jp < kChunk / 4; jp += 4) {  // 16 columns: two 8-column groups of fragment columns j .. j + 3
-        float v[U][4];
+        for (int jp = 0; jp < kChunk / 4; jp += 4) {  // 16 columns: two 8-column groups of fragment columns j .. j + 3
+          float v[U][4];
 #pragma unroll
-        for (int q = 0; q < U; ++q) {
-          const int m = m0 + frag.row(g * U + q);
+          for (int q = 0; q < U; ++q) {
+            const int m = m0 + frag.row(g * U + q);
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const int j = c0 / 4 + jp + jj, n = n0 + frag.col(j);
-            v[q][jj] = n < N ? value(frag.pick(g, q, j), m, n) : 0.f;
+            for (int jj = 0; jj < 4; ++jj) {
+              const int j = c0 / 4 + jp + jj, n = n0 + frag.col(j);
+              v[q][jj] = decltype(full)::value || n < N ? value(frag.pick(g, q, j), m, n) : 0.f;
+            }
+          }
+          if constexpr (kE == 2) {  // four 8x8 matrices (rows +0 / +8 x the two groups), each stored transposed
+            const int mi = lane / 8;
+            const int c = (jp / 2 + mi / 2) * 8 + lane % 8;
+            const int r = frag.row(g * U + mi % 2) - lane / 4;  // the matrix's first pixel
+            const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(smem + nchw_staged_at<kE, kChunk>(c, r)));
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(at),
+                         "r"(Convert<T>::pack2(v[0][0], v[0][1])), "r"(Convert<T>::pack2(v[1][0], v[1][1])),
+                         "r"(Convert<T>::pack2(v[0][2], v[0][3])), "r"(Convert<T>::pack2(v[1][2], v[1][3])));
+          } else {
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj)
+                *reinterpret_cast<T*>(smem + nchw_staged_at<kE, kChunk>(frag.col(c0 / 4 + jp + jj) - c0,
+                                                                        frag.row(g * U + q))) = Convert<T>::from_float(v[q][jj]);
           }
         }
-        if constexpr (kE == 2) {  // four 8x8 matrices (rows +0 / +8 x the two groups), each stored transposed
-          const int mi = lane / 8;
-          const int c = (jp / 2 + mi / 2) * 8 + lane % 8;
-          const int r = frag.row(g * U + mi % 2) - lane / 4;  // the matrix's first pixel
-          const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(smem + nchw_staged_at<kE, kChunk>(c, r)));
-          asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(at),
-                       "r"(Convert<T>::pack2(v[0][0], v[0][1])), "r"(Convert<T>::pack2(v[1][0], v[1][1])),
-                       "r"(Convert<T>::pack2(v[0][2], v[0][3])), "r"(Convert<T>::pack2(v[1][2], v[1][3])));
-        } else {
-#pragma unroll
-          for (int q = 0; q < U; ++q)
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj)
-              *reinterpret_cast<T*>(smem + nchw_staged_at<kE, kChunk>(frag.col(c0 / 4 + jp + jj) - c0,
-                                                                      frag.row(g * U + q))) = Convert<T>::from_float(v[q][jj]);
-        }
       }
-    }
+    };
+    if (n0 + Frag::kTileCols <= N)
+      stage(Constant<true>{});
+    else
+      stage(Constant<false>{});
     Frag::sync();  // the chunk is staged
     // Each thread one vector position x of the runs (kThreads a multiple of the vectors a run), every
     // kRunsPerPass-th run: the output pointer and the staged offset move by constants.

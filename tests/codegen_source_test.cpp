@@ -87,7 +87,23 @@ TEST(CodegenSource, Seed1ConvReluBiasIsOneKernelWithNamedConstants) {
   EXPECT_NE(p.source.find("fj::PatchPixels<ConvShape, Tile::BM, 1, 128>"), std::string::npos);
   EXPECT_TRUE(p.launches[1].persistent);
   EXPECT_EQ(p.launches[1].grid[0], 128u * 126);
-  expect_seed1_epilogue_functions(g, p.source);
+  // The epilogue's value per accumulator, both biases staged for the tile's channels, stored by
+  // fj::tile_nchw_store (conv_wgmma_store.cuh) in runs of a channel's pixels.
+  for (ValueId v = 0; v < static_cast<ValueId>(g.nodes.size()); ++v) {
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Relu || n.op == OpKind::Add || n.op == OpKind::Conv2d)
+      expect_one_function(p.source, "fj_" + std::string(op_name(n.op)) + "_" + std::to_string(v));
+  }
+  EXPECT_NE(p.source.find("fj_epilogue_value(const Params& p, float src, int i0, int i1, int i2, int i3, const float* "
+                          "__restrict__ cols0, const float* __restrict__ cols1, int tile_col)"),
+            std::string::npos);
+  EXPECT_NE(p.source.find("fj::load_as_float(p.in_conv_b, n0 + c)"), std::string::npos);
+  EXPECT_NE(p.source.find("fj::load_as_float(p.in_bias, n0 + c)"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(p.source, std::regex(R"(fj::tile_nchw_store<Pixels, (32|64|128)>\(frag, m0, n0, )"
+                                                     R"(kCoutPerGroup, g \* kCoutPerGroup, p\.out_y,)")));
+  EXPECT_NE(p.plan_text.find("stored in runs of a channel's pixels"), std::string::npos) << p.plan_text;
+  // conv_runs=0: the fp32-staged epilogue storing element by element, loading the biases per channel.
+  expect_seed1_epilogue_functions(g, emit(g, "conv_runs=0").source);
 }
 
 // sm_80 (and sm_90a with mainloop=mma): 3xTF32 on mma.sync, one kernel (one

@@ -430,6 +430,30 @@ extern "C" __global__ void __launch_bounds__(256, 1) k_bf16(const __grid_constan
   run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, 8, 8, 2>(&a, &b, c, smem);
 }
 )"},
+      {"conv_wgmma_store.cuh", R"(
+#include "fusejit/fj_half.cuh"
+// A tile's NCHW output from the accumulators: bf16 (stmatrix; OW 70: 4-byte runs) in 1 x 128 patches and two
+// 64-channel chunks; f32 on ping-pong 64-row tiles of 8 x 8 patches, 32-channel chunks, Cout 96 of 128 columns.
+struct S {
+  static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = 70, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 1, kPW = 1, kDH = 1, kDW = 1, kGroups = 1, kOH = 13, kOW = 70;
+};
+template <class Tile, int BH, int BW, int kChunk, class T>
+__device__ void run(T* out, const float* bias, char* smem, int m0, int n0) {
+  using Pixels = fj::PatchPixels<S, Tile::BM, BH, BW>;
+  fj::WgmmaFragment<Tile> frag;
+  fj::tile_nchw_store<Pixels, kChunk>(frag, m0, n0, S::kCout, 0, out, smem,
+                                      [&](float acc, int m, int n) { return acc + bias[n] + m; });
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_bf16(__nv_bfloat16* out, const float* bias, int m0, int n0) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 128, 4, fj::MmaKind::BF16>, 1, 128, 64>(out, bias, smem, m0, n0);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_f32(float* out, const float* bias, int m0, int n0) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<64, 128, 8, fj::MmaKind::TF32, false, true>, 8, 8, 32>(out, bias, smem, m0, n0);
+}
+)"},
       {"gather.cuh", R"(
 struct S {
   static constexpr int kH = 9, kW = 10, kOH = 4, kOW = 5, kKH = 3, kKW = 2, kSH = 2, kSW = 2, kPH = 1, kPW = 0,
@@ -482,7 +506,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const fs::path cu = dir / (files[i] + ".cu"), log = dir / (files[i] + ".log");
       std::ofstream(cu) << "#include \"fusejit/" << files[i] << "\"\n" << it->second << "\n";
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
-                          files[i] == "conv_wgmma_halo.cuh" ||
+                          files[i] == "conv_wgmma_halo.cuh" || files[i] == "conv_wgmma_store.cuh" ||
                           files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
                           files[i] == "wgmma_sm90.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
