@@ -109,6 +109,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
         if (generate_program(g, {arch, c})) out.push_back(c);  // (3xTF32: tiles of at most 128 rows)
     if (op == OpKind::Conv2d && generate_program(g, {arch, "conv_halo=1"}))
       out.push_back("conv_halo=1");  // the filter resident, a halo box per patch (conv_wgmma_halo.cuh)
+    if (op == OpKind::Conv2d && generate_program(g, {arch, "conv_runs=0"}))
+      out.push_back("conv_runs=0");  // the fp32-staged epilogue storing element by element (and its cooperative tile)
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
     if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each

@@ -260,7 +260,7 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
 }
 
 // A wgmma conv of short K: the shallower rings its default takes (4 stages, 64-column epilogue chunks) and the
-// resident-filter halo path are candidates, each a legal program.
+// resident-filter halo path and the fp32-staged epilogue (conv_runs=0) are candidates, each a legal program.
 TEST(TuningSpace, ConvOnWgmmaTriesShallowRingsAndTheHalo) {
   GraphBuilder g(Precision::BF16);
   Conv2dOptions o;
@@ -268,7 +268,7 @@ TEST(TuningSpace, ConvOnWgmmaTriesShallowRingsAndTheHalo) {
   g.output("y", g.conv2d(g.input("x", {2, 64, 20, 130}), g.input("w", {128, 64, 3, 3}), g.input("b", {128}), o).relu());
   const Graph conv = g.build().take();
   const auto c = tuning_candidates(conv, "sm_90a");
-  for (const char* want : {"wgmma_tile=128x128x4x8", "wgmma_tile=128x128x3x8", "conv_halo=1"}) {
+  for (const char* want : {"wgmma_tile=128x128x4x8", "wgmma_tile=128x128x3x8", "conv_halo=1", "conv_runs=0"}) {
     EXPECT_NE(std::find(c.begin(), c.end(), want), c.end()) << want;
     auto prog = generate_program(conv, {"sm_90a", want});
     EXPECT_TRUE(prog) << want << ": " << prog.error().str();
