@@ -9,7 +9,8 @@
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on every
 #             example (tests/specs/<name>_small.yaml where one exists, the
 #             seeds' seedN_small.yaml), one launch each; SANITIZE_TOOLS picks
-#             tools (e.g. "racecheck") to split it over device calls
+#             tools (e.g. "racecheck") to split it over device calls, SANITIZE_SPECS other
+#             specs, SANITIZE_CONFIGS codegen configs (';'-separated, each spec under each)
 #   tune      `fusejit tune` on the three seeds + the GPU autotune test
 #   python    the C API test and the Python bridge's pytest suite
 #   gemm      the GEMM mainloop tests (GpuGemm, CodegenWgmma, CodegenGemmMma: SASS + spills) and
@@ -104,17 +105,22 @@ stage_sanitize() {
   export FUSEJIT_CACHE_DIR=${FUSEJIT_CACHE_DIR:-/tmp/fj-cache}  # compile each spec once for all tools
   : > "$out/sanitize.log"
   local failed=0
+  local configs
+  IFS=';' read -r -a configs <<< "${SANITIZE_CONFIGS:-}"
+  [ ${#configs[@]} -gt 0 ] || configs=("")
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
-    for example in examples/*.yaml; do
-      local spec log rc
-      spec=$(small_spec "$example")
-      log=$(mktemp)
-      timeout 300 $cs --tool "$tool" --error-exitcode 9 "$build/fusejit" run "$spec" --no-time > "$log" 2>&1
-      rc=$?
-      { echo "== $tool $spec (rc=$rc)"; cat "$log"; } >> "$out/sanitize.log"
-      [ $rc -eq 0 ] || failed=$((failed + 1))
-      note "$tool $(basename "$spec" .yaml): rc=$rc $(grep -oE '(ERROR|RACECHECK) SUMMARY: [0-9]* (errors|hazards[^)]*)' "$log" | tail -1)"
-      rm -f "$log"
+    for example in ${SANITIZE_SPECS:-examples/*.yaml}; do
+      for cfg in "${configs[@]}"; do
+        local spec log rc
+        spec=$(small_spec "$example")
+        log=$(mktemp)
+        timeout 300 $cs --tool "$tool" --error-exitcode 9 "$build/fusejit" run "$spec" --no-time ${cfg:+--config $cfg} > "$log" 2>&1
+        rc=$?
+        { echo "== $tool $spec '$cfg' (rc=$rc)"; cat "$log"; } >> "$out/sanitize.log"
+        [ $rc -eq 0 ] || failed=$((failed + 1))
+        note "$tool $(basename "$spec" .yaml)${cfg:+ '$cfg'}: rc=$rc $(grep -oE '(ERROR|RACECHECK) SUMMARY: [0-9]* (errors|hazards[^)]*)' "$log" | tail -1)"
+        rm -f "$log"
+      done
     done
   done
   note "sanitize: $failed failing run(s)"

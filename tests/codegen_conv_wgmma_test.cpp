@@ -11,6 +11,7 @@
 #include "compiler/codegen.h"
 #include "compiler/plan.h"
 #include "fusejit/builder.h"
+#include "fusejit/spec.h"
 #include "tests/compile_jobs.h"
 #include "tests/mma_kinds.h"
 #include "tests/program_util.h"
@@ -416,6 +417,25 @@ TEST(CodegenConvWgmma, PingPongStagedEpiloguesFitWhatTheRingLeaves) {
         EXPECT_NE(prog->source.find("/*kPingPong=*/true"), std::string::npos) << label;
         jobs.push_back({label, "sm_90a", prog->name, prog->source});
       }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The runs epilogue's sanitizer specs (tests/specs/conv_runs_*.yaml: bf16 4-byte stores, f16 16-byte stores and a
+// ragged column tile, tf32 one-element stores) take it, cooperative and ping-pong, and compile for sm_90a.
+TEST(CodegenConvWgmma, RunsEpilogueSpecsCompileForSm90a) {
+  std::vector<CompileJob> jobs;
+  for (const char* name : {"conv_runs_bf16", "conv_runs_f16_ragged", "conv_runs_tf32_odd"})
+    for (const char* config : {"", "wgmma_schedule=pingpong"}) {
+      const std::string label = std::string(name) + " '" + config + "'";
+      auto g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/tests/specs/" + name + ".yaml");
+      ASSERT_TRUE(g) << label << ": " << g.error().str();
+      auto prog = generate_program(*g, {"sm_90a", config});
+      ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+      EXPECT_NE(prog->plan_text.find("stored in runs of a channel's pixels"), std::string::npos) << label << "\n"
+                                                                                                  << prog->plan_text;
+      EXPECT_NE(prog->source.find("fj::tile_nchw_store<Pixels, "), std::string::npos) << label;
+      jobs.push_back({label, "sm_90a", prog->name, prog->source});
+    }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
