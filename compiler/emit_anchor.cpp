@@ -365,28 +365,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             {}, cols);
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
-      } else if (const ValueId runs = kp.conv_runs; wgmma && runs >= 0) {  // conv_wgmma_store.cuh
-        // Per-channel inputs (biases) staged for the tile's channels after the staged chunk (read by the
-        // chunks' value phases, which the chunks' barriers keep apart from the next tile's staging).
-        const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, runs, false);
-        const std::vector<BufferRef> cols = geo.groups == 1 ? column_loads(g, tree, 2, 1) : std::vector<BufferRef>{};
-        const int64_t elem = static_cast<int64_t>(dtype_size(g.node(runs).type.dtype));
-        const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
-        int chunk = wt.bn;  // channels staged at a time: the tile's, or a half, ... of them within the room
-        while (chunk > 16 && int64_t{wt.bm} * chunk * elem + cols_floats * 4 > staged_room) chunk /= 2;
-        const int64_t staging = int64_t{wt.bm} * chunk * elem / 4;
-        smem_floats = std::max<int64_t>(smem_floats, staging + cols_floats);
-        const ColumnStaging staged = stage_columns(em, cols, staging, wt.bn, shape.cols);
-        append(run, staged.lines);
-        fn = em.emit_tree(tree, "fj_epilogue_value", "the stored value, at output coordinates", {}, cols);
-        run.push_back("fj::tile_nchw_store<Pixels, " + std::to_string(chunk) + ">(frag, m0, n0, " + shape.cols +
-                      ", g * kCoutPerGroup, " + em.buffer_param(plan.buffer.at(runs), true) +
-                      ", reinterpret_cast<char*>(smem),");
-        std::vector<std::string> coords;  // every pixel computed (PatchPixels: in-bounds coordinates), no branch
-        for (const std::string& c : shape.coords)
-          if (c != "if (!px.ok) return;") coords.push_back(c);
-        append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", coords,
-                                    "return " + fn + "(p, acc, " + coord_call + staged.args + ");"));
+      } else if (wgmma && kp.conv_runs >= 0) {  // conv_wgmma_store.cuh
+        append(run, conv_runs_epilogue(ctx, plan, kp, em, geo, shape, coord_call, staged_room, smem_floats));
       } else {
         if (wgmma) {
           // Staged through shared memory: coalesced loads and stores. Swap-AB tiles with cheap ops store from

@@ -79,6 +79,14 @@ struct AnchorShape {
   std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
 };
 
+// The wgmma conv's runs epilogue (KernelPlan::conv_runs, conv_wgmma_store.cuh):
+// the stored value's function, its per-channel inputs staged for the tile
+// after a staged chunk of at most `room` bytes, the fj::tile_nchw_store call.
+// Raises `smem_floats` to what it stages.
+std::vector<std::string> conv_runs_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
+                                            KernelEmitter& em, const AnchorGeometry& geo, const AnchorShape& shape,
+                                            const std::string& coord_call, int64_t room, int64_t& smem_floats);
+
 // The epilogue call for TMA-stored outputs (kp.tma_stores), in the wgmma
 // epilogue lambda: `pairs` (one output): fj::tile_pointwise_tma_pairs with
 // `fn` the stored value's function; else fj::tile_pointwise_tma with `fn` the
