@@ -18,6 +18,7 @@
 #include "fusejit/builder.h"
 #include "fusejit/engine.h"
 #include "fusejit/reference.h"
+#include "fusejit/spec.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_check.h"
 #include "tests/mma_kinds.h"
@@ -306,5 +307,54 @@ TEST(GpuConvMma, NanAndInfPropagate) {
     }
 }
 
+
+// The runs epilogue (conv_wgmma_store.cuh) stores vectors of a channel's pixels where the output pointer is
+// aligned to them, else element by element: outputs at an offset of one element (a view into a larger buffer)
+// take the element path and match fp64 like the aligned ones; the elements around the view stay untouched.
+TEST(GpuConvMma, RunsEpilogueWithUnalignedOutputs) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (sm_number(*arch) < 90) GTEST_SKIP() << "the runs epilogue is wgmma's (sm_90a); the device is " << *arch;
+  Engine engine;
+  for (const char* name : {"conv_runs_bf16", "conv_runs_f16_ragged", "conv_runs_tf32_odd"})
+    for (const char* config : {"", "wgmma_schedule=pingpong"})
+      for (int64_t offset : {0, 1}) {
+        const std::string what = std::string(name) + " '" + config + "' output offset " + std::to_string(offset);
+        auto g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/tests/specs/" + name + ".yaml");
+        ASSERT_TRUE(g) << g.error().str();
+        CompileOptions opts;
+        opts.config = config;
+        auto kernel = engine.compile(*g, opts);
+        ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
+        ASSERT_NE((*kernel)->program().source.find("fj::tile_nchw_store<"), std::string::npos) << what;
+        const std::vector<HostTensor> inputs = make_random_inputs(*g, 5);
+        std::vector<DeviceBuffer> buffers;
+        std::vector<DevicePtr> in;
+        for (const HostTensor& t : inputs) {
+          std::vector<uint8_t> bytes = to_device_bytes(t);
+          auto buf = DeviceBuffer::allocate(bytes.size());
+          ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok()) << what;
+          in.push_back(buf->ptr());
+          buffers.push_back(buf.take());
+        }
+        const TensorType& type = g->node(g->outputs[0].value).type;
+        const size_t elem = dtype_size(type.dtype), bytes = static_cast<size_t>(type.numel()) * elem;
+        auto y = DeviceBuffer::allocate(bytes + 2 * elem);  // the view, and one element on either side of it
+        ASSERT_TRUE(y.ok() && y->fill_bytes(0xFF).ok()) << what;
+        const DevicePtr out = y->ptr() + static_cast<DevicePtr>(offset * elem);
+        ASSERT_TRUE((*kernel)->launch(in, {out}).ok()) << what;
+        ASSERT_TRUE(device_synchronize().ok()) << what;
+        std::vector<uint8_t> all(bytes + 2 * elem);
+        ASSERT_TRUE(y->download(all.data(), all.size()).ok()) << what;
+        for (size_t b = 0; b < static_cast<size_t>(offset) * elem; ++b) EXPECT_EQ(all[b], 0xFF) << what << ": byte " << b;
+        for (size_t b = offset * elem + bytes; b < all.size(); ++b) EXPECT_EQ(all[b], 0xFF) << what << ": byte " << b;
+        const HostTensor result = from_device_bytes(type, all.data() + offset * elem);
+        auto ref = evaluate_reference(*g, inputs);
+        ASSERT_TRUE(ref.ok()) << ref.error().str();
+        const Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), g->precision);
+        EXPECT_TRUE(cmp.pass) << what << " (" << (*kernel)->name() << "): " << cmp.summary();
+      }
+}
 }  // namespace
 }  // namespace fusejit
