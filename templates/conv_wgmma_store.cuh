@@ -19,26 +19,6 @@ __device__ __forceinline__ int nchw_staged_at(int c, int r) {
   return (r / kPer128) * (kChunk * 128) + c * 128 + (((r % kPer128) * kElemBytes) ^ ((c % 8) << 4));
 }
 
-// kBytes as one register (or a vector of them): raw element bits moved unconverted.
-template <int kBytes>
-struct RawBits;
-template <>
-struct RawBits<2> {
-  using type = unsigned short;
-};
-template <>
-struct RawBits<4> {
-  using type = unsigned;
-};
-template <>
-struct RawBits<8> {
-  using type = uint2;
-};
-template <>
-struct RawBits<16> {
-  using type = uint4;
-};
-
 template <bool kValue>
 struct Constant {
   static constexpr bool value = kValue;
@@ -134,10 +114,10 @@ __device__ __forceinline__ void tile_nchw_store(const Frag& frag, int m0, int n0
         const char* const src = smem + nchw_staged_at<kE, kChunk>(c, h * BW + x * kVec);
         T* const dst = first + c * (S::kOH * S::kOW) + h * S::kOW;
         if constexpr (decltype(vectors)::value) {
-          using V = typename RawBits<kVec * kE>::type;
+          using V = typename VecOf<kVec * kE>::type;
           *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
         } else {
-          using E = typename RawBits<kE>::type;
+          using E = typename VecOf<kE>::type;
 #pragma unroll
           for (int l = 0; l < kVec; ++l) reinterpret_cast<E*>(dst)[l] = reinterpret_cast<const E*>(src)[l];
         }

@@ -40,6 +40,14 @@ __device__ __forceinline__ bool aligned_to(const T* p) {
   return reinterpret_cast<unsigned long long>(p) % kBytes == 0;
 }
 
+// An unsigned integer type of kBytes (2, 4, 8 or 16: a vector access of raw bits).
+template <int kBytes>
+struct VecOf;
+template <> struct VecOf<2> { using type = unsigned short; };
+template <> struct VecOf<4> { using type = unsigned; };
+template <> struct VecOf<8> { using type = uint2; };
+template <> struct VecOf<16> { using type = uint4; };
+
 // kV consecutive elements as one access of kV * sizeof(T) bytes (at most 16).
 template <int kV, class T>
 struct alignas(kV * sizeof(T)) Lanes {

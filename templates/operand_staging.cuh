@@ -100,14 +100,6 @@ __device__ __forceinline__ void transpose_batched(const T* __restrict__ src, T* 
   }
 }
 
-// An unsigned integer type of kBytes (2, 4, 8 or 16: a vector access).
-template <int kBytes>
-struct VecOf;
-template <> struct VecOf<2> { using type = unsigned short; };
-template <> struct VecOf<4> { using type = unsigned; };
-template <> struct VecOf<8> { using type = uint2; };
-template <> struct VecOf<16> { using type = uint4; };
-
 // VS raw 16-bit values (in the low halves of h) as one vector, the first lowest.
 template <int VS>
 __device__ __forceinline__ typename VecOf<2 * VS>::type pack16(const unsigned (&h)[VS]) {
