@@ -24,6 +24,10 @@
 // reduction or pool), at most two stored values of one element size, each a
 // graph output of the anchor's shape (rows flattened as the mainloop's M)
 // whose rows are a multiple of 16 bytes.
+//
+// conv2d writes NCHW, whose rows are rarely 16-byte aligned: its one stored
+// output takes the runs epilogue instead (choose_conv_runs below,
+// conv_wgmma_store.cuh), and then ping-pong tiles.
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
