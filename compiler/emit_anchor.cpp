@@ -38,12 +38,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const int64_t int_max = std::numeric_limits<int>::max();
   int64_t store_tile_bytes = 0;  // the TMA-stored outputs' shared-memory tiles
   for (size_t k = 0; k < kp.tma_stores.size(); ++k) store_tile_bytes += wgmma_store_tile_bytes(wt);
-  // Bytes a staged pool or partial-reduction epilogue may take (each consumer's, ping-pong): 32 KiB, or what the
-  // wgmma ring and the TMA store tiles leave (1 KiB to align those, 128 bytes to round the scratch).
+  // Bytes a staged epilogue may take (each consumer's): 32 KiB, or what the wgmma ring and the TMA store tiles
+  // leave (1 KiB to align those, 128 bytes to round the scratch).
+  const int64_t store_room = store_tile_bytes ? store_tile_bytes + 1024 : 0;
   const int64_t staged_room =
-      wgmma ? std::min<int64_t>(32 * 1024, (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(wt, kp.mma_kind == "f32x3") -
-                                            store_tile_bytes - (store_tile_bytes ? 1024 : 0)) / (wt.pingpong ? 2 : 1) - 128)
-            : 32 * 1024;
+      std::min<int64_t>(32 * 1024, wgmma ? wgmma_epilogue_room(wt, kp.mma_kind == "f32x3", store_room) - 128 : 32 * 1024);
 
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;

@@ -51,8 +51,12 @@ int mma_copy_bytes(int64_t ld, int elem_bytes) {
 
 // Columns the wgmma epilogue stages at a time: the widest that fits in the
 // shared memory the ring leaves (at least 16; ping-pong: half of it each).
+int64_t wgmma_epilogue_room(const WgmmaConfig& t, bool three_tf32, int64_t reserved) {
+  return (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32) - reserved) / (t.pingpong ? 2 : 1);
+}
+
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved) {
-  const int64_t left = (kWgmmaDynamicSmemLimit - wgmma_smem_bytes(t, three_tf32) - reserved) / (t.pingpong ? 2 : 1);
+  const int64_t left = wgmma_epilogue_room(t, three_tf32, reserved);
   int chunk = 64;
   while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
   return chunk;

@@ -21,8 +21,11 @@ std::string kind_enum(const std::string& kind);
 // alignment the operand's base address needs.
 int mma_copy_bytes(int64_t ld, int elem_bytes);
 
-// Columns the wgmma epilogue stages at a time: the widest that fits in the
-// shared memory the ring leaves (at least 16; ping-pong: half of it each).
+// Bytes of shared memory the wgmma ring and `reserved` bytes leave each
+// consumer's epilogue (ping-pong: half of it each).
+int64_t wgmma_epilogue_room(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
+// Columns the wgmma epilogue stages at a time: the widest that fits in that
+// room (at least 16).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
 // The TMA views of a linear / matmul on wgmma: A [rows, K] in BM-row boxes; B
