@@ -91,7 +91,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     if (mainloop == Mainloop::Wgmma)
       module.includes.push_back(plan.kernels[0].wgmma.conv_halo ? "fusejit/conv_wgmma_halo.cuh"
                                                                 : "fusejit/conv_wgmma.cuh");
-    if (plan.kernels[0].conv_runs >= 0) module.includes.push_back("fusejit/conv_wgmma_store.cuh");
+    if (!plan.kernels[0].conv_runs.empty()) module.includes.push_back("fusejit/conv_wgmma_store.cuh");
   }
   if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad)
     module.includes.push_back("fusejit/conv_wgrad.cuh");  // both operands' loaders (SIMT and mma.sync)

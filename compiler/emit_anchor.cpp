@@ -364,7 +364,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             {}, cols);
         }
         append(run, tma_store_epilogue(g, kp, shape, pairs ? fn : epilogue_fn(), pairs, coord_call, column_args));
-      } else if (wgmma && kp.conv_runs >= 0) {  // conv_wgmma_store.cuh
+      } else if (wgmma && !kp.conv_runs.empty()) {  // conv_wgmma_store.cuh
         append(run, conv_runs_epilogue(ctx, plan, kp, em, geo, shape, coord_call, staged_room, smem_floats));
       } else {
         if (wgmma) {

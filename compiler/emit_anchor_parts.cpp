@@ -346,13 +346,19 @@ std::vector<std::string> conv_runs_epilogue(const PlanContext& ctx, const Plan& 
                                             const std::string& coord_call, int64_t room, int64_t& smem_floats) {
   const Graph& g = ctx.g;
   const WgmmaConfig& wt = kp.wgmma;
-  const ValueId runs = kp.conv_runs;
   std::vector<std::string> run;
-  // Per-channel inputs (biases) staged for the tile's channels after the staged chunk (read by the chunks'
-  // value phases, which the chunks' barriers keep apart from the next tile's staging).
-  const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, runs, false);
-  const std::vector<BufferRef> cols = geo.groups == 1 ? column_loads(g, tree, 2, 1) : std::vector<BufferRef>{};
-  const int64_t elem = static_cast<int64_t>(dtype_size(g.node(runs).type.dtype));
+  // Per-channel inputs (biases) of every output's tree, staged once for the tile's channels after the staged
+  // chunk (read by the chunks' value phases, which the chunks' barriers keep apart from the next tile's staging).
+  std::vector<EpilogueTree> trees;
+  int64_t elem = 0;
+  std::vector<BufferRef> cols;
+  for (ValueId v : kp.conv_runs) {
+    trees.push_back(build_epilogue_tree(ctx, plan, kp.region, kp.root, v, false));
+    elem = std::max<int64_t>(elem, static_cast<int64_t>(dtype_size(g.node(v).type.dtype)));
+    if (geo.groups != 1) continue;
+    for (const BufferRef& b : column_loads(g, trees.back(), 2, 1))
+      if (cols.size() < 2 && std::find(cols.begin(), cols.end(), b) == cols.end()) cols.push_back(b);
+  }
   const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
   int chunk = wt.bn;  // channels staged at a time: the tile's, or a half, ... of them within the room
   while (chunk > 16 && int64_t{wt.bm} * chunk * elem + cols_floats * 4 > room) chunk /= 2;
@@ -360,14 +366,19 @@ std::vector<std::string> conv_runs_epilogue(const PlanContext& ctx, const Plan& 
   smem_floats = std::max<int64_t>(smem_floats, staging + cols_floats);
   const ColumnStaging staged = stage_columns(em, cols, staging, wt.bn, shape.cols);
   append(run, staged.lines);
-  const std::string fn = em.emit_tree(tree, "fj_epilogue_value", "the stored value, at output coordinates", {}, cols);
-  run.push_back("fj::tile_nchw_store<Pixels, " + std::to_string(chunk) + ">(frag, m0, n0, " + shape.cols +
-                ", g * kCoutPerGroup, " + em.buffer_param(plan.buffer.at(runs), true) + ", reinterpret_cast<char*>(smem),");
   std::vector<std::string> coords;  // every pixel computed (PatchPixels: in-bounds coordinates), no branch
   for (const std::string& c : shape.coords)
     if (c != "if (!px.ok) return;") coords.push_back(c);
-  append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", coords,
-                              "return " + fn + "(p, acc, " + coord_call + staged.args + ");"));
+  for (size_t k = 0; k < kp.conv_runs.size(); ++k) {  // one output after the other through the same staging
+    const ValueId v = kp.conv_runs[k];
+    const std::string name = kp.conv_runs.size() == 1 ? "fj_epilogue_value" : "fj_epilogue_value_" + std::to_string(k);
+    const std::string fn =
+        em.emit_tree(trees[k], name, "the value stored to " + g.describe(v) + ", at output coordinates", {}, cols);
+    run.push_back("fj::tile_nchw_store<Pixels, " + std::to_string(chunk) + ">(frag, m0, n0, " + shape.cols +
+                  ", g * kCoutPerGroup, " + em.buffer_param(plan.buffer.at(v), true) + ", reinterpret_cast<char*>(smem),");
+    append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", coords,
+                                "return " + fn + "(p, acc, " + coord_call + staged.args + ");"));
+  }
   return run;
 }
 

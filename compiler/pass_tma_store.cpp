@@ -47,21 +47,26 @@ bool cheap_epilogue_op(OpKind op) {
 }
 
 namespace {
-// A wgmma conv whose epilogue stores one NCHW output (of the conv's shape, in
-// an output buffer) and reduces nothing: computed in registers, staged in its
-// type, stored in runs of a channel's pixels (conv_wgmma_store.cuh). Else
-// the epilogue stages fp32 chunks and stores element by element.
+// A wgmma conv whose epilogue stores NCHW outputs (each of the conv's shape, in
+// an output buffer; at most conv_runs of them: 1 by default, several only on
+// request until measured) and reduces nothing: each computed in registers,
+// staged in its type, stored in runs of a channel's pixels
+// (conv_wgmma_store.cuh). Else the epilogue stages fp32 chunks and stores
+// element by element.
 void choose_conv_runs(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
-  if (!ctx.heur.conv_runs || !kp.tails.empty() || kp.region.stores.size() != 1 || !kp.region.transposed.empty() ||
-      kp.wgmma.swap_ab)
+  const size_t stores = kp.region.stores.size();
+  if (stores == 0 || stores > static_cast<size_t>(ctx.heur.conv_runs) || !kp.tails.empty() ||
+      !kp.region.transposed.empty() || kp.wgmma.swap_ab)
     return;
-  const ValueId v = kp.region.stores[0];
-  const TensorType& t = ctx.node(v).type;
-  if (plan.buffer.at(v).kind != BufferKind::Output || t.shape != analyze_anchor(ctx.g, kp.root).out) return;
-  kp.conv_runs = v;
-  kp.notes.push_back("epilogue: " + ctx.g.describe(v) + " computed in registers, staged as " + std::string(dtype_name(t.dtype)) +
-                     " in shared memory and stored in runs of a channel's pixels");
+  const Shape out = analyze_anchor(ctx.g, kp.root).out;
+  for (ValueId v : kp.region.stores)
+    if (plan.buffer.at(v).kind != BufferKind::Output || ctx.node(v).type.shape != out) return;
+  kp.conv_runs = kp.region.stores;
+  for (ValueId v : kp.conv_runs)
+    kp.notes.push_back("epilogue: " + ctx.g.describe(v) + " computed in registers, staged as " +
+                       std::string(dtype_name(ctx.node(v).type.dtype)) +
+                       " in shared memory and stored in runs of a channel's pixels");
   // That epilogue is short enough to hide behind the other consumer's mainloop: 64-row ping-pong tiles (the
   // default's tile at least 128 wide, cooperative, not 3xTF32 or the halo mainloop). H200, `fusejit run`
   // medians in one call, cooperative 128xBN (4 stages) -> ping-pong 64xBN (8; BN 256: 5): seed 1 bf16

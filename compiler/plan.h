@@ -109,7 +109,7 @@ struct Heuristics {
   bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
   bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
   bool row_stages = true;          // reductions along a row-finish kernel's wide rows in the same kernel
-  bool conv_runs = true;           // a wgmma conv's NCHW output staged in its type, stored in runs of pixels
+  int conv_runs = 1;               // a wgmma conv's NCHW outputs (up to this many) staged in their type, stored in runs
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -120,7 +120,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0|1, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -335,9 +335,9 @@ struct KernelPlan {
   // share one element size.
   std::vector<ValueId> tma_stores;
   int tma_store_elem_bytes = 0;
-  // A wgmma conv's one NCHW output, computed in registers, staged in its own
-  // type and stored in runs of a channel's pixels (conv_wgmma_store.cuh), or -1.
-  ValueId conv_runs = -1;
+  // A wgmma conv's NCHW outputs, each computed in registers, staged in its own
+  // type and stored in runs of a channel's pixels (conv_wgmma_store.cuh); empty: none.
+  std::vector<ValueId> conv_runs;
   MmaConfig mma;                 // Mma only
   // Mma conv2d with few channels per group: tiles are patches of output
   // pixels whose input halo each block copies to shared memory

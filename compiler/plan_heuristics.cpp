@@ -126,6 +126,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "conv_patch") {
       if (val != "0" && val != "1") return Error("codegen config: conv_patch must be 0 or 1, got '" + val + "'");
       h.conv_patch = val == "1";
+    } else if (key == "conv_runs") {
+      if (!parse_int(val, num) || num < 0 || num > 4)
+        return Error("codegen config: conv_runs must be the most outputs the runs epilogue takes, 0 to 4, got '" + val + "'");
+      h.conv_runs = static_cast<int>(num);
     } else if (key == "conv_halo") {
       if (val != "0" && val != "1") return Error("codegen config: conv_halo must be 0 or 1, got '" + val + "'");
       h.conv_halo = val == "1";
@@ -134,7 +138,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass" ||
-               key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" || key == "conv_runs") {
+               key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
@@ -145,7 +149,6 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "row_pass"        ? h.row_pass
        : key == "epilogue_transpose" ? h.epilogue_transpose
        : key == "row_stages"      ? h.row_stages
-       : key == "conv_runs"       ? h.conv_runs
        : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {

@@ -439,6 +439,38 @@ TEST(CodegenConvWgmma, RunsEpilogueSpecsCompileForSm90a) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// Several NCHW outputs (a training forward's saved conv output next to the chain's): the runs epilogue takes
+// them only on request (conv_runs=2; not yet measured), one tile_nchw_store each; out-of-range values are errors.
+TEST(CodegenConvWgmma, RunsEpilogueTakesSeveralOutputsOnRequest) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::TF32}) {
+    GraphBuilder g(p, "conv_two_outputs");
+    auto c = g.conv2d(g.input("x", {2, 64, 18, 20}), g.input("w", {128, 64, 3, 3}), g.input("b", {128}), padded(0));
+    g.output("y", c.relu().add(g.input("bias", {128, 1, 1})));
+    g.output("c", c);
+    const Graph graph = g.build().take();
+    auto by_default = generate_program(graph, {"sm_90a", ""});
+    ASSERT_TRUE(by_default.ok()) << by_default.error().str();
+    EXPECT_EQ(by_default->source.find("fj::tile_nchw_store<"), std::string::npos) << by_default->plan_text;
+    for (const char* config : {"conv_runs=2", "conv_runs=2,wgmma_schedule=pingpong"}) {
+      const std::string label = std::string(precision_name(p)) + " '" + config + "'";
+      auto prog = generate_program(graph, {"sm_90a", config});
+      ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+      EXPECT_NE(prog->source.find("fj_epilogue_value_0("), std::string::npos) << label;
+      EXPECT_NE(prog->source.find("fj_epilogue_value_1("), std::string::npos) << label;
+      EXPECT_NE(prog->source.find("p.out_c, reinterpret_cast<char*>(smem),"), std::string::npos) << label;
+      EXPECT_NE(prog->source.find("p.out_y, reinterpret_cast<char*>(smem),"), std::string::npos) << label;
+      jobs.push_back({label, "sm_90a", prog->name, prog->source});
+    }
+    auto bad = generate_program(graph, {"sm_90a", "conv_runs=5"});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("conv_runs must be the most outputs the runs epilogue takes, 0 to 4"),
+              std::string::npos)
+        << bad.error().message;
+  }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // 3x3 windows fit no power-of-two patch: the pool gets its own kernel.
 TEST(CodegenConvWgmma, PoolWindowsThatTileNoPatchAreNotFused) {
   auto prog = generate_program(

@@ -38,7 +38,7 @@ struct ConvGeom {
 struct ConvCase {
   Precision precision;
   ConvGeom g;
-  // bias_relu | gelu | tanh2_bias | maxpool2 | avgpool2 | chmin_tanh | chsum | gap | chmin_gap
+  // bias_relu | gelu | tanh2_bias | maxpool2 | avgpool2 | chmin_tanh | chsum | gap | chmin_gap | two_outputs
   std::string tail;
 };
 
@@ -57,7 +57,8 @@ Expected<Graph> build(const ConvCase& c) {
   auto w = g.input("w", {geo.cout, geo.cin / geo.groups, geo.k, geo.k});
   auto b = g.input("b", {geo.cout});
   const bool needs_bias =
-      c.tail == "bias_relu" || c.tail == "tanh2_bias" || c.tail == "maxpool2" || c.tail == "maxpool_bias";
+      c.tail == "bias_relu" || c.tail == "tanh2_bias" || c.tail == "maxpool2" || c.tail == "maxpool_bias" ||
+      c.tail == "two_outputs";
   Value bias;
   if (needs_bias) bias = g.input("bias", {geo.cout, 1, 1});  // every input must be read
   Conv2dOptions o;
@@ -75,6 +76,10 @@ Expected<Graph> build(const ConvCase& c) {
   if (c.tail == "chmin_tanh") y = y.min({1}, true).tanh();
   if (c.tail == "chsum") y = y.sum({1});
   if (c.tail == "gap") y = y.relu().global_avg_pool();
+  if (c.tail == "two_outputs") {  // the conv output itself (as a training forward saves it) and the chain's
+    g.output("c", y);
+    y = y.relu().add(bias);
+  }
   if (c.tail == "chmin_gap") {  // a channel reduction and a reduction over the pixels in one epilogue
     g.output("z", y.min({1}, true).tanh());
     y = y.relu().global_avg_pool();
@@ -354,6 +359,43 @@ TEST(GpuConvMma, RunsEpilogueWithUnalignedOutputs) {
         ASSERT_TRUE(ref.ok()) << ref.error().str();
         const Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), g->precision);
         EXPECT_TRUE(cmp.pass) << what << " (" << (*kernel)->name() << "): " << cmp.summary();
+      }
+}
+
+// Several NCHW outputs through the runs epilogue (conv_runs=2: the conv output, as a training forward saves it,
+// and relu(c) + bias), one tile_nchw_store after the other through the same staging; cooperative and ping-pong.
+TEST(GpuConvMma, RunsEpilogueTwoOutputsMatchReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (sm_number(*arch) < 90) GTEST_SKIP() << "the runs epilogue is wgmma's (sm_90a); the device is " << *arch;
+  Engine engine;
+  // {n, cin, h, w, cout, k, stride, pad, dil, groups}
+  const ConvGeom geoms[] = {{2, 64, 19, 23, 72, 3, 1, 1, 1, 1}, {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},
+                            {2, 64, 16, 16, 128, 3, 1, 1, 1, 1}};
+  for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
+    for (const ConvGeom& geo : geoms)
+      for (const std::string config : {"conv_runs=2", "conv_runs=2,wgmma_schedule=pingpong"}) {
+        const ConvCase c{p, geo, "two_outputs"};
+        const std::string what = label(c) + " config '" + config + "'";
+        auto g = build(c);
+        ASSERT_TRUE(g) << g.error().str();
+        CompileOptions opts;
+        opts.config = config;
+        auto kernel = engine.compile(*g, opts);
+        ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
+        const std::string& src = (*kernel)->program().source;
+        size_t calls = 0;
+        for (size_t at = src.find("fj::tile_nchw_store<"); at != std::string::npos; at = src.find("fj::tile_nchw_store<", at + 1))
+          ++calls;
+        EXPECT_EQ(calls, 2u) << what << "\n" << (*kernel)->program().plan_text;
+        CheckOptions check;
+        check.time = false;
+        check.samples = 20000;
+        check.seed = 31;
+        auto r = check_kernel(**kernel, *g, check);
+        ASSERT_TRUE(r) << what << ": " << r.error().str();
+        EXPECT_TRUE(r->pass) << what << " (" << (*kernel)->name() << "):\n" << r->summary();
       }
 }
 }  // namespace
