@@ -313,14 +313,20 @@ TEST(GpuConvMma, NanAndInfPropagate) {
 }
 
 
+// Why the runs epilogue's tests cannot run here (no device, or not sm_90a), or "".
+std::string no_wgmma_device() {
+  if (!gpu_available()) return "no CUDA device: " + gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  if (!arch) return "no device arch: " + arch.error().str();
+  if (sm_number(*arch) < 90) return "the runs epilogue is wgmma's (sm_90a); the device is " + *arch;
+  return "";
+}
+
 // The runs epilogue (conv_wgmma_store.cuh) stores vectors of a channel's pixels where the output pointer is
 // aligned to them, else element by element: outputs at an offset of one element (a view into a larger buffer)
 // take the element path and match fp64 like the aligned ones; the elements around the view stay untouched.
 TEST(GpuConvMma, RunsEpilogueWithUnalignedOutputs) {
-  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  auto arch = Engine::device_arch();
-  ASSERT_TRUE(arch) << arch.error().str();
-  if (sm_number(*arch) < 90) GTEST_SKIP() << "the runs epilogue is wgmma's (sm_90a); the device is " << *arch;
+  if (const std::string why = no_wgmma_device(); !why.empty()) GTEST_SKIP() << why;
   Engine engine;
   for (const char* name : {"conv_runs_bf16", "conv_runs_f16_ragged", "conv_runs_tf32_odd"})
     for (const char* config : {"", "wgmma_schedule=pingpong"})
@@ -365,10 +371,7 @@ TEST(GpuConvMma, RunsEpilogueWithUnalignedOutputs) {
 // Several NCHW outputs through the runs epilogue (conv_runs=2: the conv output, as a training forward saves it,
 // and relu(c) + bias), one tile_nchw_store after the other through the same staging; cooperative and ping-pong.
 TEST(GpuConvMma, RunsEpilogueTwoOutputsMatchReference) {
-  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  auto arch = Engine::device_arch();
-  ASSERT_TRUE(arch) << arch.error().str();
-  if (sm_number(*arch) < 90) GTEST_SKIP() << "the runs epilogue is wgmma's (sm_90a); the device is " << *arch;
+  if (const std::string why = no_wgmma_device(); !why.empty()) GTEST_SKIP() << why;
   Engine engine;
   // {n, cin, h, w, cout, k, stride, pad, dil, groups}
   const ConvGeom geoms[] = {{2, 64, 19, 23, 72, 3, 1, 1, 1, 1}, {1, 64, 10, 36, 200, 3, 1, 0, 1, 1},
