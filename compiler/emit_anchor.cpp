@@ -83,8 +83,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       return Error("codegen: one conv image exceeds 2^31 elements");
     if (wgmma || halo_patches) {  // patches of output pixels (conv_wgmma.cuh: 4-D TMA boxes; conv_patch.cuh)
       const auto& k = pool ? g.node(pool->op).attr_ints("kernel_size") : std::vector<int64_t>{1, 1};
+      // A pool reduced in the fragment's registers wants patches whose warps hold whole windows.
+      const int pool_warp_rows = pool && halo_patches && ctx.heur.pool_registers && k[0] > 1 ? kp.mma.wm() : 0;
       patch = conv_patch(geo, tile_m, static_cast<int>(k[0]), static_cast<int>(k[1]),
-                         halo_patches ? elem_bytes : 0, wgmma && wt.conv_halo);
+                         halo_patches ? elem_bytes : 0, wgmma && wt.conv_halo, pool_warp_rows);
       if (patch.bh == 0) return Error("codegen: no patch of " + std::to_string(tile_m) + " pixels holds whole pool windows");
       const std::string sides = std::to_string(patch.bh) + ", " + std::to_string(patch.bw);
       s.aliases.push_back(pool ? "using Pixels = fj::PatchPoolPixels<ConvShape, Tile::BM, " + sides + ", " +
@@ -340,7 +342,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
     append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
   } else if (pool) {
-    append(run, conv_pool_epilogue(ctx, plan, kp, em, *pool, pool_windows, tile_m, tile_n, staged_room, smem_floats));
+    const auto& pk = g.node(pool->op).attr_ints("kernel_size");
+    const bool in_registers = halo_patches && ctx.heur.pool_registers &&
+                              pool_registers_fit(patch, kp.mma.wm(), static_cast<int>(pk[0]), static_cast<int>(pk[1]));
+    append(run, conv_pool_epilogue(ctx, plan, kp, em, *pool, pool_windows, tile_m, tile_n, staged_room, smem_floats,
+                                   in_registers));
   } else {
     if (!kp.region.stores.empty()) {
       std::vector<BufferRef> tiles;  // TMA-stored outputs

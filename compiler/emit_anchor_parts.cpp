@@ -384,16 +384,19 @@ std::vector<std::string> conv_runs_epilogue(const PlanContext& ctx, const Plan& 
 
 std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
                                             KernelEmitter& em, const FusedTail& pool, int64_t pool_windows,
-                                            int tile_m, int tile_n, int64_t room, int64_t& smem_floats) {
+                                            int tile_m, int tile_n, int64_t room, int64_t& smem_floats,
+                                            bool in_registers) {
   const Graph& g = ctx.g;
   std::vector<std::string> run;
   const Node& pn = g.node(pool.op);
   const auto& k = pn.attr_ints("kernel_size");
-  // A max pool first (pass_fuse_pool.cpp): the windows reduce the value before pool.after_max.
-  const bool pool_first = !pool.after_max.empty();
+  // A max pool first (pass_fuse_pool.cpp): the windows reduce the value before pool.after_max. Where that
+  // value is the conv itself, its bias (constant over a window) is added after the max too: the windows then
+  // reduce the raw accumulators, with no pass over the fragment.
+  const Node& conv = g.node(kp.root);
+  const bool chain_first = pn.op == OpKind::MaxPool2d && ctx.heur.pool_first;
   ValueId windows_reduce = pn.operands[0];
-  std::string after_max;
-  if (pool_first) {
+  if (!pool.after_max.empty()) {
     windows_reduce = [&] {  // the chain's operand that the first moved op takes from the epilogue
       const Node& first = g.node(pool.after_max.front());
       for (ValueId o : first.operands)
@@ -401,28 +404,50 @@ std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& 
           return o;
       return kp.root;
     }();
+  }
+  const bool bias_after = chain_first && windows_reduce == kp.root && conv.operands.size() == 3;
+  const bool pool_first = !pool.after_max.empty() || bias_after;
+  std::string after_max;
+  if (pool_first) {
     Region moved;
     moved.domain = pn.type.shape;
     moved.nodes = pool.after_max;
-    after_max = em.emit_tree(build_epilogue_tree(ctx, plan, moved, {windows_reduce}, pn.operands[0], false, false),
-                             "fj_after_max", "the non-decreasing ops moved after the max pool, at pooled coordinates");
+    after_max = em.emit_tree(
+        build_epilogue_tree(ctx, plan, moved, {windows_reduce}, pn.operands[0], false, bias_after),
+        "fj_after_max", "the non-decreasing ops moved after the max pool, at pooled coordinates");
   }
-  const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, windows_reduce, false),
-                                       "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
+  const EpilogueTree pre_tree =
+      build_epilogue_tree(ctx, plan, kp.region, {kp.root}, windows_reduce, false, !bias_after && conv.operands.size() == 3);
+  const bool raw_windows = pre_tree.nodes.size() == 1 && pre_tree.result == 0;  // the accumulator as it is
+  const std::string pre =
+      raw_windows ? "" : em.emit_tree(pre_tree, "fj_pre_pool", "the epilogue up to the pooled value, at conv coordinates");
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool.post, pool.op, -1, true),
                                         "fj_post_pool", "after the pool, at pooled coordinates");
-  // Columns staged at a time: the largest split of the tile within `room` bytes.
-  int chunk = tile_n;
-  while (chunk > 1 && (tile_n % chunk || int64_t{tile_m + 1} * chunk * 4 > room)) chunk /= 2;
-  smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
-  run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) + ", " +
-                (pn.op == OpKind::MaxPool2d ? "true" : "false") +
-                ", Tile::BM, Tile::BN, Frag::kThreads, " + std::to_string(chunk) + (pool_first ? ", true" : "") + ">(");
-  run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
-  append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
-                                                                  "if (!px.ok) return 0.f;"},
-                     "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
-  run.back() = "},";
+  const std::string flags = std::string(pn.op == OpKind::MaxPool2d ? "true" : "false") + ", " +
+                            (pool_first ? "true" : "false") + ", " + (raw_windows ? "true" : "false");
+  if (in_registers) {
+    run.push_back("fj::patch_pool_in_registers<Pixels, " + std::to_string(k[0]) + ", " + std::to_string(k[1]) + ", " +
+                  flags + ">(");
+    run.push_back("    frag, m0, n0, kCoutPerGroup,");
+  } else {
+    // Columns staged at a time: the largest split of the tile within `room` bytes.
+    int chunk = tile_n;
+    while (chunk > 1 && (tile_n % chunk || int64_t{tile_m + 1} * chunk * 4 > room)) chunk /= 2;
+    smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m + 1} * chunk);
+    run.push_back("fj::tile_pool<Pixels, " + std::to_string(k[0] * k[1]) + ", " + std::to_string(pool_windows) +
+                  ", " + (pn.op == OpKind::MaxPool2d ? "true" : "false") + ", Tile::BM, Tile::BN, Frag::kThreads, " +
+                  std::to_string(chunk) + ", " + (pool_first ? "true" : "false") + ", " +
+                  (raw_windows ? "true" : "false") + ">(");
+    run.push_back("    frag, m0, n0, kCoutPerGroup, smem,");
+  }
+  if (raw_windows)
+    run.push_back("    [](float acc, int, int) -> float { return acc; },  // windows of the raw accumulators");
+  else {
+    append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", {"const fj::Pixel px = Pixels{}.pixel(m);",
+                                                                    "if (!px.ok) return 0.f;"},
+                       "return " + pre + "(p, acc, px.n, g * kCoutPerGroup + n, px.oh, px.ow);"));
+    run.back() = "},";
+  }
   if (pool_first)  // the moved ops on the window's max, and on its min: a NaN there (inf - inf) wins
     append(run, epilogue_lambda("[&](float v, float v_min, int tile_m0, int w, int n) {",
                        {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;",

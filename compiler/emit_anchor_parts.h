@@ -64,10 +64,12 @@ std::vector<std::string> epilogue_lambda(const std::string& head, const std::vec
 // fj::tile_pool call over tiles of whole windows (`pool_windows` a tile), the
 // pre-pool value's lambda, and the pooled value's (a max pool first: the
 // moved non-decreasing ops on the window's max and min). Raises `smem_floats`
-// to the staged columns it needs, at most `room` bytes.
+// to the staged columns it needs, at most `room` bytes. `in_registers` (halo
+// patches whose warps hold whole windows): fj::patch_pool_in_registers instead.
 std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
                                             KernelEmitter& em, const FusedTail& pool, int64_t pool_windows,
-                                            int tile_m, int tile_n, int64_t room, int64_t& smem_floats);
+                                            int tile_m, int tile_n, int64_t room, int64_t& smem_floats,
+                                            bool in_registers = false);
 
 // How one anchor kind maps GEMM coordinates (m, n) to output coordinates.
 struct AnchorShape {

@@ -147,6 +147,10 @@ void fuse_pool(PlanContext& ctx, Plan& plan) {
   tail.op = pool;
   if (ctx.node(pool).op == OpKind::MaxPool2d && ctx.heur.pool_first) {
     tail.after_max = after_max_chain(ctx, kp, pooled);
+    const ValueId reduced = tail.after_max.empty() ? pooled : monotone_operand(ctx, kp, tail.after_max.front());
+    if (reduced == kp.root && ctx.node(kp.root).operands.size() == 3)
+      kp.notes.push_back(label + ": the windows reduce the raw accumulators; the conv's bias (one value a channel) "
+                         "is added to each window's max");
     if (!tail.after_max.empty()) {
       std::string ops;
       for (ValueId v : tail.after_max) ops += (ops.empty() ? "" : ", ") + std::string(op_name(ctx.node(v).op)) + " %" + std::to_string(v);

@@ -392,11 +392,19 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
       // 1.60 -> 1.15 ms, tf32 1.73 -> 1.47, fp32 4.03 -> 3.30 (128x64 -> 64x32).
       tile.bn = std::max<int>(std::min(tile.bn, 32), static_cast<int>(std::min<int64_t>(min_bn, 128)));
       tile.bn = cover(tile.bn, {16, 32, 64, 128});
+      // Unless the pool reduces in the fragment's registers, which 128-pixel tiles (64 rows a warp) allow for
+      // more windows: H200, seed 3 bf16 0.823 -> 0.704 ms, tf32 1.003 -> 0.835, fp32 2.615 -> 2.581 against
+      // 64x32 tiles (bench/results/abrun_conv_seed3_H200_20261128.log).
       for (const FusedTail& t : kp.tails) {
         const Node& pn = ctx.node(t.op);
         if (op_category(pn.op) != OpCategory::Pool || t.spatial) continue;
         const auto& k = pn.attr_ints("kernel_size");
-        if (conv_patch(geo, 64, static_cast<int>(k[0]), static_cast<int>(k[1])).bh) tile.bm = 64;
+        const int qh = static_cast<int>(k[0]), qw = static_cast<int>(k[1]);
+        const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+        if (tile.bm == 128 && ctx.heur.pool_registers && qh > 1 &&
+            pool_registers_fit(conv_patch(geo, 128, qh, qw, eb, false, 64), 64, qh, qw))
+          continue;
+        if (conv_patch(geo, 64, qh, qw).bh) tile.bm = 64;
       }
       // 3xTF32 over several channel blocks: 64-pixel tiles. H100, seed 3's dX (64 -> 8, k3 p2): 5.57 -> 5.37 ms,
       // and ptxas: 255 registers with 64 bytes of spills -> 245, none.

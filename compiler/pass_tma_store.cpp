@@ -76,11 +76,16 @@ void choose_conv_runs(PlanContext& ctx, Plan& plan) {
   if (ctx.heur.wgmma_schedule != "auto" || ctx.heur.wgmma || kp.mma_kind == "f32x3" || w.conv_halo || w.pingpong ||
       w.bm != 128 || w.bn < 128 || w.cluster_m > 1)
     return;
-  w.bm = 64;
-  w.raster_group *= 2;
+  // A consumer then holds the whole 128x128 tile where it is at most 128 wide (seed 1 bf16, H200: 0.743 ->
+  // 0.657 ms against 64x128; bench/results/abrun_conv_pingpong128_H200_20261128.log); wider, 64 rows.
+  if (w.bn > 128) {
+    w.bm = 64;
+    w.raster_group *= 2;
+  }
   w.pingpong = true;
   w.stages = wgmma_max_stages(w, false);
-  kp.notes.push_back("ping-pong 64-row tiles: each consumer's epilogue overlaps the other's mainloop");
+  kp.notes.push_back("ping-pong " + std::to_string(w.bm) +
+                     "-row tiles: each consumer's epilogue overlaps the other's mainloop");
 }
 }  // namespace
 

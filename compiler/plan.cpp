@@ -273,7 +273,8 @@ AnchorGeometry flatten_batch_rows(AnchorGeometry geo) {
   return geo;
 }
 
-ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes, bool wgmma_halo) {
+ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo_elem_bytes, bool wgmma_halo,
+                     int pool_warp_rows) {
   if (wgmma_halo) {  // 8 pixels wide or a multiple of 64; short NCHW runs cost, the halo's pixels a little
     ConvPatch best;
     double best_cost = 0;
@@ -299,6 +300,7 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo
   for (int bw = std::min(bm, 128); bw >= 8; bw /= 2) {
     const int bh = bm / bw;
     if (bw % qw || bh % qh) continue;
+    if (pool_warp_rows > 0 && pool_warp_rows % (qh * bw)) continue;  // a warp's rows: whole windows
     const int64_t tiles = ((geo.oh + bh - 1) / bh) * ((geo.ow + bw - 1) / bw);
     const int64_t halo_pixels = halo ? ((bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1) *
                                            ((bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1)
@@ -309,7 +311,13 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh, int qw, int halo
       best_cost = cost;
     }
   }
+  if (best.bh == 0 && pool_warp_rows > 0) return conv_patch(geo, bm, qh, qw, halo_elem_bytes, false);
   return best;
+}
+
+bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw) {
+  return patch.bh > 0 && patch.bw % 8 == 0 && (qw == 1 || qw == 2 || qw == 4 || qw == 8) && patch.bw % qw == 0 &&
+         warp_rows % (qh * patch.bw) == 0;
 }
 
 int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers) {
@@ -354,7 +362,10 @@ int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& pat
   const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = conv_patch_blocks(geo, elem_bytes);
   const int64_t steps = (block * geo.kh * geo.kw + 1) / 2;  // per block
   const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
-  const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
+  int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
+  // 16-bit halos copied kVec pixels a load from an aligned column (ConvPatchMma::kHCS).
+  const int64_t vec = elem_bytes == 2 ? (geo.w % 4 == 0 ? 4 : geo.w % 2 == 0 ? 2 : 1) : 1;
+  if (vec > 1) hc = (hc + 2 * (vec - 1)) / vec * vec;
   const int64_t rows = std::min<int64_t>(bn, geo.cout / geo.groups);  // filter rows held (ConvPatchMma::kBRows)
   const int64_t buffers = conv_patch_pipelined(geo, elem_bytes, pipelined) ? 2 : 1;
   return (rows * (2 * steps * blocks + 1) * 16 + 16 + buffers * block * hr * hc * 16 + 127) / 128 * 128;

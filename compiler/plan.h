@@ -101,6 +101,7 @@ struct Heuristics {
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
+  bool pool_registers = true;      // halo-patch pools reduced in the mma fragment's registers where warps hold windows
   bool halo_pipeline = false;      // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
@@ -120,7 +121,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1,
-// fuse_pool=0|1, pool_first=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -199,8 +200,13 @@ struct ConvPatch {
 // size. Where the halo takes several channel blocks (Cin/groups over 16 fp32
 // channels), its copy dominates and its area counts too: squarer patches.
 // wgmma_halo: the patches of conv_wgmma_halo.cuh, 8 or 64 pixels wide (a wgmma's rows: 8 output rows or one).
+// pool_warp_rows > 0 (a pool reduced in mma.sync registers): patches whose qh rows fit that many warp rows
+// whole, where one exists.
 ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, int halo_elem_bytes = 0,
-                     bool wgmma_halo = false);
+                     bool wgmma_halo = false, int pool_warp_rows = 0);
+// Whether a qh x qw pool over halo patches `patch` reduces in the mma fragment's registers
+// (fj::patch_pool_in_registers): whole windows in each warp's `warp_rows` rows.
+bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw);
 // conv2d on wgmma with the filter resident (templates/conv_wgmma_halo.cuh):
 // shared memory of a column tile's filter (bn rows) and `buffers` halo boxes of
 // `patch` (fj::ConvHalo::kRingBytes).

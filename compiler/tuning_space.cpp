@@ -39,6 +39,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       if (p && p->name.find("_halo") != std::string::npos)  // kernel names say "_halo" (plan_text.cpp)
         for (const char* c : {"mma_min_blocks=4", "mma_min_blocks=6", "mma_tile=64x16x2,mma_min_blocks=8"})
           if (generate_program(g, {arch, c})) out.push_back(c);
+      // A fused pool reduced in registers (the default where warps hold whole windows) or staged in shared memory.
+      if (p && p->source.find("fj::patch_pool_in_registers<") != std::string::npos) out.push_back("pool_registers=0");
     }
     if (g.node(*anchor).op == OpKind::Conv2dWeightGrad) {
       // dW's K (N*Ho*Wo) is deep: half and twice the default's split (whole waves of its blocks), and 1.

@@ -49,7 +49,11 @@ struct ConvPatchMma {
   static constexpr int kBStride = kBlocks * kBlockChunks + 1;  // B row stride in chunks (odd)
   static constexpr int kHR = (BH - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // halo rows
   static constexpr int kHC = (BW - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;  // halo columns
-  static constexpr int kPlane = kHR * kHC;  // chunks of one channel chunk's plane
+  // 16-bit halos are copied kVec pixels a load (a channel's 4 or 8 bytes) from a column aligned down
+  // to kVec: kHCS columns stored, the patch at a per-tile column shift (iw0 - aligned start).
+  static constexpr int kVec = E == 2 ? (S::kW % 4 == 0 ? 4 : S::kW % 2 == 0 ? 2 : 1) : 1;
+  static constexpr int kHCS = kVec == 1 ? kHC : (kHC + kVec - 1 + kVec - 1) / kVec * kVec;
+  static constexpr int kPlane = kHR * kHCS;  // chunks of one channel chunk's plane
   static constexpr int kBRows = Tile::BN < kCoutG ? Tile::BN : kCoutG;  // filters held; rows past them read zeros
   static constexpr int kZeroAt = kBRows * kBStride * 16, kHaloAt = kZeroAt + 16;
   static constexpr int kHaloBytes = kBlockCC * kPlane * 16;
@@ -109,7 +113,7 @@ struct ConvPatchMma {
 
   // Byte offset of a block's k chunk q (< kChunks) from a pixel's halo position.
   static __device__ __forceinline__ constexpr unsigned chunk_offset(int q) {
-    return ((q % kBlockCC) * kPlane + ((q / kBlockCC) / S::kKW) * S::kDH * kHC + ((q / kBlockCC) % S::kKW) * S::kDW) *
+    return ((q % kBlockCC) * kPlane + ((q / kBlockCC) / S::kKW) * S::kDH * kHCS + ((q / kBlockCC) % S::kKW) * S::kDW) *
            16;
   }
 
@@ -122,7 +126,8 @@ struct ConvPatchMma {
   __device__ __forceinline__ void accumulate(int tile, MmaFragment<Tile>& frag) const {
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const typename Pixels::Origin o = Pixels::origin(tile);
-    const int ih0 = o.oh * S::kSH - S::kPH, iw0 = o.ow * S::kSW - S::kPW;
+    const int ih0 = o.oh * S::kSH - S::kPH, iw = o.ow * S::kSW - S::kPW;
+    const int iw0 = iw & ~(kVec - 1), shift = iw - iw0;  // the halo's first stored column (aligned), the patch's
     const T* xn = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW);
 
     const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
@@ -131,7 +136,7 @@ struct ConvPatchMma {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int r = wm + mi * 16 + lane % 16;
-      a_at[mi] = smem + kHaloAt + ((r / BW) * S::kSH * kHC + (r % BW) * S::kSW) * 16;
+      a_at[mi] = smem + kHaloAt + ((r / BW) * S::kSH * kHCS + (r % BW) * S::kSW + shift) * 16;
     }
     const int b_lane_row = wn + lane % 8 + (lane / 16) * 8;  // this lane's filter row for ldmatrix (+16 per pair)
     const unsigned b_row = smem + (b_lane_row * kBStride + (lane / 8) % 2) * 16;
@@ -171,7 +176,7 @@ struct ConvPatchMma {
     bool in;
   };
   __device__ __forceinline__ HaloChunk halo_chunk(const T* __restrict__ xb, int i, int ih0, int iw0) const {
-    const int cc = i / kPlane, ih = ih0 + (i % kPlane) / kHC, iw = iw0 + i % kHC;
+    const int cc = i / kPlane, ih = ih0 + (i % kPlane) / kHCS, iw = iw0 + i % kHCS;
     const bool in = (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
     return {cc, xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0), in};
   }
@@ -180,6 +185,9 @@ struct ConvPatchMma {
   // between two barriers. Each thread loads kCopyBatch chunks before storing
   // any: enough loads in flight to cover the memory latency.
   __device__ __forceinline__ void copy_halo(const T* __restrict__ xb, int cb, int ih0, int iw0) const {
+    if constexpr (kVec > 1) {
+      if ((reinterpret_cast<unsigned long long>(x) & (kVec * E - 1)) == 0) return copy_halo_vec(xb, cb, ih0, iw0);
+    }
     constexpr int kTotal = kBlockCC * kPlane, kRounds = (kTotal + kThreads - 1) / kThreads;
     constexpr int kCopyBatch = kRounds < 8 ? kRounds : 8;
     __syncthreads();
@@ -204,6 +212,58 @@ struct ConvPatchMma {
 #pragma unroll
       for (int j = 0; j < kCopyBatch; ++j)
         if (base + j * kThreads < kTotal) store_chunk(smem + kHaloAt + (base + j * kThreads) * 16, e16[j], e32[j]);
+    }
+    __syncthreads();
+  }
+
+  // copy_halo for 16-bit elements, kVec pixels a load: each unit (a channel
+  // chunk's kVec consecutive halo pixels) loads kPerChunk channel vectors, all
+  // of a thread's units in flight together, transposed into kVec chunks by
+  // byte permutes. The units' columns are aligned and the image width a
+  // multiple of kVec: a vector lies wholly inside the image or outside.
+  __device__ __forceinline__ void copy_halo_vec(const T* __restrict__ xb, int cb, int ih0, int iw0) const {
+    constexpr int kRowUnits = kHCS / kVec, kTotal = kBlockCC * kHR * kRowUnits;
+    constexpr int kRounds = (kTotal + kThreads - 1) / kThreads, kBatch = kRounds < 4 ? kRounds : 4;
+    constexpr int kWords = kVec / 2;  // 32-bit words of one channel's vector
+    using Vec = typename VecOf<kVec * E>::type;
+    __syncthreads();
+#pragma unroll 1
+    for (int base = threadIdx.x; base < kTotal; base += kBatch * kThreads) {
+      unsigned w[kBatch][kPerChunk][kWords];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {  // consecutive threads: consecutive vectors of a row
+        const int u = base + j * kThreads;
+        const int cc = u / (kHR * kRowUnits), ih = ih0 + (u / kRowUnits) % kHR, iw = iw0 + (u % kRowUnits) * kVec;
+        const bool in = u < kTotal && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+        const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+#pragma unroll
+        for (int e = 0; e < kPerChunk; ++e) {
+          const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
+          Vec v{};
+          if (ok) v = __ldg(reinterpret_cast<const Vec*>(src + (long long)e * (S::kH * S::kW)));
+          if constexpr (kVec == 4) {
+            w[j][e][0] = v.x, w[j][e][1] = v.y;
+          } else {
+            w[j][e][0] = v;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int u = base + j * kThreads;
+        if (u >= kTotal) continue;
+        const unsigned dst = smem + kHaloAt + (u * kVec) * 16;  // units tile the plane: chunk index u * kVec
+#pragma unroll
+        for (int p = 0; p < kVec; ++p) {  // pixel p: channel e's element p of its vector
+          unsigned c[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + p * 16), "r"(c[0]), "r"(c[1]),
+                       "r"(c[2]), "r"(c[3])
+                       : "memory");
+        }
+      }
     }
     __syncthreads();
   }
@@ -269,5 +329,76 @@ struct ConvPatchMma {
     }
   }
 };
+
+// A max / avg pool of QH x QW windows over halo-patch tiles, reduced in the
+// mma fragment's registers (no shared memory) where each warp's rows hold
+// whole windows: PatchPoolPixels patches BW wide (a multiple of 8), QW in
+// {1, 2, 4, 8}, the warp tile's rows a multiple of QH * BW. Fragment row i
+// of a thread is warp row 8 * i + g (g = lane / 4): a window's QH rows are
+// rows i + d * BW / 8 of one thread, its QW columns lanes g .. g + QW - 1 of
+// a group (xor shuffles over lane bits 2 ..). value(acc, m, n) first unless
+// kRawWindows. The QW lanes of a group then share the stores: each calls
+// store(v, [v_min,] m0, w, n) (as tile_pool's) for every QW-th window value.
+template <class Windows, int QH, int QW, bool kMax, bool kWithMin, bool kRawWindows, class Tile, class ValueF,
+          class StoreF>
+__device__ __forceinline__ void patch_pool_in_registers(const MmaFragment<Tile>& frag, int m0, int n0, int N,
+                                                        const ValueF& value, const StoreF& store) {
+  constexpr int BW = Windows::kBW, RB = BW / 8;  // fragment rows a patch row
+  constexpr int kRows = 2 * Tile::kMI, kCols = 2 * Tile::kNI;
+  static_assert(BW % 8 == 0 && (QW == 1 || QW == 2 || QW == 4 || QW == 8) && Tile::WM % (QH * BW) == 0 &&
+                    BW % QW == 0, "a warp's rows hold whole windows, a window's columns in one lane group");
+  constexpr int kKeys = kRows / QH;              // window rows of a thread: key kk = b * RB + r
+  constexpr int kEntries = kKeys * kCols;        // window values of a thread (entry = kk * kCols + j)
+  constexpr int kShare = kEntries % QW == 0 ? QW : 1;  // lanes of a group that share the stores
+  const int lane = threadIdx.x % 32, g = lane / 4, q = g % QW;
+  const int wm = frag.r0 - g;  // the warp's first tile row
+  float v[kEntries], v_min[kWithMin ? kEntries : 1] = {};
+#pragma unroll
+  for (int kk = 0; kk < kKeys; ++kk) {
+    const int lead = (kk / RB) * QH * RB + kk % RB;  // fragment row of the window's first row
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      float a = kMax ? neg_inf() : 0.f, lo = -neg_inf();
+#pragma unroll
+      for (int d = 0; d < QH; ++d) {
+        const int i = lead + d * RB;
+        float x = frag.acc[i][j];
+        if constexpr (!kRawWindows) {
+          const int n = n0 + frag.col(j);
+          x = n < N ? value(x, m0 + frag.row(i), n) : 0.f;
+        }
+        a = kMax ? max_nan(a, x) : a + x;
+        if constexpr (kWithMin) lo = min_nan(lo, x);
+      }
+#pragma unroll
+      for (int s = 4; s < 4 * QW; s *= 2) {  // the window's columns: lanes of the group
+        const float o = __shfl_xor_sync(0xffffffffu, a, s);
+        a = kMax ? max_nan(a, o) : a + o;
+        if constexpr (kWithMin) lo = min_nan(lo, __shfl_xor_sync(0xffffffffu, lo, s));
+      }
+      v[kk * kCols + j] = kMax ? a : a / float(QH * QW);
+      if constexpr (kWithMin) v_min[kk * kCols + j] = lo;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kEntries / kShare; ++k) {
+    if (kShare == 1 && q != 0) break;  // entries do not split evenly: the group's first lane stores them all
+    float x = v[k * kShare], x_min = v_min[kWithMin ? k * kShare : 0];
+#pragma unroll
+    for (int r = 1; r < kShare; ++r) {  // this lane's entry k * kShare + q, by selects (no local memory)
+      x = q == r ? v[k * kShare + r] : x;
+      if constexpr (kWithMin) x_min = q == r ? v_min[kWithMin ? k * kShare + r : 0] : x_min;
+    }
+    const int e = k * kShare + (kShare == 1 ? 0 : q), kk = e / kCols, j = e % kCols;
+    const int n = n0 + frag.c0 + (j / 2) * 8 + j % 2;
+    const int w = (wm / (BW * QH) + kk / RB) * Windows::kWinW + (8 * (kk % RB) + g) / QW;
+    if (n < N) {
+      if constexpr (kWithMin)
+        store(x, x_min, m0, w, n);
+      else
+        store(x, m0, w, n);
+    }
+  }
+}
 
 }  // namespace fj

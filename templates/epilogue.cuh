@@ -152,16 +152,18 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
 // shared memory kChunk columns at a time ((BM+1)*kChunk floats) and each
 // (window, column) is reduced by one thread, calling store(v, m0, w, n) for
 // n < N (it must skip windows that are not ok). kWithMin (max pools): the
-// window's NaN-propagating min too, store(v, v_min, m0, w, n).
+// window's NaN-propagating min too, store(v, v_min, m0, w, n). kRawWindows:
+// value is the identity (the windows reduce the accumulators as they are), no
+// pass over the fragment.
 template <class Windows, int kQArea, int P, bool kMax, int BM, int BN, int kThreads, int kChunk,
-          bool kWithMin = false, class Frag, class ValueF, class StoreF>
+          bool kWithMin = false, bool kRawWindows = false, class Frag, class ValueF, class StoreF>
 __device__ __forceinline__ void tile_pool(Frag& frag, int m0, int n0, int N, float* smem, const ValueF& value,
                                           const StoreF& store) {
   constexpr int kStride = BM + 1;
   static_assert(BN % kChunk == 0, "chunks must split the tile");
   constexpr int U = Frag::kRowUnroll;
 #pragma unroll 1
-  for (int g = 0; g < Frag::kRows / U; ++g) {
+  for (int g = 0; g < (kRawWindows ? 0 : Frag::kRows / U); ++g) {
 #pragma unroll
     for (int q = 0; q < U; ++q) {
       const int r = frag.row(g * U + q);

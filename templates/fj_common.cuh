@@ -83,12 +83,25 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
 __device__ __forceinline__ bool is_nan(float v) { return v != v; }
 
-// torch.maximum / torch.minimum / max-pool / max-reduction: NaN wins.
+// torch.maximum / torch.minimum / max-pool / max-reduction: NaN wins (sm_80+:
+// one max.NaN / min.NaN instruction, which returns the canonical NaN).
 __device__ __forceinline__ float max_nan(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
   return (a > b || is_nan(a)) ? a : b;
+#endif
 }
 __device__ __forceinline__ float min_nan(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
   return (a < b || is_nan(a)) ? a : b;
+#endif
 }
 
 // Ceiling division for tile counts.

@@ -219,6 +219,8 @@ TEST(GpuConvMma, GatherMatchesReference) { run_cases("mainloop=mma,conv_patch=0"
 TEST(GpuConvMma, SmallTileHaloPatchesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
 // Two cp.async halo buffers (fp32 / tf32 convs with several channel blocks).
 TEST(GpuConvMma, PipelinedHaloPatchesMatchReference) { run_cases("mainloop=mma,halo_pipeline=1"); }
+// Pools over halo patches staged through shared memory (fj::tile_pool), not reduced in registers.
+TEST(GpuConvMma, StagedPatchPoolsMatchReference) { run_cases("mainloop=mma,pool_registers=0"); }
 // 256 columns: 2 x 8 warps (512 threads), 32 row sharers in the reductions, wide pool chunks.
 TEST(GpuConvMma, WideMmaTileMatchesReference) { run_cases("mainloop=mma,mma_tile=128x256x3"); }
 // sm_90a's wgmma conv path with other schedules: ping-pong (64-row tiles, two
@@ -312,6 +314,57 @@ TEST(GpuConvMma, NanAndInfPropagate) {
     }
 }
 
+
+// 16-bit halo patches (conv_patch.cuh) copy a channel's 4 or 8 bytes of pixels a load from a column aligned down
+// to the vector (W a multiple of 4 or 2; padding shifts the patch in the halo); an x not aligned to the vector (a
+// view one element into a larger buffer) takes the element path. Both match fp64, pool-first chains included.
+TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  if (sm_number(*arch) < 80) GTEST_SKIP() << "mma.sync needs sm_80 or newer; the device is " << *arch;
+  Engine engine;
+  // {n, cin, h, w, cout, k, stride, pad, dil, groups}: W % 4 == 0 padded, W % 2 == 0, W odd, dilated
+  const ConvCase cases[] = {{Precision::BF16, {2, 8, 20, 24, 16, 3, 1, 1, 1, 1}, "maxpool2"},
+                            {Precision::F16, {1, 8, 13, 18, 12, 3, 1, 2, 1, 1}, "tanh2_bias"},
+                            {Precision::BF16, {1, 6, 11, 15, 8, 3, 1, 0, 1, 1}, "maxpool_bias"},
+                            {Precision::F16, {2, 12, 16, 20, 24, 3, 1, 2, 2, 1}, "gelu"}};
+  for (const ConvCase& c : cases)
+    for (int64_t offset : {0, 1}) {
+      const std::string what = label(c) + " x offset " + std::to_string(offset);
+      auto g = build(c);
+      ASSERT_TRUE(g) << g.error().str();
+      CompileOptions opts;
+      opts.config = "mainloop=mma,conv_patch=1";
+      auto kernel = engine.compile(*g, opts);
+      ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
+      ASSERT_NE((*kernel)->name().find("_halo_"), std::string::npos) << what << ": " << (*kernel)->name();
+      const std::vector<HostTensor> inputs = make_random_inputs(*g, 11);
+      std::vector<DeviceBuffer> buffers;
+      std::vector<DevicePtr> in;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        std::vector<uint8_t> bytes = to_device_bytes(inputs[i]);
+        const size_t shift = i == 0 ? static_cast<size_t>(offset) * 2 : 0;  // x: a view into a larger buffer
+        bytes.insert(bytes.begin(), shift, 0x7F);  // NaN before the view
+        auto buf = DeviceBuffer::allocate(bytes.size());
+        ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok()) << what;
+        in.push_back(buf->ptr() + static_cast<DevicePtr>(shift));
+        buffers.push_back(buf.take());
+      }
+      const TensorType& type = g->node(g->outputs[0].value).type;
+      auto y = DeviceBuffer::allocate(static_cast<size_t>(type.numel()) * dtype_size(type.dtype));
+      ASSERT_TRUE(y.ok() && y->fill_bytes(0xFF).ok()) << what;
+      ASSERT_TRUE((*kernel)->launch(in, {y->ptr()}).ok()) << what;
+      ASSERT_TRUE(device_synchronize().ok()) << what;
+      std::vector<uint8_t> bytes(y->size());
+      ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok()) << what;
+      const HostTensor result = from_device_bytes(type, bytes.data());
+      auto ref = evaluate_reference(*g, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.error().str();
+      const Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), c.precision);
+      EXPECT_TRUE(cmp.pass) << what << " (" << (*kernel)->name() << "): " << cmp.summary();
+    }
+}
 
 // Why the runs epilogue's tests cannot run here (no device, or not sm_90a), or "".
 std::string no_wgmma_device() {
