@@ -134,14 +134,22 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                           (conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline) ? ", 2" : "") +
                           ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
+      // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs.
+      const bool prefetch = ctx.heur.halo_prefetch;
+      if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
+          prefetch && !why.empty())
+        return Error("codegen config: halo_prefetch=1, but " + why);
       append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
                    "const Conv conv{" + em.load_param(a.operands[0]) + ", " + em.load_param(a.operands[1]) +
                        ", g, n0, smem_raw};",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's",
-                   "#pragma unroll 1",
-                   "for (int pixel_tile = blockIdx.x; pixel_tile < kMTiles; pixel_tile += gridDim.x) {",
+                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's"});
+      if (prefetch)
+        append(run, {"Conv::HaloRegs halo;  // the next tile's input halo, loaded during this tile's MMAs",
+                     "conv.prefetch_halo<Pixels>(blockIdx.x, halo);"});
+      append(run, {"#pragma unroll 1", "for (int pixel_tile = blockIdx.x; pixel_tile < kMTiles; pixel_tile += gridDim.x) {",
                    "const int m0 = pixel_tile * Tile::BM;", "Frag frag;",
-                   "conv.accumulate<Pixels>(pixel_tile, frag);"});
+                   prefetch ? "conv.accumulate_prefetched<Pixels>(pixel_tile, pixel_tile + gridDim.x, halo, frag);"
+                            : "conv.accumulate<Pixels>(pixel_tile, frag);"});
       // Blocks loop over the pixel tiles: as many as an SM's threads hold, every (column tile, group) alike.
       const int64_t columns = n_tiles * geo.groups;
       const int64_t blocks = std::max<int64_t>(1, sm_count_guess(ctx.arch) * (kSmThreads / mt.threads()) / columns);

@@ -353,6 +353,19 @@ int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes) {
   return static_cast<int>((cc + block - 1) / block);
 }
 
+std::string conv_patch_prefetch_blocker(const AnchorGeometry& geo, const ConvPatch& patch, int threads,
+                                       int elem_bytes) {
+  if (elem_bytes != 2) return "fp32 / tf32 halos copy element by element";
+  const int64_t vec = geo.w % 4 == 0 ? 4 : geo.w % 2 == 0 ? 2 : 1;
+  if (vec == 1) return "an odd input width (no vector copies)";
+  if (conv_patch_blocks(geo, elem_bytes) > 1) return "the halo takes several channel blocks";
+  const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
+  const int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
+  const int64_t units = conv_patch_block_chunks(geo, elem_bytes) * hr * ((hc + 2 * (vec - 1)) / vec);
+  if (units > 2 * int64_t{threads}) return "the halo takes more than two vector units a thread";
+  return "";
+}
+
 bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline) {
   return halo_pipeline && elem_bytes == 4 && conv_patch_blocks(geo, elem_bytes) > 1;
 }

@@ -60,6 +60,10 @@ struct ConvPatchMma {
   static constexpr int kBuffers = HB == 2 && E == 4 && kBlocks > 1 ? 2 : 1;  // halo buffers
   static constexpr int kSmemBytes = (kHaloAt + kBuffers * kHaloBytes + 127) / 128 * 128;
   static constexpr int MI = Tile::kMI, NI = Tile::kNI, kThreads = Tile::kThreads;
+  // Vector copies: units of kVec pixels of a channel chunk, kUnitRounds a thread for a halo.
+  static constexpr int kRowUnits = kHCS / kVec, kUnits = kBlockCC * kHR * kRowUnits;
+  static constexpr int kUnitRounds = (kUnits + kThreads - 1) / kThreads;  // a thread's units of a halo
+  static constexpr int kWords = kVec / 2 > 0 ? kVec / 2 : 1;             // 32-bit words of a channel's vector
   // 3xTF32: steps summed in the tensor core before the FADD into acc (as
   // mma_mainloop's k tile of 32 fp32).
   static constexpr int kSplitGroup = 4;
@@ -167,6 +171,49 @@ struct ConvPatchMma {
     }
   }
 
+  // Halo prefetch (16-bit vectors, one channel block, a thread's units of a
+  // halo in registers): the generated loop keeps a HaloRegs across its pixel
+  // tiles — prefetch_halo(first tile), then for each tile
+  // accumulate_prefetched(tile, next tile): the registers stored as the
+  // tile's halo, the next tile's loads issued, then the mma steps; the loads
+  // land during those and the epilogue.
+  static constexpr bool kPrefetch = kVec > 1 && kBlocks == 1 && kUnitRounds <= 2;
+  struct HaloRegs {
+    unsigned w[kUnitRounds][kPerChunk][kWords];
+  };
+
+  template <class Pixels>
+  __device__ __forceinline__ void prefetch_halo(int tile, HaloRegs& r) const {
+    static_assert(kPrefetch, "halo prefetch: 16-bit vector copies of one channel block, at most 2 units a thread");
+    if (tile >= Pixels::kTiles) return;
+    const typename Pixels::Origin o = Pixels::origin(tile);
+    const int ih0 = o.oh * S::kSH - S::kPH, iw0 = (o.ow * S::kSW - S::kPW) & ~(kVec - 1);
+    const T* xn = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW);
+    load_units<kUnitRounds>(r.w, threadIdx.x, xn, 0, ih0, iw0,
+                            (reinterpret_cast<unsigned long long>(x) & (kVec * E - 1)) == 0);
+  }
+
+  template <class Pixels>
+  __device__ __forceinline__ void accumulate_prefetched(int tile, int next, HaloRegs& r,
+                                                        MmaFragment<Tile>& frag) const {
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const typename Pixels::Origin o = Pixels::origin(tile);
+    const int iw = o.ow * S::kSW - S::kPW, shift = iw - (iw & ~(kVec - 1));
+    __syncthreads();  // the previous tile's reads of the halo and the epilogue's shared memory are done
+    store_units<kUnitRounds>(r.w, tid);
+    __syncthreads();
+    prefetch_halo<Pixels>(next, r);
+    const int wm = (warp / Tile::kWarpsN) * Tile::WM, wn = (warp % Tile::kWarpsN) * Tile::WN;
+    unsigned a_at[MI];  // this lane's pixel in the halo
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int rr = wm + mi * 16 + lane % 16;
+      a_at[mi] = smem + kHaloAt + ((rr / BW) * S::kSH * kHCS + (rr % BW) * S::kSW + shift) * 16;
+    }
+    const int b_lane_row = wn + lane % 8 + (lane / 16) * 8;
+    accumulate_block(a_at, 0, smem + (b_lane_row * kBStride + (lane / 8) % 2) * 16, b_lane_row, lane >= 16, frag);
+  }
+
  private:
   // Halo chunk i (of a block) of the block's input xb: its channel chunk, its
   // first element's address, and whether its pixel is inside the image.
@@ -221,49 +268,71 @@ struct ConvPatchMma {
   // of a thread's units in flight together, transposed into kVec chunks by
   // byte permutes. The units' columns are aligned and the image width a
   // multiple of kVec: a vector lies wholly inside the image or outside.
-  __device__ __forceinline__ void copy_halo_vec(const T* __restrict__ xb, int cb, int ih0, int iw0) const {
-    constexpr int kRowUnits = kHCS / kVec, kTotal = kBlockCC * kHR * kRowUnits;
-    constexpr int kRounds = (kTotal + kThreads - 1) / kThreads, kBatch = kRounds < 4 ? kRounds : 4;
-    constexpr int kWords = kVec / 2;  // 32-bit words of one channel's vector
+
+  // Units base, base + kThreads, ... (kB of them) of block cb's halo into w;
+  // zeros outside the image, past Cin/groups and past the halo. `aligned`:
+  // one vector load a channel, else kVec element loads packed alike.
+  template <int kB>
+  __device__ __forceinline__ void load_units(unsigned (&w)[kB][kPerChunk][kWords], int base, const T* __restrict__ xb,
+                                             int cb, int ih0, int iw0, bool aligned) const {
     using Vec = typename VecOf<kVec * E>::type;
-    __syncthreads();
-#pragma unroll 1
-    for (int base = threadIdx.x; base < kTotal; base += kBatch * kThreads) {
-      unsigned w[kBatch][kPerChunk][kWords];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {  // consecutive threads: consecutive vectors of a row
-        const int u = base + j * kThreads;
-        const int cc = u / (kHR * kRowUnits), ih = ih0 + (u / kRowUnits) % kHR, iw = iw0 + (u % kRowUnits) * kVec;
-        const bool in = u < kTotal && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
-        const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+    for (int j = 0; j < kB; ++j) {  // consecutive threads: consecutive vectors of a row
+      const int u = base + j * kThreads;
+      const int cc = u / (kHR * kRowUnits), ih = ih0 + (u / kRowUnits) % kHR, iw = iw0 + (u % kRowUnits) * kVec;
+      const bool in = u < kUnits && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+      const T* src = xb + (long long)(cc * kPerChunk) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
 #pragma unroll
-        for (int e = 0; e < kPerChunk; ++e) {
-          const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
+      for (int e = 0; e < kPerChunk; ++e) {
+        const bool ok = in && (cb * kBlockCC + cc) * kPerChunk + e < kCinG;
+        const T* at = src + (long long)e * (S::kH * S::kW);
+        if (aligned) {
           Vec v{};
-          if (ok) v = __ldg(reinterpret_cast<const Vec*>(src + (long long)e * (S::kH * S::kW)));
+          if (ok) v = __ldg(reinterpret_cast<const Vec*>(at));
           if constexpr (kVec == 4) {
             w[j][e][0] = v.x, w[j][e][1] = v.y;
           } else {
             w[j][e][0] = v;
           }
+        } else {
+          const unsigned short* h = reinterpret_cast<const unsigned short*>(at);
+#pragma unroll
+          for (int k = 0; k < kWords; ++k)
+            w[j][e][k] = ok ? __ldg(h + 2 * k) | (unsigned(__ldg(h + 2 * k + 1)) << 16) : 0u;
         }
       }
+    }
+  }
+
+  // The units load_units read, as kVec chunks each (pixel p: channel e's element p).
+  template <int kB>
+  __device__ __forceinline__ void store_units(const unsigned (&w)[kB][kPerChunk][kWords], int base) const {
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int u = base + j * kThreads;
-        if (u >= kTotal) continue;
-        const unsigned dst = smem + kHaloAt + (u * kVec) * 16;  // units tile the plane: chunk index u * kVec
+    for (int j = 0; j < kB; ++j) {
+      const int u = base + j * kThreads;
+      if (u >= kUnits) continue;
+      const unsigned dst = smem + kHaloAt + (u * kVec) * 16;  // units tile the plane: chunk index u * kVec
 #pragma unroll
-        for (int p = 0; p < kVec; ++p) {  // pixel p: channel e's element p of its vector
-          unsigned c[4];
+      for (int p = 0; p < kVec; ++p) {
+        unsigned c[4];
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + p * 16), "r"(c[0]), "r"(c[1]),
-                       "r"(c[2]), "r"(c[3])
-                       : "memory");
-        }
+        for (int i = 0; i < 4; ++i)
+          c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + p * 16), "r"(c[0]), "r"(c[1]),
+                     "r"(c[2]), "r"(c[3])
+                     : "memory");
       }
+    }
+  }
+
+  __device__ __forceinline__ void copy_halo_vec(const T* __restrict__ xb, int cb, int ih0, int iw0) const {
+    constexpr int kBatch = kUnitRounds < 4 ? kUnitRounds : 4;
+    __syncthreads();
+#pragma unroll 1
+    for (int base = threadIdx.x; base < kUnits; base += kBatch * kThreads) {
+      unsigned w[kBatch][kPerChunk][kWords];
+      load_units<kBatch>(w, base, xb, cb, ih0, iw0, true);
+      store_units<kBatch>(w, base);
     }
     __syncthreads();
   }
