@@ -128,17 +128,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
-      s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
-                          ", " + std::to_string(patch.bw) + ", " +
-                          std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
-                          (conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline) ? ", 2" : "") +
-                          ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
-      s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
-      // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs.
+      // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs (by vectors: 4-byte
+      // elements too, the template's VF).
       const bool prefetch = ctx.heur.halo_prefetch;
       if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
           prefetch && !why.empty())
         return Error("codegen config: halo_prefetch=1, but " + why);
+      const bool pipelined = conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline);
+      s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
+                          ", " + std::to_string(patch.bw) + ", " +
+                          std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
+                          (prefetch && elem_bytes == 4 ? ", 1, true" : pipelined ? ", 2" : "") +
+                          ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
+      s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
       append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
                    "const Conv conv{" + em.load_param(a.operands[0]) + ", " + em.load_param(a.operands[1]) +
                        ", g, n0, smem_raw};",
@@ -563,7 +565,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   } else if (mma) {
     const bool fp32_kn_b = kp.mma_b_kn_major(geo.op) && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,
-                                                                       ctx.heur.halo_pipeline)
+                                                                       ctx.heur.halo_pipeline,
+                                                                       ctx.heur.halo_prefetch && elem_bytes == 4)
                                             : mma_smem_bytes(mt, fp32_kn_b);
     // halo patches: the epilogue's after the operand copies; else it reuses the ring
     const int64_t smem_bytes = halo_patches ? ring_bytes + smem_floats * 4 : std::max(ring_bytes, smem_floats * 4);

@@ -355,7 +355,6 @@ int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes) {
 
 std::string conv_patch_prefetch_blocker(const AnchorGeometry& geo, const ConvPatch& patch, int threads,
                                        int elem_bytes) {
-  if (elem_bytes != 2) return "fp32 / tf32 halos copy element by element";
   const int64_t vec = geo.w % 4 == 0 ? 4 : geo.w % 2 == 0 ? 2 : 1;
   if (vec == 1) return "an odd input width (no vector copies)";
   if (conv_patch_blocks(geo, elem_bytes) > 1) return "the halo takes several channel blocks";
@@ -371,16 +370,18 @@ bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_p
 }
 
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,
-                                 bool pipelined) {
+                                 bool pipelined, bool vector_f32) {
   const int64_t block = std::max(1, conv_patch_block_chunks(geo, elem_bytes)), blocks = conv_patch_blocks(geo, elem_bytes);
   const int64_t steps = (block * geo.kh * geo.kw + 1) / 2;  // per block
   const int64_t hr = (patch.bh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
   int64_t hc = (patch.bw - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
   // 16-bit halos copied kVec pixels a load from an aligned column (ConvPatchMma::kHCS).
-  const int64_t vec = elem_bytes == 2 ? (geo.w % 4 == 0 ? 4 : geo.w % 2 == 0 ? 2 : 1) : 1;
+  const bool two_buffers = conv_patch_pipelined(geo, elem_bytes, pipelined);
+  const int64_t vec =
+      elem_bytes == 2 || (vector_f32 && !two_buffers) ? (geo.w % 4 == 0 ? 4 : geo.w % 2 == 0 ? 2 : 1) : 1;
   if (vec > 1) hc = (hc + 2 * (vec - 1)) / vec * vec;
   const int64_t rows = std::min<int64_t>(bn, geo.cout / geo.groups);  // filter rows held (ConvPatchMma::kBRows)
-  const int64_t buffers = conv_patch_pipelined(geo, elem_bytes, pipelined) ? 2 : 1;
+  const int64_t buffers = two_buffers ? 2 : 1;
   return (rows * (2 * steps * blocks + 1) * 16 + 16 + buffers * block * hr * hc * 16 + 127) / 128 * 128;
 }
 

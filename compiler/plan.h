@@ -221,13 +221,15 @@ std::string conv_patch_blocker(const AnchorGeometry& geo, int elem_bytes);
 int conv_patch_block_chunks(const AnchorGeometry& geo, int elem_bytes);
 int conv_patch_blocks(const AnchorGeometry& geo, int elem_bytes);  // channel blocks of the halo (1: every channel)
 constexpr int64_t kMaxPatchOperandBytes = 96 * 1024;
-// `pipelined`: two halo buffers where they apply (conv_patch_pipelined).
+// `pipelined`: two halo buffers where they apply (conv_patch_pipelined); `vector_f32`: 4-byte halos copied by
+// vectors too (halo_prefetch=1; ConvPatchMma's VF), their rows then padded like 16-bit ones.
 int64_t conv_patch_operand_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes,
-                                 bool pipelined = false);
+                                 bool pipelined = false, bool vector_f32 = false);
 // Whether halo_pipeline=1 gives this conv two cp.async halo buffers (4-byte
 // elements, several channel blocks: fj::ConvPatchMma's HB = 2).
 bool conv_patch_pipelined(const AnchorGeometry& geo, int elem_bytes, bool halo_pipeline);
-// Why halo_prefetch=1 cannot apply to these halo patches (ConvPatchMma::kPrefetch), or "".
+// Why halo_prefetch=1 cannot apply to these halo patches (ConvPatchMma::kPrefetch; 4-byte elements with
+// VF = true), or "".
 std::string conv_patch_prefetch_blocker(const AnchorGeometry& geo, const ConvPatch& patch, int threads,
                                        int elem_bytes);
 

@@ -35,7 +35,7 @@
 
 namespace fj {
 
-template <class Tile, class Kind, class T, class S, int BH, int BW, int CCB = 0, int HB = 1>
+template <class Tile, class Kind, class T, class S, int BH, int BW, int CCB = 0, int HB = 1, bool VF = false>
 struct ConvPatchMma {
   static constexpr int E = sizeof(T), kPerChunk = 16 / E;
   static constexpr int kCinG = S::kCin / S::kGroups, kCoutG = S::kCout / S::kGroups;
@@ -49,9 +49,12 @@ struct ConvPatchMma {
   static constexpr int kBStride = kBlocks * kBlockChunks + 1;  // B row stride in chunks (odd)
   static constexpr int kHR = (BH - 1) * S::kSH + (S::kKH - 1) * S::kDH + 1;  // halo rows
   static constexpr int kHC = (BW - 1) * S::kSW + (S::kKW - 1) * S::kDW + 1;  // halo columns
-  // 16-bit halos are copied kVec pixels a load (a channel's 4 or 8 bytes) from a column aligned down
-  // to kVec: kHCS columns stored, the patch at a per-tile column shift (iw0 - aligned start).
-  static constexpr int kVec = E == 2 ? (S::kW % 4 == 0 ? 4 : S::kW % 2 == 0 ? 2 : 1) : 1;
+  // 16-bit halos (and 4-byte ones with VF, single-buffered) are copied kVec pixels a load (a channel's
+  // 4 to 16 bytes) from a column aligned down to kVec: kHCS columns stored, the patch at a per-tile
+  // column shift (iw0 - aligned start).
+  static constexpr int kVec = E == 2 || (VF && !(HB == 2 && kBlocks > 1))
+                                  ? (S::kW % 4 == 0 ? 4 : S::kW % 2 == 0 ? 2 : 1)
+                                  : 1;
   static constexpr int kHCS = kVec == 1 ? kHC : (kHC + kVec - 1 + kVec - 1) / kVec * kVec;
   static constexpr int kPlane = kHR * kHCS;  // chunks of one channel chunk's plane
   static constexpr int kBRows = Tile::BN < kCoutG ? Tile::BN : kCoutG;  // filters held; rows past them read zeros
@@ -63,7 +66,7 @@ struct ConvPatchMma {
   // Vector copies: units of kVec pixels of a channel chunk, kUnitRounds a thread for a halo.
   static constexpr int kRowUnits = kHCS / kVec, kUnits = kBlockCC * kHR * kRowUnits;
   static constexpr int kUnitRounds = (kUnits + kThreads - 1) / kThreads;  // a thread's units of a halo
-  static constexpr int kWords = kVec / 2 > 0 ? kVec / 2 : 1;             // 32-bit words of a channel's vector
+  static constexpr int kWords = kVec * E / 4 > 0 ? kVec * E / 4 : 1;     // 32-bit words of a channel's vector
   // 3xTF32: steps summed in the tensor core before the FADD into acc (as
   // mma_mainloop's k tile of 32 fp32).
   static constexpr int kSplitGroup = 4;
@@ -171,20 +174,20 @@ struct ConvPatchMma {
     }
   }
 
-  // Halo prefetch (16-bit vectors, one channel block, a thread's units of a
-  // halo in registers): the generated loop keeps a HaloRegs across its pixel
+  // Halo prefetch (vector copies — 16-bit, or 4-byte with VF — of one
+  // channel block, a thread's units of a halo in registers): the generated loop keeps a HaloRegs across its pixel
   // tiles — prefetch_halo(first tile), then for each tile
   // accumulate_prefetched(tile, next tile): the registers stored as the
   // tile's halo, the next tile's loads issued, then the mma steps; the loads
   // land during those and the epilogue.
-  static constexpr bool kPrefetch = kVec > 1 && kBlocks == 1 && kUnitRounds <= 2;
+  static constexpr bool kPrefetch = kVec > 1 && kBlocks == 1 && kUnitRounds <= 2 && kBuffers == 1;
   struct HaloRegs {
     unsigned w[kUnitRounds][kPerChunk][kWords];
   };
 
   template <class Pixels>
   __device__ __forceinline__ void prefetch_halo(int tile, HaloRegs& r) const {
-    static_assert(kPrefetch, "halo prefetch: 16-bit vector copies of one channel block, at most 2 units a thread");
+    static_assert(kPrefetch, "halo prefetch: vector copies of one channel block, at most 2 units a thread");
     if (tile >= Pixels::kTiles) return;
     const typename Pixels::Origin o = Pixels::origin(tile);
     const int ih0 = o.oh * S::kSH - S::kPH, iw0 = (o.ow * S::kSW - S::kPW) & ~(kVec - 1);
@@ -263,10 +266,10 @@ struct ConvPatchMma {
     __syncthreads();
   }
 
-  // copy_halo for 16-bit elements, kVec pixels a load: each unit (a channel
-  // chunk's kVec consecutive halo pixels) loads kPerChunk channel vectors, all
-  // of a thread's units in flight together, transposed into kVec chunks by
-  // byte permutes. The units' columns are aligned and the image width a
+  // copy_halo kVec pixels a load: each unit (a channel chunk's kVec
+  // consecutive halo pixels) loads kPerChunk channel vectors, all of a
+  // thread's units in flight together, transposed into kVec chunks (16-bit:
+  // by byte permutes). The units' columns are aligned and the image width a
   // multiple of kVec: a vector lies wholly inside the image or outside.
 
   // Units base, base + kThreads, ... (kB of them) of block cb's halo into w;
@@ -289,16 +292,22 @@ struct ConvPatchMma {
         if (aligned) {
           Vec v{};
           if (ok) v = __ldg(reinterpret_cast<const Vec*>(at));
-          if constexpr (kVec == 4) {
+          if constexpr (kWords == 4) {
+            w[j][e][0] = v.x, w[j][e][1] = v.y, w[j][e][2] = v.z, w[j][e][3] = v.w;
+          } else if constexpr (kWords == 2) {
             w[j][e][0] = v.x, w[j][e][1] = v.y;
           } else {
             w[j][e][0] = v;
           }
-        } else {
+        } else if constexpr (E == 2) {
           const unsigned short* h = reinterpret_cast<const unsigned short*>(at);
 #pragma unroll
           for (int k = 0; k < kWords; ++k)
             w[j][e][k] = ok ? __ldg(h + 2 * k) | (unsigned(__ldg(h + 2 * k + 1)) << 16) : 0u;
+        } else {
+          const unsigned* h = reinterpret_cast<const unsigned*>(at);
+#pragma unroll
+          for (int k = 0; k < kWords; ++k) w[j][e][k] = ok ? __ldg(h + k) : 0u;
         }
       }
     }
@@ -317,7 +326,10 @@ struct ConvPatchMma {
         unsigned c[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
+          if constexpr (E == 2)
+            c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
+          else
+            c[i] = w[j][i][p];  // 4-byte elements: channel i's pixel p
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + p * 16), "r"(c[0]), "r"(c[1]),
                      "r"(c[2]), "r"(c[3])
                      : "memory");

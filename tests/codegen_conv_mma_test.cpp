@@ -294,29 +294,31 @@ TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
-// halo_prefetch=1: 16-bit halo patches of one channel block load the next tile's halo into registers during the
-// MMAs (ConvPatchMma::accumulate_prefetched); every tile and pool path compiles for sm_80 and sm_90a; fp32 / tf32
-// halos and several channel blocks are config errors naming it.
+// halo_prefetch=1: halo patches of one channel block load the next tile's halo into registers during the MMAs
+// (ConvPatchMma::accumulate_prefetched; 4-byte elements by vectors too, the template's VF); every tile and pool
+// path compiles for sm_80 and sm_90a; several channel blocks are a config error naming it; off by default.
 TEST(CodegenConvMma, HaloPrefetchCompilesAndNamesWhereItCannotApply) {
   std::vector<CompileJob> jobs;
-  for (Precision p : {Precision::BF16, Precision::F16})
+  for (Precision p : kPrecisions)
     for (const char* arch : {"sm_80", "sm_90a"})
       for (const char* tile : {"", ",mma_tile=64x32x3", ",pool_registers=0", ",mma_tile=64x16x2"}) {
         const std::string config = std::string("halo_prefetch=1") + tile;
         const std::string label = std::string(precision_name(p)) + " " + arch + " '" + config + "'";
         auto prog = generate_program(seed3_like(p), {arch, config});
+        if (!prog && std::string(tile) == ",mma_tile=64x16x2" &&
+            prog.error().message.find("halo_prefetch=1, but") != std::string::npos)
+          continue;  // 64 threads: more than two vector units a thread
         ASSERT_TRUE(prog) << label << ": " << prog.error().str();
         EXPECT_NE(prog->source.find("conv.accumulate_prefetched<Pixels>("), std::string::npos) << label;
         EXPECT_NE(prog->source.find("conv.prefetch_halo<Pixels>(blockIdx.x, halo);"), std::string::npos) << label;
+        const bool four_byte = p == Precision::FP32 || p == Precision::TF32;
+        EXPECT_EQ(prog->source.find(", 1, true>;") != std::string::npos, four_byte) << label;
         jobs.push_back({"seed3_like " + label, arch, prog->name, prog->source});
       }
-  for (Precision p : {Precision::FP32, Precision::TF32}) {
-    auto bad = generate_program(seed3_like(p), {"sm_90a", "halo_prefetch=1"});
-    ASSERT_FALSE(bad.ok()) << precision_name(p);
-    EXPECT_NE(bad.error().message.find("halo_prefetch=1, but"), std::string::npos) << bad.error().message;
+  for (Precision p : kPrecisions) {
+    auto deep = generate_program(narrow_deep(p), {"sm_90a", "halo_prefetch=1"});
+    if (!deep) EXPECT_NE(deep.error().message.find("halo_prefetch=1, but"), std::string::npos) << deep.error().message;
   }
-  auto deep = generate_program(narrow_deep(Precision::BF16), {"sm_90a", "halo_prefetch=1"});
-  if (!deep) EXPECT_NE(deep.error().message.find("halo_prefetch=1, but"), std::string::npos) << deep.error().message;
   auto plain = generate_program(seed3_like(Precision::BF16), {"sm_90a", ""});
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->source.find("prefetch"), std::string::npos) << "halo_prefetch is opt-in";

@@ -323,7 +323,8 @@ TEST(GpuConvMma, NanAndInfPropagate) {
 
 // 16-bit halo patches (conv_patch.cuh) copy a channel's 4 or 8 bytes of pixels a load from a column aligned down
 // to the vector (W a multiple of 4 or 2; padding shifts the patch in the halo); an x not aligned to the vector (a
-// view one element into a larger buffer) takes the element path. Both match fp64, pool-first chains included.
+// view one element into a larger buffer) takes the element path. Both match fp64, pool-first chains included;
+// with halo_prefetch=1 (4-byte halos by vectors too) the same through registers held across tiles.
 TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   auto arch = Engine::device_arch();
@@ -334,7 +335,10 @@ TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
   const ConvCase cases[] = {{Precision::BF16, {2, 8, 20, 24, 16, 3, 1, 1, 1, 1}, "maxpool2"},
                             {Precision::F16, {1, 8, 13, 18, 12, 3, 1, 2, 1, 1}, "tanh2_bias"},
                             {Precision::BF16, {1, 6, 11, 15, 8, 3, 1, 0, 1, 1}, "maxpool_bias"},
-                            {Precision::F16, {2, 12, 16, 20, 24, 3, 1, 2, 2, 1}, "gelu"}};
+                            {Precision::F16, {2, 12, 16, 20, 24, 3, 1, 2, 2, 1}, "gelu"},
+                            // 4-byte halos: vectors with halo_prefetch=1 (the element copy without)
+                            {Precision::TF32, {2, 8, 20, 24, 16, 3, 1, 1, 1, 1}, "maxpool2"},
+                            {Precision::FP32, {1, 8, 13, 18, 12, 3, 1, 2, 1, 1}, "tanh2_bias"}};
   for (const ConvCase& c : cases)
     for (const std::string config : {"mainloop=mma,conv_patch=1", "mainloop=mma,conv_patch=1,halo_prefetch=1"})
     for (int64_t offset : {0, 1}) {
@@ -353,7 +357,8 @@ TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
       std::vector<DevicePtr> in;
       for (size_t i = 0; i < inputs.size(); ++i) {
         std::vector<uint8_t> bytes = to_device_bytes(inputs[i]);
-        const size_t shift = i == 0 ? static_cast<size_t>(offset) * 2 : 0;  // x: a view into a larger buffer
+        const size_t elem = bytes.size() / inputs[i].data.size();
+        const size_t shift = i == 0 ? static_cast<size_t>(offset) * elem : 0;  // x: a view into a larger buffer
         bytes.insert(bytes.begin(), shift, 0x7F);  // NaN before the view
         auto buf = DeviceBuffer::allocate(bytes.size());
         ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok()) << what;
