@@ -123,7 +123,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
-      wgmma_call = conv_wgmma_call(wt, patch, s);
+      if (ctx.heur.conv_nchw && !kp.conv_nchw)
+        return Error("codegen config: conv_nchw=1, but the producer reads NCHW x for bf16 / f16 / tf32 on per-tap "
+                     "boxes only (not 3xTF32, conv_halo=1, clusters or swap-AB)");
+      wgmma_call = kp.conv_nchw ? conv_wgmma_call(wt, patch, s, em.load_param(a.operands[0]), T)
+                                : conv_wgmma_call(wt, patch, s);
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
@@ -537,6 +541,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     std::vector<std::string> map_params = {"const __grid_constant__ fj::TmaDescriptor tma_a",
                                            "const __grid_constant__ fj::TmaDescriptor tma_b"};
     std::string operand_maps = "&tma_a, &tma_b";  // fj::GemmMaps
+    if (kp.conv_nchw) {  // B's map alone: the producer's threads read NCHW x
+      map_params.erase(map_params.begin());
+      operand_maps = "nullptr, &tma_b";
+    }
     if (needs_tf32_split(kp)) {
       map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
       map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");

@@ -92,7 +92,11 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
   return maps;
 }
 
-std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s) {
+std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s, const std::string& nchw_x,
+                            const std::string& elem_type) {
+  if (!nchw_x.empty())  // the producer's threads read NCHW x (conv_nchw=1)
+    return "fj::wgmma_mainloop<Tile>(fj::ConvNchwOperands<Tile, ConvShape, Pixels, " + elem_type + ">{maps, " +
+           nchw_x + "}, order, split, ring, ";
   if (!wt.conv_halo)
     return "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
   s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
@@ -119,6 +123,7 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
   auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
     return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, kp.wgmma.bn, bk};
   };
+  if (kp.conv_nchw) return {weights(kp.b_transposed)};  // A: the producer's threads read NCHW x
   std::vector<TensorMapSpec> maps = {nhwc(kp.a_staged), weights(kp.b_transposed)};
   if (needs_tf32_split(kp)) {
     maps.push_back(nhwc(kp.residual_a));

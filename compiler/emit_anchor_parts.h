@@ -42,7 +42,9 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
 // The wgmma conv's mainloop call up to its epilogue lambda: per-tap boxes
 // (conv_wgmma.cuh) or, for wt.conv_halo, the resident-filter halo mainloop
 // (conv_wgmma_halo.cuh, whose `Halo` alias it adds to s).
-std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s);
+// nchw_x (conv_nchw=1): the x parameter the producer reads, with its element type; else "".
+std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,
+                            const std::string& nchw_x = "", const std::string& elem_type = "");
 
 // The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);

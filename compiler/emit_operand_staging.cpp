@@ -53,12 +53,18 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   const bool split = needs_tf32_split(kp), weights = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const std::string name = !weights ? "fj_x_nhwc" : split ? "fj_split_tf32_conv_operands_nhwc" : "fj_conv_operands_nhwc";
+  const std::string name = !weights               ? "fj_x_nhwc"
+                           : split                  ? "fj_split_tf32_conv_operands_nhwc"
+                           : kp.a_staged < 0        ? "fj_conv_weights_khwc"
+                                                    : "fj_conv_operands_nhwc";
   KernelEmitter em(ctx, plan, anchor);
   KernelSource& s = em.src();
   s.ns = "staging";
-  s.comment = name + ": " + ctx.g.describe(a.operands[0]) + " in NHWC" +
-              (weights ? " and " + ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]" : std::string()) +
+  s.comment = name + ": " +
+              (kp.a_staged < 0 ? ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]"
+                               : ctx.g.describe(a.operands[0]) + " in NHWC" +
+                                     (weights ? " and " + ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]"
+                                              : std::string())) +
               (split ? ", with their TF32 residuals," : "") + " for " + kp.name;
   const int64_t taps = geo.kh * geo.kw, pixels = geo.h * geo.w;
   s.constants.push_back({"kBatch", geo.batch_n, "images"});
@@ -67,7 +73,8 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 63) / 64); };
   const int64_t cap = 16 * sm_count_guess(ctx.arch);  // about 16 blocks per SM at most for each
   const int64_t w_blocks = weights ? std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap) : 0;
-  const int64_t x_blocks = std::clamp<int64_t>((tiles(geo.batch_n, geo.cin, pixels) + 3) / 4, 1, cap);
+  const bool x_staged = kp.a_staged >= 0;  // not with conv_nchw (the conv's producer reads NCHW x)
+  const int64_t x_blocks = x_staged ? std::clamp<int64_t>((tiles(geo.batch_n, geo.cin, pixels) + 3) / 4, 1, cap) : 0;
   auto scratch = [&](int index) { return em.buffer_param({BufferKind::Scratch, index}, true); };
   const std::string T = ctype(ctx.g.node(a.operands[0]).type.dtype);
   auto staged = [&](int index) {  // scratch parameters are float*: 16-bit operands stay 16-bit
@@ -86,6 +93,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
                 ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
             "return;", "}"};
   }
+  if (!x_staged) return finish_staging(em, name, std::move(body), w_blocks);
   const std::string first = weights ? "blockIdx.x - kWeightBlocks" : "blockIdx.x";
   const std::string count = weights ? "gridDim.x - kWeightBlocks" : "gridDim.x";
   body.push_back("// x [N][Cin][H*W] -> [N][H*W][Cin]");
@@ -114,7 +122,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
 Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
   if (!needs_operand_staging(kp)) return Error("codegen: kernel " + std::to_string(anchor) + " stages no operands");
-  if (kp.a_staged >= 0) return emit_conv_staging(ctx, plan, anchor);
+  if (kp.a_staged >= 0 || kp.conv_nchw) return emit_conv_staging(ctx, plan, anchor);
   const bool split = needs_tf32_split(kp), transpose = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(ctx.g, kp.root));

@@ -103,7 +103,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     };
     const int eb = f32 ? 4 : 2;
     const Shape nhwc = {geo.batch_n, geo.h, geo.w, geo.cin}, w_shape = {geo.cout, geo.kh, geo.kw, geo.cin};
-    kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
+    // conv_nchw=1: the producer reads x itself (bf16 / f16 / tf32, per-tap boxes, no clusters).
+    kp.conv_nchw = ctx.heur.conv_nchw && kp.mma_kind != "f32x3" && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 &&
+                   !kp.wgmma.swap_ab;
+    if (!kp.conv_nchw) kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
+    else
+      for (std::string& note : kp.notes)  // the mainloop's note: no NHWC copy of x
+        if (const size_t at = note.find("a staging kernel writes x in NHWC and w as [Cout][KH][KW][Cin] first, then "
+                                        "4-D TMA boxes per kernel tap");
+            at != std::string::npos)
+          note.replace(at, std::string::npos,
+                       "a staging kernel reorders w as [Cout][KH][KW][Cin] first; the producer warpgroup's threads "
+                       "write A from NCHW x per kernel tap (no NHWC copy of x), B by TMA, warp-specialized, persistent");
     kp.b_transposed = add_scratch(w_elems, eb, "w as [Cout][KH][KW][Cin] for wgmma: " + g.describe(a.operands[1]),
                                   w_shape);
     if (kp.mma_kind == "f32x3") {

@@ -25,6 +25,7 @@ namespace fj {
 // Cin a multiple of BK): k-tile kt = tap * kCBlocks + cb.
 template <class Tile, class S, class Patch>
 struct ConvOperands {
+  static constexpr bool kProducesA = false;
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "TMA patches: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
   static constexpr int kCBlocks = S::kCin / Tile::BK;
@@ -39,6 +40,82 @@ struct ConvOperands {
     if constexpr (Tile::kKind == MmaKind::F32x3) {
       sm90::tma_load_4d(st.a_lo, maps.a_lo, bar, c0, iw, ih, o.n);
       sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * Tile::BK, c.n * Tile::BN);
+    }
+  }
+};
+
+// Operand policy of wgmma_mainloop for conv2d reading NCHW x itself (no
+// NHWC staging pass; conv_nchw=1): the producer warpgroup's 128 threads
+// write each A tile — row r of the tile (pixel r of the patch) holds the
+// k-tile's BK channels at that pixel shifted by the tap, 16-byte chunk j at
+// j ^ (r % 8) (the 128-byte swizzle TMA would write) — and thread 0 loads B
+// by TMA. Each thread takes 8 / kThreadsPerRow chunks of one row: its loads
+// (one predicated 2- or 4-byte load per channel; a warp reads 32
+// consecutive pixels of a channel) are issued for k-tile it + 1 right after
+// k-tile it is stored, so they land while the thread waits for the stage.
+// bf16 / f16 / tf32 (not 3xTF32: no residuals), stride 1, one group.
+template <class Tile, class S, class Patch, class T>
+struct ConvNchwOperands {
+  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "patches: stride 1, one group");
+  static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
+  static_assert(Tile::kKind != MmaKind::F32x3 && Tile::kClusterM == 1 && !Tile::kSwapAB,
+                "NCHW producer: bf16 / f16 / tf32, no clusters, no swap-AB");
+  static_assert(sizeof(T) * Tile::BK == 128, "a k-tile row: 128 bytes");
+  static constexpr bool kProducesA = true;
+  static constexpr int kCBlocks = S::kCin / Tile::BK;
+  static constexpr int kThreadsPerRow = 128 / Tile::BM;  // 1 (BM 128) or 2 (BM 64)
+  static constexpr int kChunks = 8 / kThreadsPerRow;     // 16-byte chunks a thread writes
+  static constexpr int kPerChunk = 16 / sizeof(T), kChannels = kChunks * kPerChunk;
+  static constexpr int kWords = kChannels * sizeof(T) / 4;
+  // Registers after setmaxnreg: the producer's loads in flight; the consumers keep 200 (56 + 2 x 224 before).
+  static constexpr int kProducerRegs = 104, kConsumerRegs = Tile::kConsumers == 1 ? 232 : 200;
+  static_assert(Tile::BM == 64 || Tile::BM == 128, "64 or 128 rows");
+  GemmMaps maps;  // b: w [Cout][KH*KW*Cin] (a: none)
+  const T* __restrict__ x;
+
+  struct Pending {
+    unsigned w[kWords];  // the thread's channels at its pixel, packed
+    int row;             // the tile row it writes
+    int chunk0;          // its first chunk
+  };
+  __device__ __forceinline__ int k_tiles() const { return S::kKH * S::kKW * kCBlocks; }
+  __device__ __forceinline__ void load_b(void* b, unsigned long long* bar, int kt, TileCoord c) const {
+    sm90::tma_load_2d(b, maps.b, bar, kt * Tile::BK, c.n * Tile::BN);
+  }
+  // The thread's values of k-tile kt of tile c into p (zeros outside the image).
+  __device__ __forceinline__ void load_a(Pending& p, int kt, TileCoord c) const {
+    const int t = threadIdx.x % 128;  // producer warpgroup 0
+    p.row = t % Tile::BM;
+    p.chunk0 = (t / Tile::BM) * kChunks;
+    const int tap = kt / kCBlocks, c0 = (kt % kCBlocks) * Tile::BK + p.chunk0 * kPerChunk;
+    const typename Patch::Origin o = Patch::origin(c.m);
+    const int ih = o.oh + p.row / Patch::kBW + (tap / S::kKW) * S::kDH - S::kPH;
+    const int iw = o.ow + p.row % Patch::kBW + (tap % S::kKW) * S::kDW - S::kPW;
+    const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+    const T* src = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+      for (int e = 0; e < kChannels; ++e)
+        p.w[e] = in ? __ldg(reinterpret_cast<const unsigned*>(src) + (long long)e * (S::kH * S::kW)) : 0u;
+    } else {
+      unsigned short h[kChannels];
+#pragma unroll
+      for (int e = 0; e < kChannels; ++e)
+        h[e] = in ? __ldg(reinterpret_cast<const unsigned short*>(src) + (long long)e * (S::kH * S::kW))
+                  : (unsigned short)0;
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) p.w[i] = h[2 * i] | (unsigned(h[2 * i + 1]) << 16);
+    }
+  }
+  // p's chunks into the A tile at a (the stage's), swizzled.
+  __device__ __forceinline__ void store_a(const Pending& p, char* a) const {
+    const unsigned row = static_cast<unsigned>(__cvta_generic_to_shared(a)) + p.row * 128;
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      const int j = p.chunk0 + q;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + ((j ^ (p.row % 8)) * 16)),
+                   "r"(p.w[4 * q]), "r"(p.w[4 * q + 1]), "r"(p.w[4 * q + 2]), "r"(p.w[4 * q + 3])
+                   : "memory");
     }
   }
 };

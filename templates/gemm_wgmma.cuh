@@ -219,6 +219,7 @@ struct StageTiles {
 // (N-major B: BN / 64 boxes of 64 n). conv_wgmma.cuh has the conv's.
 template <class Tile>
 struct GemmOperands {
+  static constexpr bool kProducesA = false;  // A by TMA (ConvNchwOperands: by the producer's threads)
   GemmMaps maps;
   int K;
   __device__ __forceinline__ int k_tiles() const { return (K + Tile::BK - 1) / Tile::BK; }
@@ -268,7 +269,7 @@ struct GemmOperands {
 
 // The tensor maps' descriptors into the producer's cache.
 __device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a) : "memory");
+  if (maps.a) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a) : "memory");
   asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b) : "memory");
   if (maps.a_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.a_lo) : "memory");
   if (maps.b_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
@@ -305,9 +306,12 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   using Frag = WgmmaFragmentOf<Tile>;
   Frag frag;  // before the role split (see tile_sum)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
+  // Operands::kProducesA: the producer warpgroup's threads write A themselves (ConvNchwOperands); full[s]
+  // then also waits for one arrival of each producer warp after its stores.
+  constexpr bool kThreadsA = Operands::kProducesA;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&full[s], kThreadsA ? 1 + 4 : 1);
       sm90::mbar_init(&empty[s], kStageReaders * 4 * kCluster);  // one arrival per reading warp of the cluster
     }
     for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
@@ -332,7 +336,35 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     return c;
   };
 
-  if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
+  if constexpr (kThreadsA) {
+    if (warpgroup == 0) {  // producer: 128 threads write A (one k-tile ahead in registers), thread 0 loads B
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Operands::kProducerRegs));
+      if (threadIdx.x == 0) prefetch_maps(ops.maps);
+      typename Operands::Pending pending;  // the next k-tile's A values, loaded during the wait for its stage
+      int u = first_unit, kt = u < work.count() ? work.unit(u).kt0 : 0;
+      if (u < work.count()) ops.load_a(pending, kt, tile_at(work.unit(u).tile));
+      for (int it = 0; u < work.count(); ++it) {
+        const WorkUnit w = work.unit(u);
+        const TileCoord c = tile_at(w.tile);
+        const int s = it % S;
+        if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+        if (threadIdx.x == 0) {
+          sm90::mbar_expect_tx(&full[s], kB * Tile::kOperandCopies);
+          ops.load_b(b_ring + s * kB, &full[s], kt, c);
+        }
+        ops.store_a(pending, a_ring + s * kA);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) sm90::mbar_arrive(&full[s]);
+        if (++kt == w.kt1) {  // the next k-tile: this unit's, else the next unit's first
+          u += unit_stride;
+          if (u < work.count()) kt = work.unit(u).kt0;
+        }
+        if (u < work.count()) ops.load_a(pending, kt, tile_at(work.unit(u).tile));
+      }
+      return;
+    }
+  } else if (warpgroup == 0) {  // producer: one thread loads every k-tile of every tile of this block
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
     if (threadIdx.x == 0) {
       prefetch_maps(ops.maps);
@@ -359,7 +391,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kThreadsA ? Operands::kConsumerRegs : Tile::kConsumerRegs));
   const int consumer = warpgroup - 1;
   const int rows_off = Tile::kPingPong ? 0 : consumer * 64 * 128;  // this warpgroup's 64 rows of A
   const bool warp_leader = threadIdx.x % 32 == 0;

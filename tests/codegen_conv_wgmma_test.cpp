@@ -395,6 +395,38 @@ TEST(CodegenConvWgmma, EveryEpilogueCompilesForSm90a) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// conv_nchw=1: the producer warpgroup's threads write A from NCHW x (fj::ConvNchwOperands): no NHWC copy of x
+// (the staging kernel reorders w only), B's tensor map alone; bf16 / f16 / tf32 compile for sm_90a in the
+// cooperative and ping-pong schedules, pools included; 3xTF32 and conv_halo=1 are config errors naming it.
+TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
+    for (const char* config : {"conv_nchw=1", "conv_nchw=1,wgmma_schedule=pingpong", "conv_nchw=1,wgmma_tile=64x64x4"})
+      for (Value (*tail)(Value) : {same, max_pool2}) {
+        const std::string label = std::string(precision_name(p)) + " '" + config + "'" + (tail == same ? "" : " pool");
+        auto prog = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1), tail), {"sm_90a", config});
+        ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+        EXPECT_NE(prog->source.find("fj::ConvNchwOperands<Tile, ConvShape, Pixels, "), std::string::npos) << label;
+        EXPECT_NE(prog->source.find("fj::GemmMaps{nullptr, &tma_b}"), std::string::npos) << label;
+        EXPECT_NE(prog->plan_text.find("write A from NCHW x per kernel tap"), std::string::npos) << prog->plan_text;
+        EXPECT_EQ(prog->plan_text.find("x in NHWC"), std::string::npos) << label << ": x staged\n" << prog->plan_text;
+        ASSERT_GE(prog->launches.size(), 2u) << label;
+        EXPECT_TRUE(prog->launches[0].operand_staging) << label;  // w reordered
+        EXPECT_EQ(prog->launches[1].tensor_maps.size(), 1u) << label;
+        jobs.push_back({"conv_nchw " + label, "sm_90a", prog->name, prog->source});
+      }
+  for (const char* config : {"conv_nchw=1", "conv_nchw=1,conv_halo=1"}) {
+    const Precision p = std::string(config) == "conv_nchw=1" ? Precision::FP32 : Precision::BF16;
+    auto bad = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", config});
+    ASSERT_FALSE(bad.ok()) << config;
+    EXPECT_NE(bad.error().message.find("conv_nchw=1, but"), std::string::npos) << bad.error().message;
+  }
+  auto plain = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", ""});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->source.find("ConvNchwOperands"), std::string::npos) << "conv_nchw is opt-in";
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // Ping-pong's deep rings (8 stages of 64x128, 5 of 64x256) leave each
 // consumer less than the 32 KiB a staged pool or per-channel partial takes
 // elsewhere: the staged chunks shrink to what is left (found on the H200: a
