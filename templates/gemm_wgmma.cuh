@@ -287,6 +287,16 @@ __device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
 // epilogue must not touch it. Stage s holds A's tile at a_ring + s * kBytesA
 // and B's at b_ring + s * kBytesB; F32x3's residual tiles sit likewise in
 // a_lo_ring and b_lo_ring.
+// Registers after setmaxnreg: the tile's, or those of operands whose producer threads write A themselves.
+template <class Tile, class Operands, bool = Operands::kProducesA>
+struct MainloopRegs {
+  static constexpr int kProducer = Tile::kProducerRegs, kConsumer = Tile::kConsumerRegs;
+};
+template <class Tile, class Operands>
+struct MainloopRegs<Tile, Operands, true> {
+  static constexpr int kProducer = Operands::kProducerRegs, kConsumer = Operands::kConsumerRegs;
+};
+
 template <class Tile, class Operands, class Epilogue>
 __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOrder& order, const SplitK& split,
                                                char* ring, const Epilogue& epilogue) {
@@ -338,7 +348,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
 
   if constexpr (kThreadsA) {
     if (warpgroup == 0) {  // producer: 128 threads write A (one k-tile ahead in registers), thread 0 loads B
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Operands::kProducerRegs));
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(MainloopRegs<Tile, Operands>::kProducer));
       if (threadIdx.x == 0) prefetch_maps(ops.maps);
       typename Operands::Pending pending;  // the next k-tile's A values, loaded during the wait for its stage
       int u = first_unit, kt = u < work.count() ? work.unit(u).kt0 : 0;
@@ -391,7 +401,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kThreadsA ? Operands::kConsumerRegs : Tile::kConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(MainloopRegs<Tile, Operands>::kConsumer));
   const int consumer = warpgroup - 1;
   const int rows_off = Tile::kPingPong ? 0 : consumer * 64 * 128;  // this warpgroup's 64 rows of A
   const bool warp_leader = threadIdx.x % 32 == 0;
