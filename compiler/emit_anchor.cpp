@@ -124,8 +124,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
       if (ctx.heur.conv_nchw && !kp.conv_nchw)
-        return Error("codegen config: conv_nchw=1, but the producer reads NCHW x for bf16 / f16 / tf32 on per-tap "
-                     "boxes only (not 3xTF32, conv_halo=1, clusters or swap-AB)");
+        return Error("codegen config: conv_nchw=1, but the producer reads NCHW x on per-tap boxes only (not "
+                     "conv_halo=1, clusters or swap-AB)");
       wgmma_call = kp.conv_nchw ? conv_wgmma_call(wt, patch, s, em.load_param(a.operands[0]), T)
                                 : conv_wgmma_call(wt, patch, s);
       run.push_back("constexpr int g = 0;  // one group");
@@ -546,9 +546,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       operand_maps = "nullptr, &tma_b";
     }
     if (needs_tf32_split(kp)) {
-      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
+      if (!kp.conv_nchw) map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
       map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");
-      operand_maps += ", &tma_a_lo, &tma_b_lo";
+      operand_maps += kp.conv_nchw ? ", nullptr, &tma_b_lo" : ", &tma_a_lo, &tma_b_lo";
     }
     for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
       out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);

@@ -123,7 +123,11 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
   auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
     return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, kp.wgmma.bn, bk};
   };
-  if (kp.conv_nchw) return {weights(kp.b_transposed)};  // A: the producer's threads read NCHW x
+  if (kp.conv_nchw) {  // A: the producer's threads read NCHW x (and split it for 3xTF32)
+    std::vector<TensorMapSpec> maps = {weights(kp.b_transposed)};
+    if (needs_tf32_split(kp)) maps.push_back(weights(kp.residual_b));
+    return maps;
+  }
   std::vector<TensorMapSpec> maps = {nhwc(kp.a_staged), weights(kp.b_transposed)};
   if (needs_tf32_split(kp)) {
     maps.push_back(nhwc(kp.residual_a));

@@ -12,7 +12,8 @@
 
 namespace fusejit::cg {
 
-bool needs_tf32_split(const KernelPlan& kp) { return kp.residual_a >= 0 && kp.residual_b >= 0; }
+// (conv_nchw: x is split by the conv's producer, w's residual still staged)
+bool needs_tf32_split(const KernelPlan& kp) { return (kp.residual_a >= 0 || kp.conv_nchw) && kp.residual_b >= 0; }
 bool needs_operand_staging(const KernelPlan& kp) {
   return needs_tf32_split(kp) || kp.b_transposed >= 0 || kp.a_staged >= 0;
 }
@@ -53,10 +54,10 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   const bool split = needs_tf32_split(kp), weights = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const std::string name = !weights               ? "fj_x_nhwc"
-                           : split                  ? "fj_split_tf32_conv_operands_nhwc"
-                           : kp.a_staged < 0        ? "fj_conv_weights_khwc"
-                                                    : "fj_conv_operands_nhwc";
+  const std::string name = !weights          ? "fj_x_nhwc"
+                           : kp.a_staged < 0   ? (split ? "fj_split_tf32_conv_weights_khwc" : "fj_conv_weights_khwc")
+                           : split             ? "fj_split_tf32_conv_operands_nhwc"
+                                               : "fj_conv_operands_nhwc";
   KernelEmitter em(ctx, plan, anchor);
   KernelSource& s = em.src();
   s.ns = "staging";

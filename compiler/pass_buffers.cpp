@@ -103,9 +103,8 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     };
     const int eb = f32 ? 4 : 2;
     const Shape nhwc = {geo.batch_n, geo.h, geo.w, geo.cin}, w_shape = {geo.cout, geo.kh, geo.kw, geo.cin};
-    // conv_nchw=1: the producer reads x itself (bf16 / f16 / tf32, per-tap boxes, no clusters).
-    kp.conv_nchw = ctx.heur.conv_nchw && kp.mma_kind != "f32x3" && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 &&
-                   !kp.wgmma.swap_ab;
+    // conv_nchw=1: the producer reads x itself (per-tap boxes, no clusters; 3xTF32: it splits x too).
+    kp.conv_nchw = ctx.heur.conv_nchw && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 && !kp.wgmma.swap_ab;
     if (!kp.conv_nchw) kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
     else
       for (std::string& note : kp.notes)  // the mainloop's note: no NHWC copy of x
@@ -118,7 +117,8 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.b_transposed = add_scratch(w_elems, eb, "w as [Cout][KH][KW][Cin] for wgmma: " + g.describe(a.operands[1]),
                                   w_shape);
     if (kp.mma_kind == "f32x3") {
-      kp.residual_a = add_scratch(x_elems, 4, "3xTF32 residual of " + g.describe(a.operands[0]) + " in NHWC", nhwc);
+      if (!kp.conv_nchw)  // (conv_nchw: the producer splits x in registers)
+        kp.residual_a = add_scratch(x_elems, 4, "3xTF32 residual of " + g.describe(a.operands[0]) + " in NHWC", nhwc);
       kp.residual_b = add_scratch(w_elems, 4, "3xTF32 residual of " + g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]",
                                   w_shape);
     }

@@ -18,6 +18,7 @@
 
 #include "fusejit/conv_simt.cuh"
 #include "fusejit/gemm_wgmma.cuh"
+#include "fusejit/operand_staging.cuh"
 
 namespace fj {
 
@@ -53,13 +54,14 @@ struct ConvOperands {
 // (one predicated 2- or 4-byte load per channel; a warp reads 32
 // consecutive pixels of a channel) are issued for k-tile it + 1 right after
 // k-tile it is stored, so they land while the thread waits for the stage.
-// bf16 / f16 / tf32 (not 3xTF32: no residuals), stride 1, one group.
+// 3xTF32: the thread also writes each value's TF32 residual to the a_lo tile
+// (tf32_residual, as the staging kernel's; 0 outside the image, as TMA's
+// zero fill). Stride 1, one group.
 template <class Tile, class S, class Patch, class T>
 struct ConvNchwOperands {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "patches: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
-  static_assert(Tile::kKind != MmaKind::F32x3 && Tile::kClusterM == 1 && !Tile::kSwapAB,
-                "NCHW producer: bf16 / f16 / tf32, no clusters, no swap-AB");
+  static_assert(Tile::kClusterM == 1 && !Tile::kSwapAB, "NCHW producer: no clusters, no swap-AB");
   static_assert(sizeof(T) * Tile::BK == 128, "a k-tile row: 128 bytes");
   static constexpr bool kProducesA = true;
   static constexpr int kCBlocks = S::kCin / Tile::BK;
@@ -70,17 +72,19 @@ struct ConvNchwOperands {
   // Registers after setmaxnreg: the producer's loads in flight; the consumers keep 200 (56 + 2 x 224 before).
   static constexpr int kProducerRegs = 104, kConsumerRegs = Tile::kConsumers == 1 ? 232 : 200;
   static_assert(Tile::BM == 64 || Tile::BM == 128, "64 or 128 rows");
-  GemmMaps maps;  // b: w [Cout][KH*KW*Cin] (a: none)
+  GemmMaps maps;  // b: w [Cout][KH*KW*Cin], 3xTF32 b_lo: its residual (a, a_lo: none)
   const T* __restrict__ x;
 
   struct Pending {
     unsigned w[kWords];  // the thread's channels at its pixel, packed
     int row;             // the tile row it writes
     int chunk0;          // its first chunk
+    bool in;             // the pixel lies inside the image (3xTF32: residuals of 0 there)
   };
   __device__ __forceinline__ int k_tiles() const { return S::kKH * S::kKW * kCBlocks; }
-  __device__ __forceinline__ void load_b(void* b, unsigned long long* bar, int kt, TileCoord c) const {
+  __device__ __forceinline__ void load_b(void* b, void* b_lo, unsigned long long* bar, int kt, TileCoord c) const {
     sm90::tma_load_2d(b, maps.b, bar, kt * Tile::BK, c.n * Tile::BN);
+    if constexpr (Tile::kKind == MmaKind::F32x3) sm90::tma_load_2d(b_lo, maps.b_lo, bar, kt * Tile::BK, c.n * Tile::BN);
   }
   // The thread's values of k-tile kt of tile c into p (zeros outside the image).
   __device__ __forceinline__ void load_a(Pending& p, int kt, TileCoord c) const {
@@ -92,6 +96,7 @@ struct ConvNchwOperands {
     const int ih = o.oh + p.row / Patch::kBW + (tap / S::kKW) * S::kDH - S::kPH;
     const int iw = o.ow + p.row % Patch::kBW + (tap % S::kKW) * S::kDW - S::kPW;
     const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+    p.in = in;
     const T* src = x + ((long long)o.n * S::kCin + c0) * (S::kH * S::kW) + (in ? ih * S::kW + iw : 0);
     if constexpr (sizeof(T) == 4) {
 #pragma unroll
@@ -107,15 +112,25 @@ struct ConvNchwOperands {
       for (int i = 0; i < kWords; ++i) p.w[i] = h[2 * i] | (unsigned(h[2 * i + 1]) << 16);
     }
   }
-  // p's chunks into the A tile at a (the stage's), swizzled.
-  __device__ __forceinline__ void store_a(const Pending& p, char* a) const {
-    const unsigned row = static_cast<unsigned>(__cvta_generic_to_shared(a)) + p.row * 128;
+  // p's chunks into the A tile at a (the stage's), swizzled; 3xTF32: their residuals into a_lo alike.
+  __device__ __forceinline__ void store_a(const Pending& p, char* a, char* a_lo) const {
+    const unsigned at = p.row * 128;
+    const unsigned row = static_cast<unsigned>(__cvta_generic_to_shared(a)) + at;
 #pragma unroll
     for (int q = 0; q < kChunks; ++q) {
-      const int j = p.chunk0 + q;
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + ((j ^ (p.row % 8)) * 16)),
-                   "r"(p.w[4 * q]), "r"(p.w[4 * q + 1]), "r"(p.w[4 * q + 2]), "r"(p.w[4 * q + 3])
+      const unsigned off = ((p.chunk0 + q) ^ (p.row % 8)) * 16;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + off), "r"(p.w[4 * q]),
+                   "r"(p.w[4 * q + 1]), "r"(p.w[4 * q + 2]), "r"(p.w[4 * q + 3])
                    : "memory");
+      if constexpr (Tile::kKind == MmaKind::F32x3) {
+        unsigned lo[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) lo[i] = p.in ? __float_as_uint(tf32_residual(__uint_as_float(p.w[4 * q + i]))) : 0u;
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(static_cast<unsigned>(
+                                                                      __cvta_generic_to_shared(a_lo)) + at + off),
+                     "r"(lo[0]), "r"(lo[1]), "r"(lo[2]), "r"(lo[3])
+                     : "memory");
+      }
     }
   }
 };

@@ -360,9 +360,9 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
         if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
         if (threadIdx.x == 0) {
           sm90::mbar_expect_tx(&full[s], kB * Tile::kOperandCopies);
-          ops.load_b(b_ring + s * kB, &full[s], kt, c);
+          ops.load_b(b_ring + s * kB, b_lo_ring + s * kB, &full[s], kt, c);
         }
-        ops.store_a(pending, a_ring + s * kA);
+        ops.store_a(pending, a_ring + s * kA, a_lo_ring + s * kA);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
         __syncwarp();
         if (threadIdx.x % 32 == 0) sm90::mbar_arrive(&full[s]);

@@ -397,7 +397,8 @@ TEST(CodegenConvWgmma, EveryEpilogueCompilesForSm90a) {
 
 // conv_nchw=1: the producer warpgroup's threads write A from NCHW x (fj::ConvNchwOperands): no NHWC copy of x
 // (the staging kernel reorders w only), B's tensor map alone; bf16 / f16 / tf32 compile for sm_90a in the
-// cooperative and ping-pong schedules, pools included; 3xTF32 and conv_halo=1 are config errors naming it.
+// cooperative and ping-pong schedules, pools included, and 3xTF32 (x split in registers); conv_halo=1 is a
+// config error naming it.
 TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
   std::vector<CompileJob> jobs;
   for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
@@ -415,11 +416,21 @@ TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
         EXPECT_EQ(prog->launches[1].tensor_maps.size(), 1u) << label;
         jobs.push_back({"conv_nchw " + label, "sm_90a", prog->name, prog->source});
       }
-  for (const char* config : {"conv_nchw=1", "conv_nchw=1,conv_halo=1"}) {
-    const Precision p = std::string(config) == "conv_nchw=1" ? Precision::FP32 : Precision::BF16;
-    auto bad = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", config});
-    ASSERT_FALSE(bad.ok()) << config;
+  {
+    auto bad = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                                {"sm_90a", "conv_nchw=1,conv_halo=1"});
+    ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("conv_nchw=1, but"), std::string::npos) << bad.error().message;
+  }
+  // 3xTF32: the producer splits x in registers (no residual of x in scratch); w's residual keeps its map.
+  for (const char* config : {"conv_nchw=1", "conv_nchw=1,wgmma_tile=64x64x4"}) {
+    auto prog = generate_program(conv_chain(Precision::FP32, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                                 {"sm_90a", config});
+    ASSERT_TRUE(prog.ok()) << config << ": " << prog.error().str();
+    EXPECT_NE(prog->source.find("fj::GemmMaps{nullptr, &tma_b, nullptr, &tma_b_lo}"), std::string::npos) << config;
+    EXPECT_EQ(prog->plan_text.find("residual of input 'x'"), std::string::npos) << prog->plan_text;
+    EXPECT_EQ(prog->launches.back().tensor_maps.size(), 2u) << config;
+    jobs.push_back({std::string("conv_nchw fp32 ") + config, "sm_90a", prog->name, prog->source});
   }
   auto plain = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", ""});
   ASSERT_TRUE(plain.ok());
