@@ -317,11 +317,11 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   Frag frag;  // before the role split (see tile_sum)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform
   // Operands::kProducesA: the producer warpgroup's threads write A themselves (ConvNchwOperands); full[s]
-  // then also waits for one arrival of each producer warp after its stores.
+  // then also waits for each producer thread's arrival after its stores.
   constexpr bool kThreadsA = Operands::kProducesA;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(&full[s], kThreadsA ? 1 + 4 : 1);
+      sm90::mbar_init(&full[s], kThreadsA ? 1 + 128 : 1);
       sm90::mbar_init(&empty[s], kStageReaders * 4 * kCluster);  // one arrival per reading warp of the cluster
     }
     for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
@@ -364,8 +364,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
         }
         ops.store_a(pending, a_ring + s * kA, a_lo_ring + s * kA);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
-        __syncwarp();
-        if (threadIdx.x % 32 == 0) sm90::mbar_arrive(&full[s]);
+        sm90::mbar_arrive(&full[s]);                                   // (release: after them)
         if (++kt == w.kt1) {  // the next k-tile: this unit's, else the next unit's first
           u += unit_stride;
           if (u < work.count()) kt = work.unit(u).kt0;
