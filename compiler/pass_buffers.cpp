@@ -104,7 +104,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     const int eb = f32 ? 4 : 2;
     const Shape nhwc = {geo.batch_n, geo.h, geo.w, geo.cin}, w_shape = {geo.cout, geo.kh, geo.kw, geo.cin};
     // conv_nchw=1: the producer reads x itself (per-tap boxes, no clusters; 3xTF32: it splits x too).
-    kp.conv_nchw = ctx.heur.conv_nchw && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 && !kp.wgmma.swap_ab;
+    kp.conv_nchw = ctx.heur.conv_nchw > 0 && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 && !kp.wgmma.swap_ab;
     if (!kp.conv_nchw) kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
     else
       for (std::string& note : kp.notes)  // the mainloop's note: no NHWC copy of x

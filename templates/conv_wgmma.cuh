@@ -52,25 +52,28 @@ struct ConvOperands {
 // j ^ (r % 8) (the 128-byte swizzle TMA would write) — and thread 0 loads B
 // by TMA. Each thread takes 8 / kThreadsPerRow chunks of one row: its loads
 // (one predicated 2- or 4-byte load per channel; a warp reads 32
-// consecutive pixels of a channel) are issued for k-tile it + 1 right after
-// k-tile it is stored, so they land while the thread waits for the stage.
+// consecutive pixels of a channel) are issued for k-tile it + L right after
+// k-tile it is stored (L = kLookahead, 1 or 2: register sets in flight), so
+// they land while the thread waits for the stages.
 // 3xTF32: the thread also writes each value's TF32 residual to the a_lo tile
 // (tf32_residual, as the staging kernel's; 0 outside the image, as TMA's
 // zero fill). Stride 1, one group.
-template <class Tile, class S, class Patch, class T>
+template <class Tile, class S, class Patch, class T, int kLookahead_ = 1>
 struct ConvNchwOperands {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "patches: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
   static_assert(Tile::kClusterM == 1 && !Tile::kSwapAB, "NCHW producer: no clusters, no swap-AB");
   static_assert(sizeof(T) * Tile::BK == 128, "a k-tile row: 128 bytes");
   static constexpr bool kProducesA = true;
+  static constexpr int kLookahead = kLookahead_;  // k-tiles of A loads in flight a thread (1 or 2)
   static constexpr int kCBlocks = S::kCin / Tile::BK;
   static constexpr int kThreadsPerRow = 128 / Tile::BM;  // 1 (BM 128) or 2 (BM 64)
   static constexpr int kChunks = 8 / kThreadsPerRow;     // 16-byte chunks a thread writes
   static constexpr int kPerChunk = 16 / sizeof(T), kChannels = kChunks * kPerChunk;
   static constexpr int kWords = kChannels * sizeof(T) / 4;
   // Registers after setmaxnreg: the producer's loads in flight; the consumers keep 200 (56 + 2 x 224 before).
-  static constexpr int kProducerRegs = 104, kConsumerRegs = Tile::kConsumers == 1 ? 232 : 200;
+  static constexpr int kProducerRegs = kLookahead == 2 ? 136 : 104;
+  static constexpr int kConsumerRegs = Tile::kConsumers == 1 ? 232 : (504 - kProducerRegs) / 2 / 8 * 8;
   static_assert(Tile::BM == 64 || Tile::BM == 128, "64 or 128 rows");
   GemmMaps maps;  // b: w [Cout][KH*KW*Cin], 3xTF32 b_lo: its residual (a, a_lo: none)
   const T* __restrict__ x;

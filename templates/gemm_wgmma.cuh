@@ -347,29 +347,52 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   };
 
   if constexpr (kThreadsA) {
-    if (warpgroup == 0) {  // producer: 128 threads write A (one k-tile ahead in registers), thread 0 loads B
+    if (warpgroup == 0) {  // producer: 128 threads write A (kLookahead k-tiles ahead in registers), thread 0 B
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(MainloopRegs<Tile, Operands>::kProducer));
       if (threadIdx.x == 0) prefetch_maps(ops.maps);
-      typename Operands::Pending pending;  // the next k-tile's A values, loaded during the wait for its stage
-      int u = first_unit, kt = u < work.count() ? work.unit(u).kt0 : 0;
-      if (u < work.count()) ops.load_a(pending, kt, tile_at(work.unit(u).tile));
-      for (int it = 0; u < work.count(); ++it) {
-        const WorkUnit w = work.unit(u);
-        const TileCoord c = tile_at(w.tile);
+      constexpr int L = Operands::kLookahead;  // k-tiles whose A values are in flight (1 or 2)
+      static_assert(L == 1 || L == 2, "one or two k-tiles of loads in flight");
+      typename Operands::Pending pending[L];  // k-tiles it .. it + L - 1, loaded during the waits for their stages
+      int u = first_unit, kt = u < work.count() ? work.unit(u).kt0 : 0;  // the k-tile to store
+      int lu = u, lkt = kt;                                               // the next k-tile to load
+      auto advance = [&](int& unit, int& k) {  // the next k-tile: this unit's, else the next unit's first
+        if (++k == work.unit(unit).kt1) {
+          unit += unit_stride;
+          if (unit < work.count()) k = work.unit(unit).kt0;
+        }
+      };
+#pragma unroll
+      for (int i = 0; i < L; ++i)
+        if (lu < work.count()) {
+          ops.load_a(pending[i], lkt, tile_at(work.unit(lu).tile));
+          advance(lu, lkt);
+        }
+      auto step = [&](int it, typename Operands::Pending& p) {
+        const TileCoord c = tile_at(work.unit(u).tile);
         const int s = it % S;
         if (it >= S) sm90::mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
         if (threadIdx.x == 0) {
           sm90::mbar_expect_tx(&full[s], kB * Tile::kOperandCopies);
           ops.load_b(b_ring + s * kB, b_lo_ring + s * kB, &full[s], kt, c);
         }
-        ops.store_a(pending, a_ring + s * kA, a_lo_ring + s * kA);
+        ops.store_a(p, a_ring + s * kA, a_lo_ring + s * kA);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
         sm90::mbar_arrive(&full[s]);                                   // (release: after them)
-        if (++kt == w.kt1) {  // the next k-tile: this unit's, else the next unit's first
-          u += unit_stride;
-          if (u < work.count()) kt = work.unit(u).kt0;
+        advance(u, kt);
+        if (lu < work.count()) {  // its registers take the k-tile L ahead
+          ops.load_a(p, lkt, tile_at(work.unit(lu).tile));
+          advance(lu, lkt);
         }
-        if (u < work.count()) ops.load_a(pending, kt, tile_at(work.unit(u).tile));
+      };
+      for (int it = 0; u < work.count(); ++it) {
+        if constexpr (L == 2) {
+          if (it % 2)
+            step(it, pending[1]);
+          else
+            step(it, pending[0]);
+        } else {
+          step(it, pending[0]);
+        }
       }
       return;
     }

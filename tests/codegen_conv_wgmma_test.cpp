@@ -402,7 +402,8 @@ TEST(CodegenConvWgmma, EveryEpilogueCompilesForSm90a) {
 TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
   std::vector<CompileJob> jobs;
   for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
-    for (const char* config : {"conv_nchw=1", "conv_nchw=1,wgmma_schedule=pingpong", "conv_nchw=1,wgmma_tile=64x64x4"})
+    for (const char* config : {"conv_nchw=1", "conv_nchw=2,wgmma_schedule=pingpong", "conv_nchw=1,wgmma_tile=64x64x4",
+                               "conv_nchw=2,wgmma_tile=64x64x4"})
       for (Value (*tail)(Value) : {same, max_pool2}) {
         const std::string label = std::string(precision_name(p)) + " '" + config + "'" + (tail == same ? "" : " pool");
         auto prog = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1), tail), {"sm_90a", config});
@@ -423,7 +424,7 @@ TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
     EXPECT_NE(bad.error().message.find("conv_nchw=1, but"), std::string::npos) << bad.error().message;
   }
   // 3xTF32: the producer splits x in registers (no residual of x in scratch); w's residual keeps its map.
-  for (const char* config : {"conv_nchw=1", "conv_nchw=1,wgmma_tile=64x64x4"}) {
+  for (const char* config : {"conv_nchw=1", "conv_nchw=2", "conv_nchw=1,wgmma_tile=64x64x4"}) {
     auto prog = generate_program(conv_chain(Precision::FP32, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
                                  {"sm_90a", config});
     ASSERT_TRUE(prog.ok()) << config << ": " << prog.error().str();
@@ -435,6 +436,14 @@ TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
   auto plain = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", ""});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->source.find("ConvNchwOperands"), std::string::npos) << "conv_nchw is opt-in";
+  auto two = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                              {"sm_90a", "conv_nchw=2"});
+  ASSERT_TRUE(two.ok());
+  EXPECT_NE(two->source.find("fj::ConvNchwOperands<Tile, ConvShape, Pixels, __nv_bfloat16, 2>"), std::string::npos);
+  auto three = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                                {"sm_90a", "conv_nchw=3"});
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.error().message.find("conv_nchw must be 0, 1 or 2"), std::string::npos) << three.error().message;
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
