@@ -146,7 +146,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
     name += "_" + std::string(op_name(a.op));
     if (kp.mainloop != Mainloop::Simt)  // the precision is a mainloop property
       name += "_" + std::string(mainloop_name(kp.mainloop)) + "_" + kp.mma_kind + (kp.conv_patch ? "_halo" : "") +
-              (kp.wgrad_nhwc ? "_nhwc" : "");
+              (kp.wgrad_nhwc ? "_nhwc" : "") + (kp.conv_nchw ? "_nchw" : "");
     if (a.op == OpKind::Conv2d) {
       const Shape& w = g.node(a.operands[1]).type.shape;
       name += "_k" + (w[2] == w[3] ? std::to_string(w[2]) : std::to_string(w[2]) + "x" + std::to_string(w[3]));
