@@ -32,6 +32,7 @@ std::string WgmmaConfig::str() const {
 std::string MmaConfig::str() const {
   std::ostringstream s;
   s << bm << "x" << bn << ", " << stages << " stages, " << threads() << " threads";
+  if (warp_n > 0) s << " (warps " << wm() << "x" << wn() << ")";
   if (split_k > 1) s << ", split-K " << split_k;
   return s.str();
 }
@@ -70,6 +71,8 @@ Status validate_mma(const MmaConfig& t) {
   if (t.bn != 16 && t.bn != 32 && t.bn != 64 && t.bn != 128 && t.bn != 256)
     return bad("bn must be 16, 32, 64, 128 or 256");
   if (t.stages < 2 || t.stages > 6) return bad("stages must be in [2, 6]");
+  if (t.warp_n != 0 && ((t.warp_n != 16 && t.warp_n != 32 && t.warp_n != 64) || t.bn % t.warp_n))
+    return bad("a warp's columns must be 16, 32 or 64 and divide bn");
   if (mma_smem_bytes(t) > kWgmmaDynamicSmemLimit)
     return bad(std::to_string(mma_smem_bytes(t)) + " bytes of shared memory, over 226 KiB");
   return Status::success();

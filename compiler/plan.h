@@ -62,8 +62,9 @@ struct WgmmaConfig {
 struct MmaConfig {
   int bm = 128, bn = 128, stages = 3;
   int split_k = 1;  // blocks that share one output tile, each over a K range (linear, matmul)
+  int warp_n = 0;   // a warp's columns; 0: the default, bn / 4 within [16, 32]
   int wm() const { return bm / 2; }
-  int wn() const { return bn / 4 < 16 ? 16 : bn / 4 > 32 ? 32 : bn / 4; }
+  int wn() const { return warp_n > 0 ? warp_n : bn / 4 < 16 ? 16 : bn / 4 > 32 ? 32 : bn / 4; }
   int bk(int elem_bytes) const { return 128 / elem_bytes; }
   int threads() const { return (bm / wm()) * (bn / wn()) * 32; }
   std::string str() const;  // "128x128, 3 stages, 256 threads"

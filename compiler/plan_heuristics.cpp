@@ -72,14 +72,16 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       std::istringstream ps(val);
       while (std::getline(ps, part, 'x')) {
         if (!parse_int(part, num) || num < 1 || num > 4096)
-          return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+          return Error("codegen config: mma_tile must be BMxBNxSTAGES[xWARPN], got '" + val + "'");
         parts.push_back(num);
       }
-      if (parts.size() != 3) return Error("codegen config: mma_tile must be BMxBNxSTAGES, got '" + val + "'");
+      if (parts.size() != 3 && parts.size() != 4)
+        return Error("codegen config: mma_tile must be BMxBNxSTAGES[xWARPN], got '" + val + "'");
       MmaConfig t;
       t.bm = static_cast<int>(parts[0]);
       t.bn = static_cast<int>(parts[1]);
       t.stages = static_cast<int>(parts[2]);
+      if (parts.size() == 4) t.warp_n = static_cast<int>(parts[3]);
       if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
       h.mma = t;
     } else if (key == "split_k") {

@@ -72,7 +72,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
       s << ", wgmma " << kp.mma_kind << " tile " << kp.wgmma.str();
     else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma && kp.conv_patch)
       s << ", mma " << kp.mma_kind << " tile " << kp.mma.bm << "x" << kp.mma.bn << " from halo patches, "
-        << kp.mma.threads() << " threads";
+        << kp.mma.threads() << " threads"
+        << (kp.mma.warp_n > 0 ? " (warps " + std::to_string(kp.mma.wm()) + "x" + std::to_string(kp.mma.wn()) + ")" : "");
     else if (kp.kind == KernelKind::Anchor && kp.mainloop == Mainloop::Mma)
       s << ", mma " << kp.mma_kind << " tile " << kp.mma.str();
     else if (kp.kind == KernelKind::Anchor)

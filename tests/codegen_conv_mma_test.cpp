@@ -252,7 +252,8 @@ TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     for (const char* bad : {"mma_tile=100x64x3", "mma_tile=128x64x9", "mainloop=mma,mma_tile=100x64x3",
                             "mainloop=mma,mma_tile=128x64x9", "mma_tile=128x64", "mma_tile=128x48x3",
-                            "mma_tile=128x64x1"}) {
+                            "mma_tile=128x64x1", "mma_tile=128x64x3x48", "mma_tile=128x32x3x64",
+                            "mma_tile=128x64x3x32x2"}) {
       auto p = generate_program(g, {arch, bad});
       EXPECT_FALSE(p.ok()) << bad << " (" << arch << ") was accepted";
       if (p.ok()) continue;
@@ -264,6 +265,12 @@ TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
       auto p = generate_program(g, {arch, good});
       EXPECT_TRUE(p.ok()) << good << " (" << arch << "): " << p.error().str();
     }
+    // A warp's columns on request (4th field): 128x64 as 2x2 warps of 64x32.
+    auto wide = generate_program(g, {arch, "mma_tile=128x64x3x32"});
+    ASSERT_TRUE(wide.ok()) << wide.error().str();
+    EXPECT_NE(wide->source.find("fj::MmaTile<128, 64, "), std::string::npos);
+    EXPECT_NE(wide->source.find(", 64, 32, 3>"), std::string::npos) << "warp tile 64x32";
+    EXPECT_NE(wide->plan_text.find("128 threads (warps 64x32)"), std::string::npos) << wide->plan_text;
   }
 }
 
