@@ -133,30 +133,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
-      // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs (by vectors: 4-byte
-      // elements too, the template's VF).
-      const bool prefetch = ctx.heur.halo_prefetch;
-      if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
-          prefetch && !why.empty())
-        return Error("codegen config: halo_prefetch=1, but " + why);
-      const bool pipelined = conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline);
-      s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
-                          ", " + std::to_string(patch.bw) + ", " +
-                          std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
-                          (prefetch && elem_bytes == 4 ? ", 1, true" : pipelined ? ", 2" : "") +
-                          ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
+      auto head = halo_patch_loop(ctx, geo, patch, mt, elem_bytes, T, em.load_param(a.operands[0]),
+                                  em.load_param(a.operands[1]), s);
+      if (!head) return head.error();
+      append(run, *head);
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
-      append(run, {"const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
-                   "const Conv conv{" + em.load_param(a.operands[0]) + ", " + em.load_param(a.operands[1]) +
-                       ", g, n0, smem_raw};",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's"});
-      if (prefetch)
-        append(run, {"Conv::HaloRegs halo;  // the next tile's input halo, loaded during this tile's MMAs",
-                     "conv.prefetch_halo<Pixels>(blockIdx.x, halo);"});
-      append(run, {"#pragma unroll 1", "for (int pixel_tile = blockIdx.x; pixel_tile < kMTiles; pixel_tile += gridDim.x) {",
-                   "const int m0 = pixel_tile * Tile::BM;", "Frag frag;",
-                   prefetch ? "conv.accumulate_prefetched<Pixels>(pixel_tile, pixel_tile + gridDim.x, halo, frag);"
-                            : "conv.accumulate<Pixels>(pixel_tile, frag);"});
       // Blocks loop over the pixel tiles: as many as an SM's threads hold, every (column tile, group) alike.
       const int64_t columns = n_tiles * geo.groups;
       const int64_t blocks = std::max<int64_t>(1, sm_count_guess(ctx.arch) * (kSmThreads / mt.threads()) / columns);
@@ -538,24 +519,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
-    std::string out_maps, out_map_args;  // the TMA-stored outputs' tensor maps
-    std::vector<std::string> map_params = {"const __grid_constant__ fj::TmaDescriptor tma_a",
-                                           "const __grid_constant__ fj::TmaDescriptor tma_b"};
-    std::string operand_maps = "&tma_a, &tma_b";  // fj::GemmMaps
-    if (kp.conv_nchw) {  // B's map alone: the producer's threads read NCHW x
-      map_params.erase(map_params.begin());
-      operand_maps = "nullptr, &tma_b";
-    }
-    if (needs_tf32_split(kp)) {
-      if (!kp.conv_nchw) map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
-      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");
-      operand_maps += kp.conv_nchw ? ", nullptr, &tma_b_lo" : ", &tma_a_lo, &tma_b_lo";
-    }
-    for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
-      out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);
-      out_map_args += ", &tma_out" + std::to_string(k);
-      map_params.push_back("const __grid_constant__ fj::TmaDescriptor tma_out" + std::to_string(k));
-    }
+    const WgmmaMapParams maps = wgmma_map_params(kp);
+    const std::vector<std::string>& map_params = maps.params;
+    const std::string &operand_maps = maps.operands, &out_maps = maps.out_maps, &out_map_args = maps.out_args;
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";
     fn.body = {std::string("static_assert(kRingBytes == ") + (wt.conv_halo ? "Halo" : "Tile") +
                "::kRingBytes, \"shared memory for the mainloop\");"};

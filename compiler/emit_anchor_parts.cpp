@@ -105,6 +105,56 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
   return "fj::conv_halo_mainloop<Tile, Halo>(maps, order, ring, ";
 }
 
+Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
+                                                   const ConvPatch& patch, const MmaConfig& mt, int elem_bytes,
+                                                   const std::string& T, const std::string& x, const std::string& w,
+                                                   KernelSource& s) {
+  // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs (by vectors: 4-byte
+  // elements too, the template's VF).
+  const bool prefetch = ctx.heur.halo_prefetch;
+  if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
+      prefetch && !why.empty())
+    return Error("codegen config: halo_prefetch=1, but " + why);
+  const bool pipelined = conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline);
+  s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
+                      ", " + std::to_string(patch.bw) + ", " + std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
+                      (prefetch && elem_bytes == 4 ? ", 1, true" : pipelined ? ", 2" : "") +
+                      ">;  // operands from shared-memory copies, channel chunks in the halo at a time");
+  std::vector<std::string> run = {
+      "const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
+      "const Conv conv{" + x + ", " + w + ", g, n0, smem_raw};",
+      "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's"};
+  if (prefetch)
+    append(run, {"Conv::HaloRegs halo;  // the next tile's input halo, loaded during this tile's MMAs",
+                 "conv.prefetch_halo<Pixels>(blockIdx.x, halo);"});
+  append(run, {"#pragma unroll 1", "for (int pixel_tile = blockIdx.x; pixel_tile < kMTiles; pixel_tile += gridDim.x) {",
+               "const int m0 = pixel_tile * Tile::BM;", "Frag frag;",
+               prefetch ? "conv.accumulate_prefetched<Pixels>(pixel_tile, pixel_tile + gridDim.x, halo, frag);"
+                        : "conv.accumulate<Pixels>(pixel_tile, frag);"});
+  return run;
+}
+
+WgmmaMapParams wgmma_map_params(const KernelPlan& kp) {
+  WgmmaMapParams m;
+  m.params = {"const __grid_constant__ fj::TmaDescriptor tma_a", "const __grid_constant__ fj::TmaDescriptor tma_b"};
+  m.operands = "&tma_a, &tma_b";  // fj::GemmMaps
+  if (kp.conv_nchw) {  // B's map alone: the producer's threads read NCHW x
+    m.params.erase(m.params.begin());
+    m.operands = "nullptr, &tma_b";
+  }
+  if (needs_tf32_split(kp)) {
+    if (!kp.conv_nchw) m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
+    m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");
+    m.operands += kp.conv_nchw ? ", nullptr, &tma_b_lo" : ", &tma_a_lo, &tma_b_lo";
+  }
+  for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
+    m.out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);
+    m.out_args += ", &tma_out" + std::to_string(k);
+    m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_out" + std::to_string(k));
+  }
+  return m;
+}
+
 std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
                                             const ConvPatch& patch) {
   const DType dt = g.node(g.node(kp.root).operands[0]).type.dtype;

@@ -42,6 +42,22 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
 // The wgmma conv's mainloop call up to its epilogue lambda: per-tap boxes
 // (conv_wgmma.cuh) or, for wt.conv_halo, the resident-filter halo mainloop
 // (conv_wgmma_halo.cuh, whose `Halo` alias it adds to s).
+// A wgmma kernel's tensor-map parameters (in launch order: the operands', then
+// the TMA-stored outputs'), its fj::GemmMaps initializer, and the run()
+// parameters / arguments of the outputs' maps.
+struct WgmmaMapParams {
+  std::vector<std::string> params;
+  std::string operands, out_maps, out_args;
+};
+WgmmaMapParams wgmma_map_params(const KernelPlan& kp);
+
+// A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
+// persistent pixel-tile loop up to the accumulation (halo_prefetch=1: through
+// registers held across tiles, or an error naming why it cannot apply).
+Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
+                                                   const ConvPatch& patch, const MmaConfig& mt, int elem_bytes,
+                                                   const std::string& T, const std::string& x, const std::string& w,
+                                                   KernelSource& s);
 // nchw_x (conv_nchw=1): the x parameter the producer reads, with its element type; else "".
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,
                             const std::string& nchw_x = "", const std::string& elem_type = "");
