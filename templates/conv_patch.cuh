@@ -175,11 +175,11 @@ struct ConvPatchMma {
   }
 
   // Halo prefetch (vector copies — 16-bit, or 4-byte with VF — of one
-  // channel block, a thread's units of a halo in registers): the generated loop keeps a HaloRegs across its pixel
-  // tiles — prefetch_halo(first tile), then for each tile
-  // accumulate_prefetched(tile, next tile): the registers stored as the
-  // tile's halo, the next tile's loads issued, then the mma steps; the loads
-  // land during those and the epilogue.
+  // channel block, a thread's units of a halo in registers): the generated
+  // loop keeps a HaloRegs across its pixel tiles — prefetch_halo(first
+  // tile), then for each tile accumulate_prefetched(tile, next tile): the
+  // registers stored as the tile's halo, the next tile's loads issued, then
+  // the mma steps; the loads land during those and the epilogue.
   static constexpr bool kPrefetch = kVec > 1 && kBlocks == 1 && kUnitRounds <= 2 && kBuffers == 1;
   struct HaloRegs {
     unsigned w[kUnitRounds][kPerChunk][kWords];

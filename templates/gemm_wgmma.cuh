@@ -275,18 +275,6 @@ __device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
   if (maps.b_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
 }
 
-// The persistent mainloop: block b computes units b, b + gridDim.x, ... of
-// the work (wgmma_schedule.cuh: the tiles of `order`, each over the
-// operands' k-tiles or, with split-K, over ranges of them; Operands:
-// k_tiles(), maps, and load(stage tiles, full barrier, kt, tile), as
-// GemmOperands), calling epilogue(frag, m0, n0, n_tile) on the consumer
-// threads after each whole tile (split-K: after a tile's last unit). The
-// producer runs ahead across units (the ring fills for the next one during
-// the epilogue); the stage ring and its phases continue from unit to unit.
-// `ring` is the 1024-aligned dynamic shared memory (align_smem_1024); the
-// epilogue must not touch it. Stage s holds A's tile at a_ring + s * kBytesA
-// and B's at b_ring + s * kBytesB; F32x3's residual tiles sit likewise in
-// a_lo_ring and b_lo_ring.
 // Registers after setmaxnreg: the tile's, or those of operands whose producer threads write A themselves.
 template <class Tile, class Operands, bool = Operands::kProducesA>
 struct MainloopRegs {
@@ -297,6 +285,19 @@ struct MainloopRegs<Tile, Operands, true> {
   static constexpr int kProducer = Operands::kProducerRegs, kConsumer = Operands::kConsumerRegs;
 };
 
+// The persistent mainloop: block b computes units b, b + gridDim.x, ... of
+// the work (wgmma_schedule.cuh: the tiles of `order`, each over the
+// operands' k-tiles or, with split-K, over ranges of them; Operands:
+// k_tiles(), maps, and load(stage tiles, full barrier, kt, tile), as
+// GemmOperands; or, with kProducesA, load_a / store_a run by all 128
+// producer threads and load_b, as ConvNchwOperands), calling epilogue(frag, m0, n0, n_tile) on the consumer
+// threads after each whole tile (split-K: after a tile's last unit). The
+// producer runs ahead across units (the ring fills for the next one during
+// the epilogue); the stage ring and its phases continue from unit to unit.
+// `ring` is the 1024-aligned dynamic shared memory (align_smem_1024); the
+// epilogue must not touch it. Stage s holds A's tile at a_ring + s * kBytesA
+// and B's at b_ring + s * kBytesB; F32x3's residual tiles sit likewise in
+// a_lo_ring and b_lo_ring.
 template <class Tile, class Operands, class Epilogue>
 __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOrder& order, const SplitK& split,
                                                char* ring, const Epilogue& epilogue) {
