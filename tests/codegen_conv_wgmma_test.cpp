@@ -491,6 +491,26 @@ TEST(CodegenConvWgmma, RunsEpilogueSpecsCompileForSm90a) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// The sanitizer specs of this session's opt-in paths compile under them: the runs specs with the NCHW producer
+// (both depths), the reduced seed 3 (fp32 and bf16) with halo_prefetch=1 on sm_80 and sm_90a.
+TEST(CodegenConvWgmma, SanitizerSpecsCompileUnderTheOptInPaths) {
+  std::vector<CompileJob> jobs;
+  auto add = [&](const std::string& name, const std::string& arch, const std::string& config, const char* says) {
+    const std::string label = name + " " + arch + " '" + config + "'";
+    auto g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/tests/specs/" + name + ".yaml");
+    ASSERT_TRUE(g) << label << ": " << g.error().str();
+    auto prog = generate_program(*g, {arch, config});
+    ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+    EXPECT_NE(prog->source.find(says), std::string::npos) << label << ": " << says;
+    jobs.push_back({label, arch, prog->name, prog->source});
+  };
+  for (const char* name : {"conv_runs_bf16", "conv_runs_tf32_odd"})
+    for (const char* config : {"conv_nchw=1", "conv_nchw=2"}) add(name, "sm_90a", config, "fj::ConvNchwOperands<");
+  for (const char* name : {"seed3_small", "seed3_small_bf16"})
+    for (const char* arch : {"sm_80", "sm_90a"}) add(name, arch, "halo_prefetch=1", "conv.accumulate_prefetched<");
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // Several NCHW outputs (a training forward's saved conv output next to the chain's): the runs epilogue takes
 // them only on request (conv_runs=2; not yet measured), one tile_nchw_store each; out-of-range values are errors.
 TEST(CodegenConvWgmma, RunsEpilogueTakesSeveralOutputsOnRequest) {
