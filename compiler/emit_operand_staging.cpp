@@ -107,7 +107,8 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
     auto widest = [](int64_t n) { return n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1; };
     const int vl = widest(pixels), vs = widest(geo.cin);
     if (vl > 1) body.push_back("if (fj::aligned_to<" + std::to_string(2 * vl) + ">(" + x + "))");
-    body.push_back("  fj::transpose16_wide<" + std::to_string(vl) + ", " + std::to_string(vs) + ">(" + x + ", " +
+    const std::string pre = ctx.heur.staging_prefetch ? ", true" : "";  // staging_prefetch=1
+    body.push_back("  fj::transpose16_wide<" + std::to_string(vl) + ", " + std::to_string(vs) + pre + ">(" + x + ", " +
                    staged(kp.a_staged) + ", kBatch, kCin, kPixels, " + first + ", " + count + ");");
     if (vl > 1) {  // x itself not aligned to vl elements (a view at an odd offset): element-wide loads
       body.push_back("else");

@@ -105,6 +105,7 @@ struct Heuristics {
   bool pool_registers = true;      // halo-patch pools reduced in the mma fragment's registers where warps hold windows
   bool halo_pipeline = false;      // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
   bool halo_prefetch = false;      // 16-bit halo patches: the next tile's halo loaded to registers during the MMAs
+  bool staging_prefetch = false;   // 16-bit NHWC staging: a block's next tile loaded during the current one's stores
   int conv_nchw = 0;               // wgmma conv2d: the producer's threads read NCHW x, 1 or 2 k-tiles ahead (0: staged)
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
@@ -123,7 +124,7 @@ struct Heuristics {
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1,
-// wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2,
+// wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
 // fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 

@@ -145,13 +145,14 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass" ||
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" ||
-               key == "pool_registers" || key == "halo_prefetch") {
+               key == "pool_registers" || key == "halo_prefetch" || key == "staging_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
        : key == "pool_registers"  ? h.pool_registers
        : key == "halo_pipeline"   ? h.halo_pipeline
        : key == "halo_prefetch"   ? h.halo_prefetch
+       : key == "staging_prefetch" ? h.staging_prefetch
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
@@ -166,7 +167,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, halo_pipeline, halo_prefetch, conv_nchw, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

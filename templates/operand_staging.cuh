@@ -117,26 +117,58 @@ __device__ __forceinline__ typename VecOf<2 * VS>::type pack16(const unsigned (&
 // moves 2. Shared memory is XOR-swizzled in 16-byte chunks (chunk k of row r
 // at k ^ (r / VS % 8)): the loads' row chunks and the stores' column reads
 // (VS-row groups at one column) are both conflict-free. 256 threads.
-template <int VL, int VS, class T>
+// kPrefetch: a block's next tile is loaded into registers right after the
+// current one reaches shared memory, so its loads are in flight while the
+// current tile's stores run (staging_prefetch=1).
+template <int VL, int VS, bool kPrefetch = false, class T>
 __device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* __restrict__ dst, int batches, int R,
                                                  int C, int block, int blocks) {
   static_assert(sizeof(T) == 2 && VL >= 1 && VL <= 8 && VS >= 1 && VS <= 8, "16-bit, at most 16-byte vectors");
   using LoadV = typename VecOf<2 * VL>::type;
   using StoreV = typename VecOf<2 * VS>::type;
   constexpr int kTile = 64, kRowVecs = kTile / VL, kColVecs = kTile / VS;
+  constexpr int kLoads = (kTile * kRowVecs + 255) / 256;  // a thread's loads of one tile
   __shared__ __align__(16) T tile[kTile][kTile];
   const auto at = [](int r, int c) { return (((c >> 3) ^ ((r / VS) & 7)) << 3) | (c & 7); };
   const BatchedTiles<kTile, kTile> tiles(batches, R, C);
-  for (long long t = block; t < tiles.count; t += blocks) {
+  // A thread's loads of tile t into v (rows past R / columns past C: skipped, as the stores skip them).
+  auto load = [&](long long t, LoadV (&v)[kLoads]) {
     const auto [base, r0, c0] = tiles[t];
 #pragma unroll
-    for (int i = threadIdx.x; i < kTile * kRowVecs; i += 256) {
-      const int r = i / kRowVecs, c = (i % kRowVecs) * VL;
-      if (r0 + r < R && c0 + c < C)
-        *reinterpret_cast<LoadV*>(&tile[r][at(r, c)]) =
-            *reinterpret_cast<const LoadV*>(src + base + static_cast<long long>(r0 + r) * C + c0 + c);
+    for (int j = 0; j < kLoads; ++j) {
+      const int i = threadIdx.x + j * 256, r = i / kRowVecs, c = (i % kRowVecs) * VL;
+      if (i < kTile * kRowVecs && r0 + r < R && c0 + c < C)
+        v[j] = *reinterpret_cast<const LoadV*>(src + base + static_cast<long long>(r0 + r) * C + c0 + c);
     }
-    __syncthreads();
+  };
+  auto stage = [&](long long t, const LoadV (&v)[kLoads]) {
+    const auto [base, r0, c0] = tiles[t];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const int i = threadIdx.x + j * 256, r = i / kRowVecs, c = (i % kRowVecs) * VL;
+      if (i < kTile * kRowVecs && r0 + r < R && c0 + c < C) *reinterpret_cast<LoadV*>(&tile[r][at(r, c)]) = v[j];
+    }
+  };
+  LoadV v[kLoads];
+  if constexpr (kPrefetch) {
+    if (block < tiles.count) load(block, v);
+  }
+  for (long long t = block; t < tiles.count; t += blocks) {
+    const auto [base, r0, c0] = tiles[t];
+    if constexpr (kPrefetch) {
+      stage(t, v);
+      __syncthreads();
+      if (t + blocks < tiles.count) load(t + blocks, v);  // in flight during this tile's stores
+    } else {
+#pragma unroll
+      for (int i = threadIdx.x; i < kTile * kRowVecs; i += 256) {
+        const int r = i / kRowVecs, c = (i % kRowVecs) * VL;
+        if (r0 + r < R && c0 + c < C)
+          *reinterpret_cast<LoadV*>(&tile[r][at(r, c)]) =
+              *reinterpret_cast<const LoadV*>(src + base + static_cast<long long>(r0 + r) * C + c0 + c);
+      }
+      __syncthreads();
+    }
 #pragma unroll
     for (int i = threadIdx.x; i < kTile * kColVecs; i += 256) {
       const int c = i / kColVecs, r = (i % kColVecs) * VS;

@@ -491,6 +491,23 @@ TEST(CodegenConvWgmma, RunsEpilogueSpecsCompileForSm90a) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// staging_prefetch=1: the 16-bit NHWC staging loads a block's next tile during the current one's stores
+// (transpose16_wide<VL, VS, true>; the element-wide fallback for an unaligned x keeps the plain form); compiles.
+TEST(CodegenConvWgmma, StagingPrefetchOnRequest) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::F16}) {
+    auto prog = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", "staging_prefetch=1"});
+    ASSERT_TRUE(prog.ok()) << prog.error().str();
+    EXPECT_NE(prog->source.find("fj::transpose16_wide<8, 8, true>("), std::string::npos) << precision_name(p);
+    EXPECT_NE(prog->source.find("fj::transpose16_wide<1, 8>("), std::string::npos) << precision_name(p);
+    jobs.push_back({"staging_prefetch " + std::string(precision_name(p)), "sm_90a", prog->name, prog->source});
+    auto plain = generate_program(conv_chain(p, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)), {"sm_90a", ""});
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->source.find(", true>("), std::string::npos) << "staging_prefetch is opt-in";
+  }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // The sanitizer specs of this session's opt-in paths compile under them: the runs specs with the NCHW producer
 // (both depths), the reduced seed 3 (fp32 and bf16) with halo_prefetch=1 on sm_80 and sm_90a.
 TEST(CodegenConvWgmma, SanitizerSpecsCompileUnderTheOptInPaths) {

@@ -243,6 +243,8 @@ TEST(GpuConvMma, WgmmaPingPongMatchesReference) { run_cases("wgmma_schedule=ping
 TEST(GpuConvMma, WgmmaSmallTileMatchesReference) { run_cases("wgmma_tile=64x64x4"); }
 // wgmma convs whose producer warpgroup writes A from NCHW x (no NHWC staging of x; opt-in, conv_nchw=1).
 TEST(GpuConvMma, WgmmaNchwProducerMatchesReference) { run_cases("conv_nchw=1"); }
+// The 16-bit NHWC staging with the next tile's loads in flight during the current one's stores (opt-in).
+TEST(GpuConvMma, WgmmaStagingPrefetchMatchesReference) { run_cases("staging_prefetch=1"); }
 // ... two k-tiles of loads in flight a producer thread, ping-pong consumers.
 TEST(GpuConvMma, WgmmaNchwProducerPingPongMatchesReference) { run_cases("conv_nchw=2,wgmma_schedule=pingpong"); }
 // The resident-filter halo path (conv_wgmma_halo.cuh, conv_halo=1; the convs
