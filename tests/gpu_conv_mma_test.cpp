@@ -131,6 +131,13 @@ std::vector<ConvCase> cases() {
   return out;
 }
 
+// The graph compiled under a codegen config.
+auto compile_with(Engine& engine, const Graph& g, const std::string& config) {
+  CompileOptions opts;
+  opts.config = config;
+  return engine.compile(g, opts);
+}
+
 // 80 for "sm_80", 90 for "sm_90a"; 0 when unknown.
 int sm_number(const std::string& arch) { return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0; }
 
@@ -276,9 +283,7 @@ TEST(GpuConvMma, NanAndInfPropagate) {
       const std::string what = label(c) + " config '" + config + "'";
       auto g = build(c);
       ASSERT_TRUE(g) << g.error().str();
-      CompileOptions opts;
-      opts.config = config;
-      auto kernel = engine.compile(*g, opts);
+      auto kernel = compile_with(engine, *g, config);
       ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
       if (!config.empty())
         EXPECT_NE((*kernel)->name().find("_mma_" + mma_kind(p)), std::string::npos) << (*kernel)->name();
@@ -359,9 +364,7 @@ TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
       const std::string what = label(c) + " '" + config + "' x offset " + std::to_string(offset);
       auto g = build(c);
       ASSERT_TRUE(g) << g.error().str();
-      CompileOptions opts;
-      opts.config = config;
-      auto kernel = engine.compile(*g, opts);
+      auto kernel = compile_with(engine, *g, config);
       if (!kernel && kernel.error().message.find("halo_prefetch=1, but") != std::string::npos)
         continue;  // an odd width, or more than two vector units a thread: CodegenConvMma checks why
       ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
@@ -417,9 +420,7 @@ TEST(GpuConvMma, RunsEpilogueWithUnalignedOutputs) {
         const std::string what = std::string(name) + " '" + config + "' output offset " + std::to_string(offset);
         auto g = load_spec_file(std::string(FUSEJIT_SOURCE_DIR) + "/tests/specs/" + name + ".yaml");
         ASSERT_TRUE(g) << g.error().str();
-        CompileOptions opts;
-        opts.config = config;
-        auto kernel = engine.compile(*g, opts);
+        auto kernel = compile_with(engine, *g, config);
         ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
         ASSERT_NE((*kernel)->program().source.find("fj::tile_nchw_store<"), std::string::npos) << what;
         const std::vector<HostTensor> inputs = make_random_inputs(*g, 5);
@@ -466,9 +467,7 @@ TEST(GpuConvMma, RunsEpilogueTwoOutputsMatchReference) {
         const std::string what = label(c) + " config '" + config + "'";
         auto g = build(c);
         ASSERT_TRUE(g) << g.error().str();
-        CompileOptions opts;
-        opts.config = config;
-        auto kernel = engine.compile(*g, opts);
+        auto kernel = compile_with(engine, *g, config);
         ASSERT_TRUE(kernel) << what << ": " << kernel.error().str();
         const std::string& src = (*kernel)->program().source;
         size_t calls = 0;
