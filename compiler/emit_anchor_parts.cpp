@@ -106,15 +106,14 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
 }
 
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, int elem_bytes,
-                                                   const std::string& T, const std::string& x, const std::string& w,
-                                                   KernelSource& s) {
-  // halo_prefetch=1: the next tile's halo loaded into registers during this tile's MMAs (by vectors: 4-byte
-  // elements too, the template's VF).
-  const bool prefetch = ctx.heur.halo_prefetch;
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   int elem_bytes, const std::string& T, const std::string& x,
+                                                   const std::string& w, KernelSource& s) {
+  // prefetch (KernelPlan::halo_prefetch): the next tile's halo loaded into registers during this tile's MMAs (by
+  // vectors: 4-byte elements too, the template's VF). The scheduler checked it applies to the same patches.
   if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
       prefetch && !why.empty())
-    return Error("codegen config: halo_prefetch=1, but " + why);
+    return Error("codegen: halo prefetch planned, but " + why + " (the scheduler's patches differ from the kernel's)");
   const bool pipelined = conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline);
   s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
                       ", " + std::to_string(patch.bw) + ", " + std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +

@@ -52,12 +52,12 @@ struct WgmmaMapParams {
 WgmmaMapParams wgmma_map_params(const KernelPlan& kp);
 
 // A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
-// persistent pixel-tile loop up to the accumulation (halo_prefetch=1: through
-// registers held across tiles, or an error naming why it cannot apply).
+// persistent pixel-tile loop up to the accumulation (`prefetch`: through
+// registers held across tiles; KernelPlan::halo_prefetch).
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, int elem_bytes,
-                                                   const std::string& T, const std::string& x, const std::string& w,
-                                                   KernelSource& s);
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   int elem_bytes, const std::string& T, const std::string& x,
+                                                   const std::string& w, KernelSource& s);
 // nchw_x (conv_nchw=1): the x parameter the producer reads, with its element type; else "".
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,
                             const std::string& nchw_x = "", const std::string& elem_type = "");

@@ -366,6 +366,40 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   return Status::success();
 }
 
+// Halo patches: whether each thread loads the next tile's halo into registers during the MMAs
+// (halo_prefetch; default on for 3xTF32, where the MMAs are long enough to hide it: H200, seed 3 fp32 64x64
+// 2.027 -> 1.874 ms; tf32 lost, 0.674 -> 0.697; bf16 even, 0.558 -> 0.558).
+Status choose_halo_prefetch(const PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  kp.halo_prefetch = false;
+  if (!kp.conv_patch || geo.op != OpKind::Conv2d) return Status::success();
+  const bool want = ctx.heur.halo_prefetch.value_or(kp.mma_kind == "f32x3");
+  if (!want) return Status::success();
+  const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+  int qh = 1, qw = 1;  // the patches emit_anchor takes: whole windows of a fused pool, warps' rows where in registers
+  for (const FusedTail& t : kp.tails) {
+    const Node& pn = ctx.node(t.op);
+    if (op_category(pn.op) != OpCategory::Pool || t.spatial) continue;
+    qh = static_cast<int>(pn.attr_ints("kernel_size")[0]), qw = static_cast<int>(pn.attr_ints("kernel_size")[1]);
+  }
+  const int warp_rows = qh > 1 && ctx.heur.pool_registers ? kp.mma.wm() : 0;
+  const ConvPatch patch = conv_patch(geo, kp.mma.bm, qh, qw, eb, false, warp_rows);
+  std::string why = conv_patch_prefetch_blocker(geo, patch, kp.mma.threads(), eb);
+  if (why.empty() && conv_patch_operand_bytes(geo, patch, kp.mma.bn, eb, ctx.heur.halo_pipeline, eb == 4) >
+                         kMaxPatchOperandBytes)
+    why = "the halo's vector rows and the filters take more than " + std::to_string(kMaxPatchOperandBytes) +
+          " bytes of shared memory";
+  if (!why.empty()) {
+    if (ctx.heur.halo_prefetch == true) return Error("codegen config: halo_prefetch=1, but " + why);
+    return Status::success();
+  }
+  kp.halo_prefetch = true;
+  for (std::string& note : kp.notes)
+    if (note.rfind("mainloop: mma.sync", 0) == 0)
+      if (size_t at = note.find(") each block copies"); at != std::string::npos)
+        note.insert(at, ", the next tile's loaded into registers during the MMAs");
+  return Status::success();
+}
+
 // Split-K for a GEMM whose output tiles cannot fill the GPU: blocks share a
 // tile, each over a K range of whole k tiles, and the last to finish sums
 // the splits (fj::split_k_gather) and runs the epilogue. The default takes
@@ -392,6 +426,18 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
       // 1.60 -> 1.15 ms, tf32 1.73 -> 1.47, fp32 4.03 -> 3.30 (128x64 -> 64x32).
       tile.bn = std::max<int>(std::min(tile.bn, 32), static_cast<int>(std::min<int64_t>(min_bn, 128)));
       tile.bn = cover(tile.bn, {16, 32, 64, 128});
+      // Each column tile copies the halo again: up to 64 channels a tile. Warps 32 columns wide (fewer A
+      // fragment loads an MMA), 16-column tiles 64 pixels (3xTF32 aside). H200
+      // (bench/results/ab_conv_halo_tiles_H200_20261128.log): seed 3 (64 channels, 128x32 -> 128x64, warps
+      // 64x32) bf16 0.674 -> 0.559 ms, tf32 0.802 -> 0.674, 3xTF32 64x64 (128 rows spill) 2.430 -> 2.027;
+      // row 6 (32 channels, warps 64x16 -> 64x32) bf16 0.439 -> 0.293, tf32 0.691 -> 0.501, 3xTF32 1.734 ->
+      // 1.270; row 7 (16 a group, 128x16 -> 64x16) bf16 0.287 -> 0.252, tf32 0.315 -> 0.271 (3xTF32 0.578 -> 0.594).
+      if (geo.n > 32 && tile.bn < 64) {
+        tile.bn = 64;
+        if (kp.mma_kind == "f32x3") tile.bm = 64;
+      }
+      if (tile.bn >= 32) tile.warp_n = 32;
+      else if (kp.mma_kind != "f32x3") tile.bm = 64;
       // Unless the pool reduces in the fragment's registers, which 128-pixel tiles (64 rows a warp) allow for
       // more windows: H200, seed 3 bf16 0.823 -> 0.704 ms, tf32 1.003 -> 0.835, fp32 2.615 -> 2.581 against
       // 64x32 tiles (bench/results/abrun_conv_seed3_H200_20261128.log).
@@ -448,7 +494,7 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
                    std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows of " + ctx.g.describe(t.op));
   }
   kp.mma = tile;
-  return Status::success();
+  return choose_halo_prefetch(ctx, kp, geo);
 }
 
 }  // namespace

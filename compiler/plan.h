@@ -104,7 +104,8 @@ struct Heuristics {
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
   bool pool_registers = true;      // halo-patch pools reduced in the mma fragment's registers where warps hold windows
   bool halo_pipeline = false;      // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
-  bool halo_prefetch = false;      // 16-bit halo patches: the next tile's halo loaded to registers during the MMAs
+  std::optional<bool> halo_prefetch; // halo patches: the next tile's halo loaded to registers during the MMAs
+                                     // (default: 3xTF32 where eligible; KernelPlan::halo_prefetch)
   bool staging_prefetch = false;   // 16-bit NHWC staging: a block's next tile loaded during the current one's stores
   int conv_nchw = 0;               // wgmma conv2d: the producer's threads read NCHW x, 1 or 2 k-tiles ahead (0: staged)
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
@@ -358,6 +359,8 @@ struct KernelPlan {
   // pixels whose input halo each block copies to shared memory
   // (templates/conv_patch.cuh) instead of the im2col gather.
   bool conv_patch = false;
+  // Halo patches whose next tile's halo each thread loads into registers during the MMAs (halo_prefetch).
+  bool halo_prefetch = false;
   // wgmma conv2d whose producer warpgroup writes A from NCHW x (ConvNchwOperands, conv_nchw=1): no x staging.
   bool conv_nchw = false;
   // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to

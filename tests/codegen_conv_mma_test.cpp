@@ -190,8 +190,8 @@ TEST(CodegenConvMma, NarrowDeepConvsTakeHaloPatchesInChannelBlocks) {
       EXPECT_NE(prog->plan_text.find("from halo patches"), std::string::npos) << label << "\n" << prog->plan_text;
       const char* blocks = p == Precision::FP32 || p == Precision::TF32 ? "blocks of 16 channels" : "blocks of 32 channels";
       EXPECT_NE(prog->plan_text.find(blocks), std::string::npos) << label << "\n" << prog->plan_text;
-      // 3xTF32: 64-pixel tiles (no spills; measured faster), else 128.
-      const char* tile = p == Precision::FP32 ? "tile 64x16 from halo patches" : "tile 128x16 from halo patches";
+      // 16-column tiles: 64 pixels (3xTF32: no spills; tf32 / 16-bit: more blocks, measured faster).
+      const char* tile = "tile 64x16 from halo patches";
       EXPECT_NE(prog->plan_text.find(tile), std::string::npos) << label << "\n" << prog->plan_text;
       auto wide = generate_program(seed1_like(p), {arch, "mainloop=mma"});  // Cout 32: one block of 16 channels
       ASSERT_TRUE(wide) << label << ": " << wide.error().str();
@@ -303,7 +303,8 @@ TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
 
 // halo_prefetch=1: halo patches of one channel block load the next tile's halo into registers during the MMAs
 // (ConvPatchMma::accumulate_prefetched; 4-byte elements by vectors too, the template's VF); every tile and pool
-// path compiles for sm_80 and sm_90a; several channel blocks are a config error naming it; off by default.
+// path compiles for sm_80 and sm_90a; several channel blocks are a config error naming it; by default on for
+// 3xTF32 only (where eligible), and halo_prefetch=0 turns that off.
 TEST(CodegenConvMma, HaloPrefetchCompilesAndNamesWhereItCannotApply) {
   std::vector<CompileJob> jobs;
   for (Precision p : kPrecisions)
@@ -328,7 +329,15 @@ TEST(CodegenConvMma, HaloPrefetchCompilesAndNamesWhereItCannotApply) {
   }
   auto plain = generate_program(seed3_like(Precision::BF16), {"sm_90a", ""});
   ASSERT_TRUE(plain);
-  EXPECT_EQ(plain->source.find("prefetch"), std::string::npos) << "halo_prefetch is opt-in";
+  EXPECT_EQ(plain->source.find("prefetch"), std::string::npos) << "16-bit halos: halo_prefetch is opt-in";
+  auto accurate = generate_program(seed3_like(Precision::FP32), {"sm_90a", ""});
+  ASSERT_TRUE(accurate) << accurate.error().str();
+  EXPECT_NE(accurate->source.find("conv.accumulate_prefetched<Pixels>("), std::string::npos) << "3xTF32's default";
+  auto off = generate_program(seed3_like(Precision::FP32), {"sm_90a", "halo_prefetch=0"});
+  ASSERT_TRUE(off) << off.error().str();
+  EXPECT_EQ(off->source.find("prefetch"), std::string::npos);
+  for (Precision p : kPrecisions)  // where it cannot apply, the default quietly does without
+    EXPECT_TRUE(generate_program(narrow_deep(p), {"sm_90a", ""})) << precision_name(p);
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

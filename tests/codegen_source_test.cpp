@@ -145,20 +145,23 @@ TEST(CodegenSource, Seed2LinearBiasReluIsOneKernel) {
 }
 
 TEST(CodegenSource, Seed3FusesTheMaxPoolIntoTheConvEpilogue) {
-  // Default (sm_90a): 3xTF32 on mma.sync from halo patches of 8 x 16 pixels (whole 4x4 windows in each warp's
-  // 64 rows), the pool reduced in the fragment's registers on the raw accumulators (the conv bias after it).
+  // Default (sm_90a): 3xTF32 on mma.sync from halo patches of 8 x 8 pixels (64x64 tiles, warps 32x32: whole
+  // 4x4 windows in each warp's 32 rows), the next tile's halo prefetched into registers, the pool reduced in the
+  // fragment's registers on the raw accumulators (the conv bias after it).
   Program halo = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"));
   ASSERT_EQ(halo.launches.size(), 1u) << halo.plan_text;
   EXPECT_TRUE(halo.scratch.empty()) << halo.plan_text;
   EXPECT_EQ(halo.name, "fj_conv2d_mma_f32x3_halo_k3_tanh_mul_add_maxpool4");
-  EXPECT_NE(halo.source.find("fj::PatchPoolPixels<ConvShape, Tile::BM, 8, 16, 4, 4>"), std::string::npos);
-  EXPECT_NE(halo.source.find("fj::ConvPatchMma<Tile, Kind, float, ConvShape, 8, 16, 2>"), std::string::npos);
-  EXPECT_NE(halo.plan_text.find("tile 128x32 from halo patches"), std::string::npos) << halo.plan_text;
+  EXPECT_NE(halo.source.find("fj::PatchPoolPixels<ConvShape, Tile::BM, 8, 8, 4, 4>"), std::string::npos);
+  EXPECT_NE(halo.source.find("fj::ConvPatchMma<Tile, Kind, float, ConvShape, 8, 8, 2, 1, true>"), std::string::npos);
+  EXPECT_NE(halo.plan_text.find("tile 64x64 from halo patches, 128 threads (warps 32x32)"), std::string::npos)
+      << halo.plan_text;
+  EXPECT_NE(halo.plan_text.find("the next tile's loaded into registers during the MMAs"), std::string::npos);
   EXPECT_NE(halo.source.find("fj::patch_pool_in_registers<Pixels, 4, 4, true, true, true>"), std::string::npos);
   EXPECT_NE(halo.plan_text.find("the windows reduce the raw accumulators"), std::string::npos) << halo.plan_text;
-  // Staged through shared memory on request: 64-pixel tiles, the widest patch.
+  // Staged through shared memory on request: the widest patch of 64 pixels.
   Program staged = emit(example("seed3_conv_tanh_scale_bias_maxpool.yaml"), "pool_registers=0");
-  EXPECT_NE(staged.plan_text.find("tile 64x32 from halo patches"), std::string::npos) << staged.plan_text;
+  EXPECT_NE(staged.plan_text.find("tile 64x64 from halo patches"), std::string::npos) << staged.plan_text;
   EXPECT_NE(staged.source.find("fj::PatchPoolPixels<ConvShape, Tile::BM, 4, 16, 4, 4>"), std::string::npos);
   EXPECT_NE(staged.source.find("fj::tile_pool<"), std::string::npos);
   // The max pool first: tanh, mul, add run once per window (on its max and min).

@@ -237,7 +237,7 @@ TEST(GpuConvMma, GatherMatchesReference) { run_cases("mainloop=mma,conv_patch=0"
 TEST(GpuConvMma, SmallTileHaloPatchesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
 // Two cp.async halo buffers (fp32 / tf32 convs with several channel blocks).
 TEST(GpuConvMma, PipelinedHaloPatchesMatchReference) { run_cases("mainloop=mma,halo_pipeline=1"); }
-// 16-bit halo patches with the next tile's halo loaded into registers during the MMAs (opt-in).
+// Halo patches with the next tile's halo loaded into registers during the MMAs (3xTF32's default where it applies).
 TEST(GpuConvMma, HaloPrefetchMatchesReference) { run_cases("mainloop=mma,halo_prefetch=1"); }
 // Pools over halo patches staged through shared memory (fj::tile_pool), not reduced in registers.
 TEST(GpuConvMma, StagedPatchPoolsMatchReference) { run_cases("mainloop=mma,pool_registers=0"); }
@@ -342,7 +342,8 @@ TEST(GpuConvMma, NanAndInfPropagate) {
 // 16-bit halo patches (conv_patch.cuh) copy a channel's 4 or 8 bytes of pixels a load from a column aligned down
 // to the vector (W a multiple of 4 or 2; padding shifts the patch in the halo); an x not aligned to the vector (a
 // view one element into a larger buffer) takes the element path. Both match fp64, pool-first chains included;
-// with halo_prefetch=1 (4-byte halos by vectors too) the same through registers held across tiles.
+// with halo_prefetch=1 (4-byte halos by vectors too) the same through registers held across tiles (128x32 tiles:
+// 128 threads, whose two vector units a thread hold these halos).
 TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   auto arch = Engine::device_arch();
@@ -359,7 +360,8 @@ TEST(GpuConvMma, PatchHaloVectorsAndUnalignedInput) {
                             {Precision::FP32, {1, 8, 13, 18, 12, 3, 1, 2, 1, 1}, "tanh2_bias"}};
   int prefetched = 0;
   for (const ConvCase& c : cases)
-    for (const std::string config : {"mainloop=mma,conv_patch=1", "mainloop=mma,conv_patch=1,halo_prefetch=1"})
+    for (const std::string config : {"mainloop=mma,conv_patch=1,halo_prefetch=0",  // the default tiles
+                                     "mainloop=mma,conv_patch=1,halo_prefetch=1,mma_tile=128x32x3"})
     for (int64_t offset : {0, 1}) {
       const std::string what = label(c) + " '" + config + "' x offset " + std::to_string(offset);
       auto g = build(c);
