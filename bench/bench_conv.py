@@ -27,6 +27,8 @@ Sides (--sides, comma-separated):
                  'max-autotune' (mode max-autotune-no-cudagraphs) or 'both' (two sides, compile and
                  max-autotune)
   fusejit        fusejit.compile(spec text): the heuristic config, autotune off
+  fusejit-tuned  fusejit.compile(spec text, autotune="force"): tuned now on these shapes (docs/autotune.md), the
+                 winner timed as any side; its config is in the row's note (not in the default: ~10-30 s a row)
 
 Default: all 7 problems x fp32, tf32, bf16 (21 rows) x cudnn, eager, compile, fusejit. Expected on an H100:
 ~5-7 min (torch import + ceilings ~20 s; torch.compile ~3-5 s per row plus ~20 s for the first; fusejit NVRTC
@@ -109,7 +111,7 @@ PROBLEMS = [
 MODES = {"fp32": ("fp32", "f32"), "tf32": ("tf32", "f32"), "bf16": ("bf16", "bf16"), "f16": ("f16", "f16")}
 ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 DEFAULT_MODES = ["fp32", "tf32", "bf16"]
-SIDES = ["cudnn", "eager", "compile", "max-autotune", "fusejit"]
+SIDES = ["cudnn", "eager", "compile", "max-autotune", "fusejit", "fusejit-tuned"]
 TORCH_SIDES = ["cudnn", "eager", "compile", "max-autotune"]
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
@@ -244,8 +246,25 @@ def print_specs(a, plan):
 # ---- output --------------------------------------------------------------------------
 
 
-def ratio_cells(g, tsides):
-    rf = g.get("fusejit")
+def tuned_winner(since):
+    """The winner config of the tuning record written since `since` (docs/autotune.md: the cache dir's tuning/)."""
+    base = (os.environ.get("FUSEJIT_CACHE_DIR") or
+            os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fusejit"))
+    d = os.path.join(base, "tuning")
+    try:
+        files = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".tune")]
+        newest = max((f for f in files if os.path.getmtime(f) >= since - 1), key=os.path.getmtime)
+        with open(newest) as fh:
+            for line in fh:
+                if line.startswith("winner "):
+                    return repr(line[len("winner "):].rstrip("\n"))
+    except (OSError, ValueError):
+        pass
+    return "? (no tuning record found)"
+
+
+def ratio_cells(g, tsides, fj="fusejit"):
+    rf = g.get(fj)
     out = []
     for t in tsides:
         rt = g.get(t)
@@ -277,9 +296,10 @@ def compact_table(rows, sides):
     present = [s for s in sides if any(s in g for g in groups.values())]
     tsides = [s for s in present if s in TORCH_SIDES]
     has_fj = "fusejit" in present
+    has_tuned = has_fj and "fusejit-tuned" in present
     head = (["#", "problem", "mode", "GFLOP", "floor ms"] + [f"{s} ms" for s in present]
-            + ([f"fj/{t}" for t in tsides] + ["fj TFLOP/s", "fj x floor", "fj rel L2", "fj kernels"]
-               if has_fj else []))
+            + ([f"fj/{t}" for t in tsides] + ([f"tuned/{t}" for t in tsides] if has_tuned else [])
+               + ["fj TFLOP/s", "fj x floor", "fj rel L2", "fj kernels"] if has_fj else []))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (prob, mode), g in groups.items():
         any_row = next(iter(g.values()))
@@ -289,6 +309,8 @@ def compact_table(rows, sides):
         if has_fj:
             rf = g.get("fusejit") or {}
             cells += ratio_cells(g, tsides)
+            if has_tuned:
+                cells += ratio_cells(g, tsides, "fusejit-tuned")
             cells.append(G.fmt_tflops(rf.get("tflops")))
             cells.append(f"{rf['median_ms'] / rf['floor_ms']:.2f}"
                          if rf.get("median_ms") and rf.get("floor_ms") else "")
@@ -349,7 +371,7 @@ def full_table(rows):
                 continue
             rf = g.get("fusejit")
             ratio = (f"{rf['median_ms'] / r['median_ms']:.2f}"
-                     if side in TORCH_SIDES and rf and rf.get("median_ms") else "")
+                     if (side in TORCH_SIDES or side == "fusejit-tuned") and rf and rf.get("median_ms") else "")
             note = "; ".join(v for v in (" + ".join(r.get("kernels") or []) or r.get("kernel"),
                                          "; ".join(r.get("plan_notes") or []), r.get("note")) if v)
             cs = r.get("compile_s")
@@ -415,7 +437,7 @@ class Runner:
         self.dead = None  # a sticky CUDA error: stop
         self.fj = None
         self.fj_error = None
-        if "fusejit" in sides:
+        if "fusejit" in sides or "fusejit-tuned" in sides:
             try:
                 sys.path.insert(0, os.path.join(ROOT, "python"))
                 import fusejit
@@ -525,14 +547,16 @@ class Runner:
         except Exception:
             pass
 
-    def fusejit_build(self, P, mode, args):
+    def fusejit_build(self, P, mode, args, tuned=False):
         def build():
             if self.fj is None:
                 raise RuntimeError(self.fj_error or "fusejit not loaded")
             text = spec_text(P, mode, self.a.small)
             t0 = time.time()
-            k = self.fj.compile(text)
+            k = self.fj.compile(text, autotune="force" if tuned else "off")
             info = {"compile_s": round(time.time() - t0, 3)}
+            if tuned:
+                info["note"] = "tuned config: " + tuned_winner(t0)
             try:
                 info["kernel"] = k.name
                 plan = self.fj.emit(text, "plan", arch=k.arch)
@@ -599,7 +623,7 @@ class Runner:
                         cf = torch.compile(fn, mode=COMPILE_MODES[side], dynamic=False)
                         return (lambda: cf(*args)), {"compile_mode": COMPILE_MODES[side]}
                 else:
-                    build = self.fusejit_build(P, mode, args)
+                    build = self.fusejit_build(P, mode, args, tuned=side == "fusejit-tuned")
                 self.side(base, side, build, ref, oshape)
         torch._dynamo.reset()
         # x, w, cb, bias, c64 and ref go with this frame; run() empties the allocator's cache after it

@@ -133,7 +133,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
-      auto head = halo_patch_loop(ctx, geo, patch, mt, kp.halo_prefetch, elem_bytes, T, em.load_param(a.operands[0]),
+      auto head = halo_patch_loop(ctx, geo, patch, mt, kp.halo_prefetch, kp.halo_pipeline, elem_bytes, T, em.load_param(a.operands[0]),
                                   em.load_param(a.operands[1]), s);
       if (!head) return head.error();
       append(run, *head);
@@ -540,7 +540,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   } else if (mma) {
     const bool fp32_kn_b = kp.mma_b_kn_major(geo.op) && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,
-                                                                       ctx.heur.halo_pipeline,
+                                                                       kp.halo_pipeline,
                                                                        kp.halo_prefetch && elem_bytes == 4)
                                             : mma_smem_bytes(mt, fp32_kn_b);
     // halo patches: the epilogue's after the operand copies; else it reuses the ring

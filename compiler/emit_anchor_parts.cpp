@@ -106,7 +106,7 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
 }
 
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch, bool pipeline,
                                                    int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s) {
   // prefetch (KernelPlan::halo_prefetch): the next tile's halo loaded into registers during this tile's MMAs (by
@@ -114,7 +114,7 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const
   if (const std::string why = conv_patch_prefetch_blocker(geo, patch, mt.threads(), elem_bytes);
       prefetch && !why.empty())
     return Error("codegen: halo prefetch planned, but " + why + " (the scheduler's patches differ from the kernel's)");
-  const bool pipelined = conv_patch_pipelined(geo, elem_bytes, ctx.heur.halo_pipeline);
+  const bool pipelined = conv_patch_pipelined(geo, elem_bytes, pipeline);
   s.aliases.push_back("using Conv = fj::ConvPatchMma<Tile, Kind, " + T + ", ConvShape, " + std::to_string(patch.bh) +
                       ", " + std::to_string(patch.bw) + ", " + std::to_string(conv_patch_block_chunks(geo, elem_bytes)) +
                       (prefetch && elem_bytes == 4 ? ", 1, true" : pipelined ? ", 2" : "") +

@@ -53,9 +53,9 @@ WgmmaMapParams wgmma_map_params(const KernelPlan& kp);
 
 // A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
 // persistent pixel-tile loop up to the accumulation (`prefetch`: through
-// registers held across tiles; KernelPlan::halo_prefetch).
+// registers held across tiles; KernelPlan::halo_prefetch; `pipeline`: KernelPlan::halo_pipeline).
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch, bool pipeline,
                                                    int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s);
 // nchw_x (conv_nchw=1): the x parameter the producer reads, with its element type; else "".

@@ -227,7 +227,6 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   if (kp.conv_patch) {
     const int eb = kind == "bf16" || kind == "f16" ? 2 : 4, per_block = conv_patch_block_chunks(geo, eb) * (16 / eb);
     if (per_block < geo.cin / geo.groups) halo_channels = "blocks of " + std::to_string(per_block) + " channels";
-    if (conv_patch_pipelined(geo, eb, ctx.heur.halo_pipeline)) halo_channels += ", two buffers filled by cp.async";
   }
   const std::string staging =
       kp.conv_patch ? "tiles are patches of output pixels whose input halo (" + halo_channels +

@@ -384,7 +384,7 @@ Status choose_halo_prefetch(const PlanContext& ctx, KernelPlan& kp, const Anchor
   const int warp_rows = qh > 1 && ctx.heur.pool_registers ? kp.mma.wm() : 0;
   const ConvPatch patch = conv_patch(geo, kp.mma.bm, qh, qw, eb, false, warp_rows);
   std::string why = conv_patch_prefetch_blocker(geo, patch, kp.mma.threads(), eb);
-  if (why.empty() && conv_patch_operand_bytes(geo, patch, kp.mma.bn, eb, ctx.heur.halo_pipeline, eb == 4) >
+  if (why.empty() && conv_patch_operand_bytes(geo, patch, kp.mma.bn, eb, kp.halo_pipeline, eb == 4) >
                          kMaxPatchOperandBytes)
     why = "the halo's vector rows and the filters take more than " + std::to_string(kMaxPatchOperandBytes) +
           " bytes of shared memory";
@@ -470,11 +470,20 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
   if (tile.bn < min_bn)
     return Error("codegen: mma tile " + tile.str() + " is narrower than N=" + std::to_string(geo.n) +
                  ", which a fused row reduction needs");
+  kp.halo_pipeline = false;
   if (kp.conv_patch) {  // halo patches: the filters of a wide tile may not fit beside the halo
     const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
-    const int64_t bytes = conv_patch_operand_bytes(geo, conv_patch(geo, tile.bm, 1, 1, eb), tile.bn, eb,
-                                                   ctx.heur.halo_pipeline);
+    auto bytes_of = [&](bool pipelined) {
+      return conv_patch_operand_bytes(geo, conv_patch(geo, tile.bm, 1, 1, eb), tile.bn, eb, pipelined);
+    };
+    // Two cp.async halo buffers over several channel blocks: 3xTF32's default where they fit (H200, seed 3's dX
+    // 64 -> 8: 5.474 -> 5.176 ms; tf32 lost, 1.872 -> 1.970: bench/results/ab_conv_dx_pipeline_H200_20261128.log).
+    bool pipelined = conv_patch_pipelined(geo, eb, ctx.heur.halo_pipeline.value_or(kp.mma_kind == "f32x3"));
+    if (pipelined && !ctx.heur.halo_pipeline && bytes_of(true) > kMaxPatchOperandBytes) pipelined = false;
+    const int64_t bytes = bytes_of(pipelined);
+    kp.halo_pipeline = pipelined;
     if (bytes > kMaxPatchOperandBytes) {
+      kp.halo_pipeline = false;
       const std::string why = "the filters of a " + std::to_string(tile.bn) + "-column tile and a patch's halo take " +
                               std::to_string(bytes) + " bytes of shared memory";
       if (ctx.heur.conv_patch == true) return Error("codegen config: conv_patch=1, but " + why);
@@ -494,6 +503,11 @@ Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& g
                    std::to_string(k[0]) + "x" + std::to_string(k[1]) + " windows of " + ctx.g.describe(t.op));
   }
   kp.mma = tile;
+  if (kp.halo_pipeline)
+    for (std::string& note : kp.notes)
+      if (note.rfind("mainloop: mma.sync", 0) == 0)
+        if (size_t at = note.find(") each block copies"); at != std::string::npos)
+          note.insert(at, ", two buffers filled by cp.async");
   return choose_halo_prefetch(ctx, kp, geo);
 }
 

@@ -103,7 +103,8 @@ struct Heuristics {
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
   bool pool_registers = true;      // halo-patch pools reduced in the mma fragment's registers where warps hold windows
-  bool halo_pipeline = false;      // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
+  std::optional<bool> halo_pipeline; // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
+                                     // (default: 3xTF32 where they fit; KernelPlan::halo_pipeline)
   std::optional<bool> halo_prefetch; // halo patches: the next tile's halo loaded to registers during the MMAs
                                      // (default: 3xTF32 where eligible; KernelPlan::halo_prefetch)
   bool staging_prefetch = false;   // 16-bit NHWC staging: a block's next tile loaded during the current one's stores
@@ -361,6 +362,8 @@ struct KernelPlan {
   bool conv_patch = false;
   // Halo patches whose next tile's halo each thread loads into registers during the MMAs (halo_prefetch).
   bool halo_prefetch = false;
+  // Halo patches in several channel blocks filled by cp.async into two buffers (halo_pipeline; conv_patch_pipelined).
+  bool halo_pipeline = false;
   // wgmma conv2d whose producer warpgroup writes A from NCHW x (ConvNchwOperands, conv_nchw=1): no x staging.
   bool conv_nchw = false;
   // Wgmma f32x3: scratch of the operands' TF32 residuals (x - x truncated to

@@ -139,6 +139,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1" && val != "2")
         return Error("codegen config: conv_nchw must be 0, 1 or 2 (k-tiles of loads in flight), got '" + val + "'");
       h.conv_nchw = val[0] - '0';
+    } else if (key == "halo_pipeline") {
+      if (val != "0" && val != "1") return Error("codegen config: halo_pipeline must be 0 or 1, got '" + val + "'");
+      h.halo_pipeline = val == "1";
     } else if (key == "halo_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: halo_prefetch must be 0 or 1, got '" + val + "'");
       h.halo_prefetch = val == "1";
@@ -146,14 +149,13 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
-               key == "pool_first" || key == "softmax_parts" || key == "halo_pipeline" || key == "row_pass" ||
+               key == "pool_first" || key == "softmax_parts" || key == "row_pass" ||
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" ||
                key == "pool_registers" || key == "staging_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
        : key == "pool_registers"  ? h.pool_registers
-       : key == "halo_pipeline"   ? h.halo_pipeline
        : key == "staging_prefetch" ? h.staging_prefetch
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "softmax_parts"   ? h.softmax_parts

@@ -276,6 +276,7 @@ TEST(CodegenConvMma, BadMmaTilesAreConfigErrors) {
 
 // halo_pipeline=1: two cp.async halo buffers where the halo takes several
 // channel blocks of 4-byte elements; elsewhere the same source as without it.
+// The default: on for 3xTF32 only; halo_pipeline=0 turns it off.
 TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
   std::vector<CompileJob> jobs;
   for (Precision p : kPrecisions)
@@ -289,6 +290,10 @@ TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
       EXPECT_EQ(piped->plan_text.find("two buffers filled by cp.async") != std::string::npos, four_byte)
           << label << "\n" << piped->plan_text;
       if (!four_byte) EXPECT_EQ(piped->source, plain->source) << label;
+      EXPECT_EQ(plain->source.find(", 4, 2>;") != std::string::npos, p == Precision::FP32) << label << ": default";
+      auto off = generate_program(narrow_deep(p), {arch, "halo_pipeline=0"});
+      ASSERT_TRUE(off) << label;
+      EXPECT_EQ(off->source.find(", 4, 2>;"), std::string::npos) << label;
       if (four_byte) jobs.push_back({"narrow_deep halo_pipeline=1 " + label, arch, piped->name, piped->source});
       auto one_block = generate_program(seed3_like(p), {arch, "halo_pipeline=1"});
       auto one_block_plain = generate_program(seed3_like(p), {arch, ""});
