@@ -565,7 +565,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     launch.block = {static_cast<unsigned>(mt.threads()), 1, 1};
     launch.shared_bytes = static_cast<unsigned>(smem_bytes);
     // 3xTF32 keeps split operands live: one block per SM's register budget.
-    const int min_blocks = ctx.heur.mma_min_blocks.value_or(mma_default_min_blocks(kp.mma_kind, mt.threads()));
+    const int min_blocks = ctx.heur.mma_min_blocks.value_or(mma_default_min_blocks(kp.mma_kind, mt.threads(), halo_patches));
     if (int64_t{min_blocks} * mt.threads() > kSmThreads)
       return Error("codegen config: mma_min_blocks=" + std::to_string(min_blocks) + " blocks of " +
                    std::to_string(mt.threads()) + " threads exceed an SM's " + std::to_string(kSmThreads));

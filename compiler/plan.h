@@ -160,8 +160,9 @@ int64_t sm_count_guess(const std::string& arch);
 int64_t sm_shared_bytes_guess(const std::string& arch);
 // The default minimum blocks an SM of an mma.sync kernel's __launch_bounds__:
 // 2 blocks of up to 256 threads (128 registers a thread), 1 for 3xTF32 (its
-// split operands stay live) or wider blocks (emit_anchor.cpp).
-int mma_default_min_blocks(const std::string& mma_kind, int threads);
+// split operands stay live) or wider blocks (emit_anchor.cpp); 4 for tf32 /
+// 16-bit halo patches of 128 threads.
+int mma_default_min_blocks(const std::string& mma_kind, int threads, bool halo_patches = false);
 // Blocks of an mma.sync tile an SM runs at once: the register budget above
 // (or `min_blocks`, the config's mma_min_blocks), its threads and its ring of
 // shared memory (1 KiB of each block reserved).

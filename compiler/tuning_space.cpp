@@ -38,9 +38,9 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       auto p = generate_program(g, {arch, ""});
       if (p && p->name.find("_halo") != std::string::npos) {  // kernel names say "_halo" (plan_text.cpp)
         // Warps 32 columns wide (the default's) on the other tiles, and the halo prefetch either way.
-        for (const char* c : {"mma_min_blocks=4", "mma_min_blocks=6", "mma_tile=64x16x2,mma_min_blocks=8",
-                              "mma_tile=128x32x3x32", "mma_tile=64x32x3x32", "mma_tile=128x64x3x32",
-                              "mma_tile=64x64x3x32"})
+        for (const char* c : {"mma_min_blocks=2", "mma_min_blocks=4", "mma_min_blocks=6",
+                              "mma_tile=64x16x2,mma_min_blocks=8", "mma_tile=128x32x3x32", "mma_tile=64x32x3x32",
+                              "mma_tile=128x64x3x32", "mma_tile=64x64x3x32"})
           if (generate_program(g, {arch, c})) out.push_back(c);
         const bool prefetched = p->source.find("conv.accumulate_prefetched<") != std::string::npos;
         if (const char* c = prefetched ? "halo_prefetch=0" : "halo_prefetch=1"; generate_program(g, {arch, c}))

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "compiler/plan.h"
@@ -136,15 +137,20 @@ TEST(TuningSpace, HaloPatchConvsTryRegisterCaps) {
   const Graph dx = g.build().take();
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const auto cands = tuning_candidates(dx, arch);
-    int caps = 0;
-    for (const auto& c : cands)
+    int caps = 0, warp_tiles = 0;
+    for (const auto& c : cands) {
+      if (std::regex_match(c, std::regex(R"(mma_tile=\d+x\d+x3x32)"))) ++warp_tiles;
       if (c.find("mma_min_blocks=") != std::string::npos) {
         ++caps;
         auto prog = generate_program(dx, {arch, c});
         ASSERT_TRUE(prog) << c << ": " << prog.error().str();
         EXPECT_NE(prog->name.find("_halo"), std::string::npos) << c;
       }
-    EXPECT_EQ(caps, 3) << arch;
+    }
+    EXPECT_EQ(caps, 4) << arch;       // 2, 4, 6 and 8 on 64x16 tiles
+    EXPECT_GE(warp_tiles, 2) << arch;  // tiles whose warps are 32 columns wide
+    // Several channel blocks: no halo prefetch either way (it cannot apply).
+    for (const auto& c : cands) EXPECT_EQ(c.find("halo_prefetch"), std::string::npos) << c;
   }
   // Not for a conv on the im2col gather (Cin 64 -> Cout 128 on sm_80).
   GraphBuilder w(Precision::BF16);
