@@ -124,11 +124,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kRasterGroup", wt.raster_group, "patches that sweep the column tiles together"});
       if (m_tiles * n_tiles > int_max) return Error("codegen: conv2d needs more than 2^31 tiles");
       if (ctx.heur.conv_nchw > 0 && !kp.conv_nchw)
-        return Error("codegen config: conv_nchw=" + std::to_string(ctx.heur.conv_nchw) + ", but the producer reads NCHW x on per-tap boxes only (not "
-                     "conv_halo=1, clusters or swap-AB)");
+        return Error("codegen config: conv_nchw=" + std::to_string(ctx.heur.conv_nchw) + ", but the producer reads "
+                     "NCHW x without clusters or swap-AB, and with conv_halo=1 where W is a multiple of " +
+                     std::to_string(16 / elem_bytes) + " (16-byte loads of a channel's pixels)");
       wgmma_call = kp.conv_nchw ? conv_wgmma_call(wt, patch, s, em.load_param(a.operands[0]),
-                                                  T + (ctx.heur.conv_nchw == 2 ? ", 2" : ""))
-                                : conv_wgmma_call(wt, patch, s);
+                                                  T + (ctx.heur.conv_nchw == 2 && !wt.conv_halo ? ", 2" : ""))
+                                : conv_wgmma_call(wt, patch, s, "", T);
+      if (kp.conv_nchw && wt.conv_halo)  // 16-byte loads of x's rows
+        launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
       run.push_back("constexpr int g = 0;  // one group");
       launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
       launch.persistent = true;

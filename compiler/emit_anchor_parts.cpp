@@ -94,20 +94,23 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
 
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s, const std::string& nchw_x,
                             const std::string& elem_type) {
-  if (!nchw_x.empty())  // the producer's threads read NCHW x (conv_nchw=1)
+  if (!nchw_x.empty() && !wt.conv_halo)  // the producer's threads read NCHW x (conv_nchw=1)
     return "fj::wgmma_mainloop<Tile>(fj::ConvNchwOperands<Tile, ConvShape, Pixels, " + elem_type + ">{maps, " +
            nchw_x + "}, order, split, ring, ";
   if (!wt.conv_halo)
     return "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
+  const bool nchw = !nchw_x.empty();
   s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
-                      std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
-                      ">;  // the filter resident, a halo box per patch");
-  return "fj::conv_halo_mainloop<Tile, Halo>(maps, order, ring, ";
+                      std::to_string(patch.bw) + ", " + std::to_string(wt.stages) + (nchw ? ", true" : "") +
+                      (nchw ? ">;  // the filter resident, each patch's halo written from NCHW x"
+                            : ">;  // the filter resident, a halo box per patch"));
+  const std::string elem = elem_type.substr(0, elem_type.find(','));
+  return "fj::conv_halo_mainloop<Tile, Halo, " + elem + ">(maps, order, ring, " + (nchw ? nchw_x : "nullptr") + ", ";
 }
 
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch, bool pipeline,
-                                                   int elem_bytes, const std::string& T, const std::string& x,
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s) {
   // prefetch (KernelPlan::halo_prefetch): the next tile's halo loaded into registers during this tile's MMAs (by
   // vectors: 4-byte elements too, the template's VF). The scheduler checked it applies to the same patches.

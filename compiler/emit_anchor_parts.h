@@ -55,10 +55,11 @@ WgmmaMapParams wgmma_map_params(const KernelPlan& kp);
 // persistent pixel-tile loop up to the accumulation (`prefetch`: through
 // registers held across tiles; KernelPlan::halo_prefetch; `pipeline`: KernelPlan::halo_pipeline).
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
-                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch, bool pipeline,
-                                                   int elem_bytes, const std::string& T, const std::string& x,
+                                                   const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
+                                                   bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s);
-// nchw_x (conv_nchw=1): the x parameter the producer reads, with its element type; else "".
+// nchw_x (conv_nchw=1): the x parameter the producer reads (per-tap A tiles, or with conv_halo=1 each patch's
+// halo); elem_type: x's element type (conv_halo=1 and conv_nchw: always).
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,
                             const std::string& nchw_x = "", const std::string& elem_type = "");
 

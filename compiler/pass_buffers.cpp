@@ -103,8 +103,10 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     };
     const int eb = f32 ? 4 : 2;
     const Shape nhwc = {geo.batch_n, geo.h, geo.w, geo.cin}, w_shape = {geo.cout, geo.kh, geo.kw, geo.cin};
-    // conv_nchw=1: the producer reads x itself (per-tap boxes, no clusters; 3xTF32: it splits x too).
-    kp.conv_nchw = ctx.heur.conv_nchw > 0 && !kp.wgmma.conv_halo && kp.wgmma.cluster_m == 1 && !kp.wgmma.swap_ab;
+    // conv_nchw=1: the producer reads x itself (no clusters; 3xTF32: it splits x too). Per-tap boxes, or with
+    // conv_halo=1 one halo per patch by 16-byte loads of a channel's pixels (W a multiple of 16 bytes).
+    kp.conv_nchw = ctx.heur.conv_nchw > 0 && kp.wgmma.cluster_m == 1 && !kp.wgmma.swap_ab &&
+                   (!kp.wgmma.conv_halo || geo.w % (16 / eb) == 0);
     if (!kp.conv_nchw) kp.a_staged = add_scratch(x_elems, eb, "x in NHWC for wgmma: " + g.describe(a.operands[0]), nhwc);
     else
       for (std::string& note : kp.notes)  // the mainloop's note: no NHWC copy of x
@@ -114,6 +116,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
           note.replace(at, std::string::npos,
                        "a staging kernel reorders w as [Cout][KH][KW][Cin] first; the producer warpgroup's threads "
                        "write A from NCHW x per kernel tap (no NHWC copy of x), B by TMA, warp-specialized, persistent");
+        else if (const std::string box = "one TMA box of input halo per patch of "; note.find(box) != std::string::npos)
+          note.replace(note.find(box), box.size(), "the producer warpgroup's threads write the input halo (from NCHW x by "
+                       "16-byte loads of a channel's pixels; no NHWC copy of x) of each patch of ");
     kp.b_transposed = add_scratch(w_elems, eb, "w as [Cout][KH][KW][Cin] for wgmma: " + g.describe(a.operands[1]),
                                   w_shape);
     if (kp.mma_kind == "f32x3") {

@@ -195,6 +195,7 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   // 0.828 vs 0.730): the L2 traffic it saves was not the limit, the epilogue is.
   if (ctx.heur.conv_halo != true) return Status::success();
   const int elem = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
+  const bool nchw = ctx.heur.conv_nchw > 0 && geo.w % (16 / elem) == 0;  // halos from NCHW x (pass_buffers.cpp)
   int qh = 1, qw = 1;  // a fused pool's windows
   for (const FusedTail& t : kp.tails)
     if (op_category(ctx.node(t.op).op) == OpCategory::Pool && !t.spatial) {
@@ -214,10 +215,10 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
     if (!ctx.heur.wgmma && tile.bn > 64 && min_bn <= 64) widths.push_back(64);
     for (int w : widths)
       for (int b : {2, 1})
-        if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
+        if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b, nchw) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
           bn = w, buffers = b;
     if (bn == 0)
-      why = "the filter (" + std::to_string(conv_halo_ring_bytes(geo, patch, widths.back(), elem, 0)) + " bytes for " +
+      why = "the filter (" + std::to_string(conv_halo_ring_bytes(geo, patch, widths.back(), elem, 0, nchw)) + " bytes for " +
             std::to_string(widths.back()) + " columns) and a halo do not fit in shared memory";
     else if (ceil_div(geo.n, bn) > kMaxHaloColumnTiles)
       why = std::to_string(ceil_div(geo.n, bn)) + " column tiles (at most " + std::to_string(kMaxHaloColumnTiles) + ")";
@@ -226,7 +227,7 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   tile.bn = bn;
   tile.stages = buffers;
   tile.conv_halo = true;
-  tile.conv_halo_bytes = conv_halo_ring_bytes(geo, patch, bn, elem, buffers);
+  tile.conv_halo_bytes = conv_halo_ring_bytes(geo, patch, bn, elem, buffers, nchw);
   kp.notes.push_back("operands: the column tile's filter resident in shared memory (loaded once a block), one TMA box "
                      "of input halo per patch of " + std::to_string(patch.bh) + "x" + std::to_string(patch.bw) +
                      " pixels; each kernel tap's A is a window of it");

@@ -327,10 +327,16 @@ bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw) {
          warp_rows % (qh * patch.bw) == 0;
 }
 
-int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers) {
+int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers,
+                             bool nchw) {
   const int64_t blocks = geo.cin * elem_bytes / 128;  // 128-byte channel blocks
   const int64_t filter = geo.kh * geo.kw * blocks * bn * 128;
-  const int64_t halo = (patch.bh + (geo.kh - 1) * geo.dh) * (patch.bw + (geo.kw - 1) * geo.dw) * 128;
+  int64_t halo_w = patch.bw + (geo.kw - 1) * geo.dw;
+  if (nchw) {  // rows from an input column aligned to 16 bytes (fj::ConvHalo::kHaloWS)
+    const int64_t vec = 16 / elem_bytes, shift = (vec - geo.pw % vec) % vec;
+    halo_w = (shift + halo_w + vec - 1) / vec * vec;
+  }
+  const int64_t halo = (patch.bh + (geo.kh - 1) * geo.dh) * halo_w * 128;
   return filter + buffers * ((halo + 1023) / 1024 * 1024);
 }
 

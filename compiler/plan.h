@@ -216,8 +216,9 @@ ConvPatch conv_patch(const AnchorGeometry& geo, int bm, int qh = 1, int qw = 1, 
 bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw);
 // conv2d on wgmma with the filter resident (templates/conv_wgmma_halo.cuh):
 // shared memory of a column tile's filter (bn rows) and `buffers` halo boxes of
-// `patch` (fj::ConvHalo::kRingBytes).
-int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers);
+// `patch` (fj::ConvHalo::kRingBytes; `nchw`: halos written from NCHW x, rows aligned to 16 bytes).
+int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers,
+                             bool nchw = false);
 // conv2d on mma.sync from shared-memory copies of each patch's input halo
 // (templates/conv_patch.cuh): why a conv cannot take it ("" if it can), and
 // the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes). The halo

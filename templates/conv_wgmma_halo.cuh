@@ -16,6 +16,9 @@
 //
 // Warp-specialized as gemm_wgmma.cuh's cooperative schedule: warpgroup 0's
 // thread 0 loads (the filter once, then halos into a ring of kStages buffers);
+// with kNchw, warpgroup 0's 128 threads write each halo from NCHW x instead
+// (fill_halo_nchw: 16-byte loads of a channel's pixels, transposed in
+// registers, swizzled 16-byte stores; no NHWC copy of x);
 // consumer warpgroup c holds rows 64c.. of each tile (WgmmaFragment) and runs
 // every tap's wgmmas on a halo buffer, then the epilogue. Not 3xTF32 (the
 // residuals would double the filter), not ping-pong, no clusters.
@@ -25,7 +28,7 @@
 
 namespace fj {
 
-template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages>
+template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages, bool kNchw_ = false>
 struct ConvHalo {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "halo boxes: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
@@ -37,19 +40,72 @@ struct ConvHalo {
   static_assert(kHaloStages >= 1, "at least one halo buffer");
   using Shape = S;          // the conv's shape constants
   using PixelMap = Pixels;  // the tiles' patches (PatchPixels)
+  static constexpr bool kNchw = kNchw_;
   static constexpr int kCBlocks = S::kCin / Tile::BK, kTaps = S::kKH * S::kKW;
   static constexpr int kHaloH = BH + (S::kKH - 1) * S::kDH, kHaloW = BW + (S::kKW - 1) * S::kDW;
+  // kNchw: halo rows start at an input column aligned down to kVec pixels (one 16-byte load of a channel); a
+  // patch's first input column (a multiple of BW, less the padding) sits kShift pixels into its row.
+  static constexpr int kVec = Tile::BK / 8;  // pixels in 16 bytes of a channel: 8 (16-bit) or 4 (fp32)
+  static constexpr int kShift = kNchw ? (kVec - S::kPW % kVec) % kVec : 0;
+  static constexpr int kHaloWS = kNchw ? (kShift + kHaloW + kVec - 1) / kVec * kVec : kHaloW;  // stored row
+  static_assert(!kNchw || (BW % kVec == 0 && S::kW % kVec == 0), "NCHW halos: whole 16-byte vectors of a row");
   static constexpr int kHaloBoxBytes = kHaloH * kHaloW * 128;  // what one TMA box brings
-  static constexpr int kHaloBytes = (kHaloBoxBytes + 1023) / 1024 * 1024;
+  static constexpr int kHaloBytes = (kHaloH * kHaloWS * 128 + 1023) / 1024 * 1024;
   static constexpr int kFilterBytes = kTaps * kCBlocks * Tile::kBytesB;
   static constexpr int kStages = kHaloStages;
   static constexpr int kRingBytes = kFilterBytes + kStages * kHaloBytes;
-  static constexpr unsigned kGroupStride = BW == 8 ? kHaloW * 128 : 1024;  // between a wgmma's 8-row groups
+  static constexpr unsigned kGroupStride = BW == 8 ? kHaloWS * 128 : 1024;  // between a wgmma's 8-row groups
+  // Registers after setmaxnreg: kNchw's producer threads hold a unit's loads (the consumers keep 200).
+  static constexpr int kProducerRegs = kNchw ? 104 : Tile::kProducerRegs;
+  static constexpr int kConsumerRegs = kNchw && Tile::kConsumers == 2 ? 200 : Tile::kConsumerRegs;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
   // Bytes from a halo buffer to the first A row of consumer c at tap `tap`.
   static __device__ __forceinline__ int a_offset(int c, int tap) {
     const int r0 = c * 64;  // the consumer's first row of the tile
-    return ((r0 / BW + (tap / S::kKW) * S::kDH) * kHaloW + r0 % BW + (tap % S::kKW) * S::kDW) * 128;
+    return ((r0 / BW + (tap / S::kKW) * S::kDH) * kHaloWS + kShift + r0 % BW + (tap % S::kKW) * S::kDW) * 128;
+  }
+
+  // kNchw: producer thread t (of 128) writes its units of channel block cb's halo of patch `o` into `buf` (as the
+  // 4-D TMA box would: pixel-major rows of 128 bytes, 16-byte chunk j at j ^ (row % 8), zeros outside the image).
+  // A unit is kVec pixels x one chunk's channels: kPer loads of 16 bytes, a kPer x kVec transpose in registers,
+  // kVec stores. Lanes take the 8 chunks of a pixel group (conflict-free stores), then the row's groups.
+  template <class T>
+  static __device__ __forceinline__ void fill_halo_nchw(char* buf, const T* __restrict__ x,
+                                                        const typename Pixels::Origin& o, int cb, int t) {
+    static_assert(sizeof(T) * Tile::BK == 128, "a channel block: 128 bytes");
+    constexpr int kPer = 16 / static_cast<int>(sizeof(T));  // channels in a 16-byte chunk (== kVec)
+    constexpr int kGroups = kHaloWS / kVec, kUnits = kHaloH * kGroups * 8;
+    const int c_first = o.ow - S::kPW - kShift;  // the halo's first stored column (a multiple of kVec)
+#pragma unroll 1
+    for (int u = t; u < kUnits; u += 128) {
+      const int j = u % 8, grp = (u / 8) % kGroups, hr = u / (8 * kGroups);
+      const int ih = o.oh - S::kPH + hr, iw = c_first + grp * kVec;
+      const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+      uint4 v[kPer];
+      const T* src = x + ((static_cast<long long>(o.n) * S::kCin + cb * Tile::BK + j * kPer) * S::kH + ih) * S::kW + iw;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        v[i] = in ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(i) * S::kH * S::kW))
+                  : make_uint4(0u, 0u, 0u, 0u);
+      const int row0 = hr * kHaloWS + grp * kVec;  // the unit's first stored pixel (row0 % 8 == 0 or 4)
+#pragma unroll
+      for (int p = 0; p < kVec; ++p) {
+        uint4 out;
+        if constexpr (kPer == 8) {  // 16-bit: word w of pixel p = channels 2w, 2w+1
+          const unsigned sel = p % 2 ? 0x7632u : 0x5410u;
+          const unsigned* a = reinterpret_cast<const unsigned*>(v);
+          out.x = __byte_perm(a[0 * 4 + p / 2], a[1 * 4 + p / 2], sel);
+          out.y = __byte_perm(a[2 * 4 + p / 2], a[3 * 4 + p / 2], sel);
+          out.z = __byte_perm(a[4 * 4 + p / 2], a[5 * 4 + p / 2], sel);
+          out.w = __byte_perm(a[6 * 4 + p / 2], a[7 * 4 + p / 2], sel);
+        } else {  // fp32: word w of pixel p = channel w
+          const unsigned* a = reinterpret_cast<const unsigned*>(v);
+          out = make_uint4(a[0 * 4 + p], a[1 * 4 + p], a[2 * 4 + p], a[3 * 4 + p]);
+        }
+        const int row = row0 + p;
+        *reinterpret_cast<uint4*>(buf + row * 128 + ((j ^ (row % 8)) * 16)) = out;
+      }
+    }
   }
 };
 
@@ -59,9 +115,9 @@ struct ConvHalo {
 // epilogue(frag, m0, n0, n_tile) on the consumers after each patch, as
 // wgmma_mainloop does. `ring` is 1024-aligned; the epilogue's shared memory
 // starts at ring + Halo::kRingBytes.
-template <class Tile, class Halo, class Epilogue>
+template <class Tile, class Halo, class T, class Epilogue>
 __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const TileOrder& order, char* ring,
-                                                   const Epilogue& epilogue) {
+                                                   const T* __restrict__ x, const Epilogue& epilogue) {
   using S = typename Halo::Shape;
   using Pixels = typename Halo::PixelMap;
   constexpr int HS = Halo::kStages, BK = Tile::BK, kB = Tile::kBytesB;
@@ -76,7 +132,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   if (threadIdx.x == 0) {
     sm90::mbar_init(&filter_full, 1);
     for (int s = 0; s < HS; ++s) {
-      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&full[s], Halo::kNchw ? 128 : 1);  // kNchw: each producer thread's arrival
       sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -84,7 +140,27 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   __syncthreads();
 
   if (warpgroup == 0) {  // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Tile::kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Halo::kProducerRegs));
+    if constexpr (Halo::kNchw) {  // thread 0 loads the filter; every thread writes its share of each halo
+      if (threadIdx.x == 0) {
+        prefetch_maps(maps);
+        sm90::mbar_expect_tx(&filter_full, Halo::kFilterBytes);
+        for (int kt = 0; kt < Halo::kTaps * Halo::kCBlocks; ++kt)
+          sm90::tma_load_2d(filter + kt * kB, maps.b, &filter_full, kt * BK, n_tile * Tile::BN);
+      }
+      int it = 0;  // halos written so far
+      for (int m = first_m; m < order.m_tiles; m += lanes) {
+        const typename Pixels::Origin o = Pixels::origin(m);
+        for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
+          const int s = it % HS;
+          if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
+          Halo::fill_halo_nchw(halo + s * Halo::kHaloBytes, x, o, cb, static_cast<int>(threadIdx.x));
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to the wgmmas
+          sm90::mbar_arrive(&full[s]);
+        }
+      }
+      return;
+    }
     if (threadIdx.x == 0) {
       prefetch_maps(maps);
       sm90::mbar_expect_tx(&filter_full, Halo::kFilterBytes);
@@ -104,7 +180,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Tile::kConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Halo::kConsumerRegs));
   const int consumer = warpgroup - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
   constexpr int kSteps = BK / Tile::kStepK;

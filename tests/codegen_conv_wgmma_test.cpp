@@ -418,7 +418,8 @@ TEST(CodegenConvWgmma, NchwProducerReadsXInPlace) {
         jobs.push_back({"conv_nchw " + label, "sm_90a", prog->name, prog->source});
       }
   {
-    auto bad = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+    // Halos from NCHW x load 16 bytes of a channel's row: W = 12 is not a multiple of 8 bf16 pixels.
+    auto bad = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 12}, {32, 64, 3, 3}, padded(1)),
                                 {"sm_90a", "conv_nchw=1,conv_halo=1"});
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("conv_nchw=1, but"), std::string::npos) << bad.error().message;
@@ -469,6 +470,41 @@ TEST(CodegenConvWgmma, PingPongStagedEpiloguesFitWhatTheRingLeaves) {
         EXPECT_NE(prog->source.find("/*kPingPong=*/true"), std::string::npos) << label;
         jobs.push_back({label, "sm_90a", prog->name, prog->source});
       }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// conv_halo=1 with conv_nchw=1: the producer warpgroup's threads write each patch's halo from NCHW x
+// (fj::ConvHalo<..., true>::fill_halo_nchw) — no NHWC copy of x, w alone staged and mapped, x's 16-byte
+// alignment checked at launch; 16-bit and tf32, padded (the halo's rows start 7 or 3 pixels before the
+// patch's aligned column) or not, 8- and 64-pixel patches, with a fused pool; compiles for sm_90a.
+TEST(CodegenConvWgmma, NchwHaloProducerWritesEachPatchHalo) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
+    for (int64_t pad : {0, 1})
+      for (const Shape& x : {Shape{2, 64, 20, 16}, Shape{2, 64, 6, 72}})
+        for (Value (*tail)(Value) : {same, max_pool2}) {
+          const std::string label = std::string(precision_name(p)) + " pad " + std::to_string(pad) + " W " +
+                                    std::to_string(x[3]) + (tail == same ? "" : " pool");
+          const Graph g = conv_chain(p, x, {32, 64, 3, 3}, padded(pad), tail);
+          auto prog = generate_program(g, {"sm_90a", "conv_halo=1,conv_nchw=1"});
+          ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+          EXPECT_NE(prog->source.find(", true>;  // the filter resident, each patch's halo written from NCHW x"),
+                    std::string::npos) << label;
+          EXPECT_NE(prog->source.find("fj::GemmMaps{nullptr, &tma_b}"), std::string::npos) << label;
+          EXPECT_NE(prog->plan_text.find("write the input halo (from NCHW x"), std::string::npos) << prog->plan_text;
+          EXPECT_EQ(prog->plan_text.find("x in NHWC"), std::string::npos) << label << ": x staged\n" << prog->plan_text;
+          ASSERT_EQ(prog->launches.size(), 2u) << label;
+          EXPECT_TRUE(prog->launches[0].operand_staging) << label;  // w reordered
+          EXPECT_EQ(prog->launches[1].tensor_maps.size(), 1u) << label;
+          bool x_aligned = false;
+          for (const AlignedBuffer& a : prog->launches[1].aligned) x_aligned = x_aligned || a.bytes == 16;
+          EXPECT_TRUE(x_aligned) << label << ": x's 16-byte alignment is not checked at launch";
+          jobs.push_back({"conv_halo nchw " + label, "sm_90a", prog->name, prog->source});
+          auto boxes = generate_program(g, {"sm_90a", "conv_halo=1"});  // the TMA halo box keeps x staged
+          ASSERT_TRUE(boxes.ok()) << label << ": " << boxes.error().str();
+          EXPECT_NE(boxes->plan_text.find("x in NHWC"), std::string::npos) << label;
+          EXPECT_NE(boxes->source.find(">(maps, order, ring, nullptr, "), std::string::npos) << label;
+        }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
