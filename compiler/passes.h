@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "compiler/plan.h"
@@ -67,6 +68,13 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan);
 // where the tiles would leave most SMs idle (or split_k= in the config);
 // wgrad_nhwc: a dW reading x in NHWC (KernelPlan::wgrad_nhwc).
 MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn);
+// pass_schedule_mma.cpp: the mma.sync anchor's tile (choose_anchor_tile's Mma case).
+Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo);
+// Shared by the schedule passes: ceil(a / b); the first of `options` at least `extent` (else the last); the
+// most splits a K of `k_tiles` k-tiles may take.
+int64_t ceil_div(int64_t a, int64_t b);
+int cover(int64_t extent, std::initializer_list<int> options);
+int64_t max_split_k(int64_t k_tiles);
 MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const std::string& mma_kind,
                        int64_t min_bn, MmaConfig tile, bool wgrad_nhwc = false);
 
