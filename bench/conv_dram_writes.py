@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Issue 9's traffic target: a pooled or reduced conv chain writes only its outputs.
+
+For each bench_conv problem and mode: one run of the fusejit program (`fusejit run SPEC --no-time`) under ncu,
+DRAM bytes written and read summed over its kernels (every kernel named fj_*: staging, conv, finish), against the
+outputs' size. The issue wants bytes written within 1.2x of the outputs'.
+
+    python3 bench/conv_dram_writes.py [--problems 2,4,6,7] [--modes fp32,tf32,bf16] [--fusejit build/fusejit]
+                                      [--ncu ncu] [--out DIR] [--commit C]
+
+Writes conv_dram_writes_<device>_<UTC time>.md (and .json) to --out (default bench/results) and prints the table.
+GPU machine only (ncu); no torch needed.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import bench_conv as C  # noqa: E402  (no torch at import) PROBLEMS, MODES, ELEM_BYTES, out_dims, spec_text
+
+TARGET = 1.2
+
+
+def launches(fusejit, spec):
+    """The program's launch count (`fusejit emit --plan`: one 'launch' line each)."""
+    plan = subprocess.run([fusejit, "emit", spec, "--plan"], capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in plan.splitlines() if line.startswith("launch ")), plan
+
+
+def ncu_bytes(ncu, fusejit, spec, count):
+    """(written, read, kernels) summed over the first `count` fj_ launches of one run."""
+    cmd = [ncu, "--csv", "--metrics", "dram__bytes_write.sum,dram__bytes_read.sum", "-k", "regex:^fj_",
+           "--launch-count", str(count), fusejit, "run", spec, "--no-time", "--samples", "2000"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    written = read = 0.0
+    kernels = []
+    unit_scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    for line in r.stdout.splitlines():
+        cells = [c.strip('"') for c in re.findall(r'"(?:[^"]|"")*"', line)]
+        if len(cells) < 3 or not cells[-1].replace(",", "").replace(".", "", 1).isdigit():
+            continue
+        name, unit, value = cells[-3], cells[-2], float(cells[-1].replace(",", ""))
+        kernel = next((c for c in cells if c.startswith("fj_")), "?")
+        if kernel not in kernels:
+            kernels.append(kernel)
+        if name == "dram__bytes_write.sum":
+            written += value * unit_scale.get(unit, 1)
+        elif name == "dram__bytes_read.sum":
+            read += value * unit_scale.get(unit, 1)
+    if not kernels:
+        raise RuntimeError(f"ncu gave no fj_ kernels (rc {r.returncode}): {(r.stderr or r.stdout)[-400:]}")
+    return written, read, kernels
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", default="2,4,6,7")
+    ap.add_argument("--modes", default="fp32,tf32,bf16")
+    ap.add_argument("--fusejit", default=os.path.join(ROOT, "build", "fusejit"))
+    ap.add_argument("--ncu", default="ncu")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--commit", default="")
+    a = ap.parse_args()
+    problems = C.parse_problems(a.problems)
+    modes = [m for m in a.modes.split(",") if m]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for P in problems:
+            for mode in modes:
+                spec = os.path.join(d, f"conv_{P['name']}_{mode}.yaml")
+                with open(spec, "w") as f:
+                    f.write(C.spec_text(P, mode, False))
+                elem = C.ELEM_BYTES[C.MODES[mode][1]]
+                out_bytes = elem * C.numel(C.out_dims(P, False))
+                row = {"index": C.PROBLEMS.index(P) + 1, "problem": P["name"], "mode": mode, "out_bytes": out_bytes}
+                try:
+                    count, _ = launches(a.fusejit, spec)
+                    w, r, kernels = ncu_bytes(a.ncu, a.fusejit, spec, count)
+                    row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes)
+                except Exception as e:  # one row's failure is reported, the rest still run
+                    row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                rows.append(row)
+                print(row, flush=True)
+    head = "| # | problem | mode | outputs MB | DRAM written MB | written / outputs | target <= 1.2 | read MB | kernels |"
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} | {r['out_bytes'] / 1e6:.3f} | ERR | | | | "
+                         f"{r['error'].replace('|', '/')} |")
+            continue
+        ok = "yes" if r["ratio"] <= TARGET else "no"
+        lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} | {r['out_bytes'] / 1e6:.3f} | "
+                     f"{r['written'] / 1e6:.3f} | {r['ratio']:.2f} | {ok} | {r['read'] / 1e6:.1f} | "
+                     f"{' + '.join(r['kernels'])} |")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    try:
+        device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                text=True).stdout.strip().splitlines()[0]
+    except Exception:
+        device = "unknown"
+    title = (f"# Conv chains: DRAM bytes written vs the outputs' size ({device})\n\n"
+             f"{now:%Y-%m-%d %H:%M} UTC; commit {a.commit or '?'}; command: python3 bench/conv_dram_writes.py "
+             f"--problems {a.problems} --modes {a.modes}; ncu dram__bytes_write.sum / dram__bytes_read.sum summed over "
+             f"one run's fj_ kernels (`fusejit run --no-time`).\n")
+    text = title + "\n" + "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    base = os.path.join(a.out, f"conv_dram_writes_{re.sub(r'[^A-Za-z0-9]+', '_', device)}_{now:%Y%m%d-%H%M%S}")
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    with open(base + ".json", "w") as f:
+        json.dump({"device": device, "commit": a.commit, "date": now.isoformat(), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
