@@ -399,21 +399,24 @@ extern "C" __global__ void __launch_bounds__(384, 1) k_f32x3(const __grid_consta
 })"},
       {"conv_wgmma_halo.cuh", R"(
 #include "fusejit/epilogue.cuh"
+#include "fusejit/fj_half.cuh"
 // The filter resident, one halo box per patch: padded, dilated 3x3 over 2 x 64 patches (two consumers, one
-// halo buffer, tf32: two channel blocks) and over 8 x 8 patches (one consumer, two buffers, bf16).
+// halo buffer, tf32: two channel blocks) and over 8 x 8 patches (one consumer, two buffers, bf16); halos written
+// from NCHW x by the producer's threads (W 72: whole 16-byte rows; padding 2 shifts the patch in the halo row).
+template <int W>
 struct S {
-  static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = 70, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
-                       kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 13, kOW = 70;
+  static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = W, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 13, kOW = W;
 };
-template <class Tile, int BH, int BW, int kBuffers>
-__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
-  using Pixels = fj::PatchPixels<S, Tile::BM, BH, BW>;
-  using Halo = fj::ConvHalo<Tile, S, Pixels, BH, BW, kBuffers>;
-  const fj::TileOrder order{Pixels::kTiles, (S::kCout + Tile::BN - 1) / Tile::BN, 1};
+template <class Tile, class T, int W, int BH, int BW, int kBuffers, bool kNchw>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, const T* x, float* c, char* smem) {
+  using Pixels = fj::PatchPixels<S<W>, Tile::BM, BH, BW>;
+  using Halo = fj::ConvHalo<Tile, S<W>, Pixels, BH, BW, kBuffers, kNchw>;
+  const fj::TileOrder order{Pixels::kTiles, (96 + Tile::BN - 1) / Tile::BN, 1};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Halo::kRingBytes);
-  fj::conv_halo_mainloop<Tile, Halo>(fj::GemmMaps{a, b}, order, ring, [&](auto& f, int m0, int n0, int) {
-    fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, S::kCout, staging, [&](float v, int m, int n) {
+  fj::conv_halo_mainloop<Tile, Halo, T>(fj::GemmMaps{a, b}, order, ring, x, [&](auto& f, int m0, int n0, int) {
+    fj::tile_pointwise_staged<32, true>(f, m0, n0, Pixels::kRows, 96, staging, [&](float v, int m, int n) {
       const fj::Pixel px = Pixels{}.pixel(m);
       if (px.ok) c[m * 96 + n] = v;
     });
@@ -422,12 +425,22 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
 extern "C" __global__ void __launch_bounds__(384, 1) k_tf32(const __grid_constant__ fj::TmaDescriptor a,
                                                             const __grid_constant__ fj::TmaDescriptor b, float* c) {
   extern __shared__ __align__(1024) char smem[];
-  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, 2, 64, 1>(&a, &b, c, smem);
+  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, float, 70, 2, 64, 1, false>(&a, &b, nullptr, c, smem);
 }
 extern "C" __global__ void __launch_bounds__(256, 1) k_bf16(const __grid_constant__ fj::TmaDescriptor a,
                                                             const __grid_constant__ fj::TmaDescriptor b, float* c) {
   extern __shared__ __align__(1024) char smem[];
-  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, 8, 8, 2>(&a, &b, c, smem);
+  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, __nv_bfloat16, 70, 8, 8, 2, false>(&a, &b, nullptr, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_tf32_nchw(const __grid_constant__ fj::TmaDescriptor b,
+                                                                 const float* x, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, float, 72, 2, 64, 1, true>(nullptr, &b, x, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) k_bf16_nchw(const __grid_constant__ fj::TmaDescriptor b,
+                                                                 const __nv_bfloat16* x, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, __nv_bfloat16, 72, 8, 8, 2, true>(nullptr, &b, x, c, smem);
 }
 )"},
       {"conv_wgmma_store.cuh", R"(
