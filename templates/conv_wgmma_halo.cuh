@@ -55,9 +55,10 @@ struct ConvHalo {
   static constexpr int kStages = kHaloStages;
   static constexpr int kRingBytes = kFilterBytes + kStages * kHaloBytes;
   static constexpr unsigned kGroupStride = BW == 8 ? kHaloWS * 128 : 1024;  // between a wgmma's 8-row groups
-  // Registers after setmaxnreg: kNchw's producer threads hold a unit's loads (the consumers keep 200).
-  static constexpr int kProducerRegs = kNchw ? 104 : Tile::kProducerRegs;
-  static constexpr int kConsumerRegs = kNchw && Tile::kConsumers == 2 ? 200 : Tile::kConsumerRegs;
+  // Registers after setmaxnreg: kNchw's producer threads hold their units' loads (up to 96 registers of them;
+  // the consumers keep 176, or 232 alone).
+  static constexpr int kProducerRegs = kNchw ? 152 : Tile::kProducerRegs;
+  static constexpr int kConsumerRegs = kNchw && Tile::kConsumers == 2 ? 176 : Tile::kConsumerRegs;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
   // Bytes from a halo buffer to the first A row of consumer c at tap `tap`.
   static __device__ __forceinline__ int a_offset(int c, int tap) {
@@ -65,46 +66,79 @@ struct ConvHalo {
     return ((r0 / BW + (tap / S::kKW) * S::kDH) * kHaloWS + kShift + r0 % BW + (tap % S::kKW) * S::kDW) * 128;
   }
 
-  // kNchw: producer thread t (of 128) writes its units of channel block cb's halo of patch `o` into `buf` (as the
-  // 4-D TMA box would: pixel-major rows of 128 bytes, 16-byte chunk j at j ^ (row % 8), zeros outside the image).
-  // A unit is kVec pixels x one chunk's channels: kPer loads of 16 bytes, a kPer x kVec transpose in registers,
-  // kVec stores. Lanes take the 8 chunks of a pixel group (conflict-free stores), then the row's groups.
+  // kNchw: producer thread t (of 128) writes its units of channel block cb's halo of patch `o` (as the 4-D TMA box
+  // would: pixel-major rows of 128 bytes, 16-byte chunk j at j ^ (row % 8), zeros outside the image). A unit is
+  // kVec pixels x one chunk's channels: kPer loads of 16 bytes, a kPer x kVec transpose in registers, kVec
+  // stores. Lanes take the 8 chunks of a pixel group (conflict-free stores), then the row's groups. Where a
+  // thread's units fit in registers (kHeldUnits), all their loads are issued before the buffer is free
+  // (load_units, then store_units after the empty barrier): they land while the consumers finish the buffer.
+  static constexpr int kPer = 8 * 16 / Tile::BK;  // channels in a 16-byte chunk (== kVec)
+  static constexpr int kGroups = kHaloWS / kVec, kUnits = kHaloH * kGroups * 8;
+  static constexpr int kThreadUnits = (kUnits + 127) / 128;
+  static constexpr bool kHeld = kNchw && kThreadUnits * kPer * 4 <= 96;  // registers of the loads in flight
+  static constexpr int kHeldUnits = kHeld ? kThreadUnits : 1;
+  struct Unit {
+    int row0, j;  // its first stored pixel and its chunk
+  };
+  template <class T>
+  static __device__ __forceinline__ void load_unit(uint4 (&v)[kPer], Unit& u, const T* __restrict__ x,
+                                                   const typename Pixels::Origin& o, int cb, int unit) {
+    static_assert(sizeof(T) * Tile::BK == 128, "a channel block: 128 bytes");
+    const int j = unit % 8, grp = (unit / 8) % kGroups, hr = unit / (8 * kGroups);
+    const int ih = o.oh - S::kPH + hr, iw = o.ow - S::kPW - kShift + grp * kVec;  // the first stored column
+    const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+    const T* src = x + ((static_cast<long long>(o.n) * S::kCin + cb * Tile::BK + j * kPer) * S::kH + ih) * S::kW + iw;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      v[i] = in ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(i) * S::kH * S::kW))
+                : make_uint4(0u, 0u, 0u, 0u);
+    u = Unit{hr * kHaloWS + grp * kVec, j};  // row0 % 8 == 0 or 4
+  }
+  static __device__ __forceinline__ void store_unit(char* buf, const uint4 (&v)[kPer], const Unit& u) {
+    const unsigned* a = reinterpret_cast<const unsigned*>(v);
+#pragma unroll
+    for (int p = 0; p < kVec; ++p) {
+      uint4 out;
+      if constexpr (kPer == 8) {  // 16-bit: word w of pixel p = channels 2w, 2w+1
+        const unsigned sel = p % 2 ? 0x7632u : 0x5410u;
+        out.x = __byte_perm(a[0 * 4 + p / 2], a[1 * 4 + p / 2], sel);
+        out.y = __byte_perm(a[2 * 4 + p / 2], a[3 * 4 + p / 2], sel);
+        out.z = __byte_perm(a[4 * 4 + p / 2], a[5 * 4 + p / 2], sel);
+        out.w = __byte_perm(a[6 * 4 + p / 2], a[7 * 4 + p / 2], sel);
+      } else {  // fp32: word w of pixel p = channel w
+        out = make_uint4(a[0 * 4 + p], a[1 * 4 + p], a[2 * 4 + p], a[3 * 4 + p]);
+      }
+      const int row = u.row0 + p;
+      *reinterpret_cast<uint4*>(buf + row * 128 + ((u.j ^ (row % 8)) * 16)) = out;
+    }
+  }
+  // A thread's units held in registers (kHeld): loads, then (after the buffer is free) stores.
+  struct Held {
+    uint4 v[kHeldUnits][kPer];
+    Unit u[kHeldUnits];
+  };
+  template <class T>
+  static __device__ __forceinline__ void load_units(Held& h, const T* __restrict__ x,
+                                                    const typename Pixels::Origin& o, int cb, int t) {
+#pragma unroll
+    for (int k = 0; k < kHeldUnits; ++k)
+      if (t + 128 * k < kUnits) load_unit(h.v[k], h.u[k], x, o, cb, t + 128 * k);
+  }
+  static __device__ __forceinline__ void store_units(char* buf, const Held& h, int t) {
+#pragma unroll
+    for (int k = 0; k < kHeldUnits; ++k)
+      if (t + 128 * k < kUnits) store_unit(buf, h.v[k], h.u[k]);
+  }
+  // Otherwise one unit at a time, after the buffer is free.
   template <class T>
   static __device__ __forceinline__ void fill_halo_nchw(char* buf, const T* __restrict__ x,
                                                         const typename Pixels::Origin& o, int cb, int t) {
-    static_assert(sizeof(T) * Tile::BK == 128, "a channel block: 128 bytes");
-    constexpr int kPer = 16 / static_cast<int>(sizeof(T));  // channels in a 16-byte chunk (== kVec)
-    constexpr int kGroups = kHaloWS / kVec, kUnits = kHaloH * kGroups * 8;
-    const int c_first = o.ow - S::kPW - kShift;  // the halo's first stored column (a multiple of kVec)
 #pragma unroll 1
-    for (int u = t; u < kUnits; u += 128) {
-      const int j = u % 8, grp = (u / 8) % kGroups, hr = u / (8 * kGroups);
-      const int ih = o.oh - S::kPH + hr, iw = c_first + grp * kVec;
-      const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
+    for (int unit = t; unit < kUnits; unit += 128) {
       uint4 v[kPer];
-      const T* src = x + ((static_cast<long long>(o.n) * S::kCin + cb * Tile::BK + j * kPer) * S::kH + ih) * S::kW + iw;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i)
-        v[i] = in ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(i) * S::kH * S::kW))
-                  : make_uint4(0u, 0u, 0u, 0u);
-      const int row0 = hr * kHaloWS + grp * kVec;  // the unit's first stored pixel (row0 % 8 == 0 or 4)
-#pragma unroll
-      for (int p = 0; p < kVec; ++p) {
-        uint4 out;
-        if constexpr (kPer == 8) {  // 16-bit: word w of pixel p = channels 2w, 2w+1
-          const unsigned sel = p % 2 ? 0x7632u : 0x5410u;
-          const unsigned* a = reinterpret_cast<const unsigned*>(v);
-          out.x = __byte_perm(a[0 * 4 + p / 2], a[1 * 4 + p / 2], sel);
-          out.y = __byte_perm(a[2 * 4 + p / 2], a[3 * 4 + p / 2], sel);
-          out.z = __byte_perm(a[4 * 4 + p / 2], a[5 * 4 + p / 2], sel);
-          out.w = __byte_perm(a[6 * 4 + p / 2], a[7 * 4 + p / 2], sel);
-        } else {  // fp32: word w of pixel p = channel w
-          const unsigned* a = reinterpret_cast<const unsigned*>(v);
-          out = make_uint4(a[0 * 4 + p], a[1 * 4 + p], a[2 * 4 + p], a[3 * 4 + p]);
-        }
-        const int row = row0 + p;
-        *reinterpret_cast<uint4*>(buf + row * 128 + ((j ^ (row % 8)) * 16)) = out;
-      }
+      Unit u;
+      load_unit(v, u, x, o, cb, unit);
+      store_unit(buf, v, u);
     }
   }
 };
@@ -152,9 +186,16 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
       for (int m = first_m; m < order.m_tiles; m += lanes) {
         const typename Pixels::Origin o = Pixels::origin(m);
         for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
-          const int s = it % HS;
-          if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
-          Halo::fill_halo_nchw(halo + s * Halo::kHaloBytes, x, o, cb, static_cast<int>(threadIdx.x));
+          const int s = it % HS, t = static_cast<int>(threadIdx.x);
+          if constexpr (Halo::kHeld) {  // the loads in flight while the consumers still read the buffer
+            typename Halo::Held held;
+            Halo::load_units(held, x, o, cb, t);
+            if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
+            Halo::store_units(halo + s * Halo::kHaloBytes, held, t);
+          } else {
+            if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
+            Halo::fill_halo_nchw(halo + s * Halo::kHaloBytes, x, o, cb, t);
+          }
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to the wgmmas
           sm90::mbar_arrive(&full[s]);
         }
