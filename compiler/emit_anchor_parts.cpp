@@ -100,10 +100,13 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
   if (!wt.conv_halo)
     return "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
   const bool nchw = !nchw_x.empty();
+  const bool streamed = wt.conv_halo_b_stages > 0;
   s.aliases.push_back("using Halo = fj::ConvHalo<Tile, ConvShape, Pixels, " + std::to_string(patch.bh) + ", " +
-                      std::to_string(patch.bw) + ", " + std::to_string(wt.stages) + (nchw ? ", true" : "") +
-                      (nchw ? ">;  // the filter resident, each patch's halo written from NCHW x"
-                            : ">;  // the filter resident, a halo box per patch"));
+                      std::to_string(patch.bw) + ", " + std::to_string(wt.stages) +
+                      (streamed ? std::string(nchw ? ", true, " : ", false, ") + std::to_string(wt.conv_halo_b_stages)
+                                : std::string(nchw ? ", true" : "")) +
+                      ">;  // the filter " + (streamed ? "streamed" : "resident") +
+                      (nchw ? ", each patch's halo written from NCHW x" : ", a halo box per patch"));
   const std::string elem = elem_type.substr(0, elem_type.find(','));
   return "fj::conv_halo_mainloop<Tile, Halo, " + elem + ">(maps, order, ring, " + (nchw ? nchw_x : "nullptr") + ", ";
 }

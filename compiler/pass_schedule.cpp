@@ -209,18 +209,21 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   if (kp.mma_kind == "f32x3") why = "3xTF32 (the residuals would double the filter)";
   else if (tile.pingpong) why = "the ping-pong schedule";
   else if (patch.bh == 0) why = "no patch 8 or 64 pixels wide holds whole pool windows";
-  int bn = 0, buffers = 0;
+  int bn = 0, buffers = 0, b_stages = 0;
+  // conv_halo=2: the filter streamed through a ring (4 stages or fewer), a halo per patch and channel block.
+  const std::vector<int> ring_stages = ctx.heur.conv_halo_stream ? std::vector<int>{4, 3, 2} : std::vector<int>{0};
   if (why.empty()) {
     const int64_t epilogue = int64_t{tile.bm} * (64 + 8) * 4 + 2048;  // 64-column staging, per-thread partials
     std::vector<int> widths = {tile.bn};
     if (!ctx.heur.wgmma && tile.bn > 64 && min_bn <= 64) widths.push_back(64);
     for (int w : widths)
       for (int b : {2, 1})
-        if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b, nchw) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
-          bn = w, buffers = b;
+        for (int r : ring_stages)
+          if (bn == 0 && conv_halo_ring_bytes(geo, patch, w, elem, b, nchw, r) + 1024 + epilogue <= kWgmmaDynamicSmemLimit)
+            bn = w, buffers = b, b_stages = r;
     if (bn == 0)
-      why = "the filter (" + std::to_string(conv_halo_ring_bytes(geo, patch, widths.back(), elem, 0, nchw)) + " bytes for " +
-            std::to_string(widths.back()) + " columns) and a halo do not fit in shared memory";
+      why = "the filter (" + std::to_string(conv_halo_ring_bytes(geo, patch, widths.back(), elem, 0, nchw, ring_stages.back())) +
+            " bytes for " + std::to_string(widths.back()) + " columns) and a halo do not fit in shared memory";
     else if (ceil_div(geo.n, bn) > kMaxHaloColumnTiles)
       why = std::to_string(ceil_div(geo.n, bn)) + " column tiles (at most " + std::to_string(kMaxHaloColumnTiles) + ")";
   }
@@ -228,10 +231,13 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   tile.bn = bn;
   tile.stages = buffers;
   tile.conv_halo = true;
-  tile.conv_halo_bytes = conv_halo_ring_bytes(geo, patch, bn, elem, buffers, nchw);
-  kp.notes.push_back("operands: the column tile's filter resident in shared memory (loaded once a block), one TMA box "
-                     "of input halo per patch of " + std::to_string(patch.bh) + "x" + std::to_string(patch.bw) +
-                     " pixels; each kernel tap's A is a window of it");
+  tile.conv_halo_b_stages = b_stages;
+  tile.conv_halo_bytes = conv_halo_ring_bytes(geo, patch, bn, elem, buffers, nchw, b_stages);
+  kp.notes.push_back(std::string("operands: ") +
+                     (b_stages ? "the column tile's filter streamed by TMA, each channel block's taps in turn, "
+                               : "the column tile's filter resident in shared memory (loaded once a block), ") +
+                     "one TMA box of input halo per patch of " + std::to_string(patch.bh) + "x" + std::to_string(patch.bw) +
+                     " pixels" + (b_stages ? " and channel block" : "") + "; each kernel tap's A is a window of it");
   return Status::success();
 }
 

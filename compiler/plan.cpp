@@ -18,7 +18,9 @@ std::string TileConfig::str() const {
 std::string WgmmaConfig::str() const {
   std::ostringstream s;
   if (conv_halo) {
-    s << bm << "x" << bn << ", filter resident, input halo per patch (" << stages << " buffer"
+    s << bm << "x" << bn << ", filter "
+      << (conv_halo_b_stages > 0 ? "streamed (" + std::to_string(conv_halo_b_stages) + " stages)" : "resident")
+      << ", input halo per patch" << (conv_halo_b_stages > 0 ? " and channel block (" : " (") << stages << " buffer"
       << (stages > 1 ? "s" : "") << ")";
     return s.str();
   }
@@ -328,9 +330,9 @@ bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw) {
 }
 
 int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers,
-                             bool nchw) {
+                             bool nchw, int b_stages) {
   const int64_t blocks = geo.cin * elem_bytes / 128;  // 128-byte channel blocks
-  const int64_t filter = geo.kh * geo.kw * blocks * bn * 128;
+  const int64_t filter = (b_stages > 0 ? b_stages : geo.kh * geo.kw * blocks) * bn * 128;
   int64_t halo_w = patch.bw + (geo.kw - 1) * geo.dw;
   if (nchw) {  // rows from an input column aligned to 16 bytes (fj::ConvHalo::kHaloWS)
     const int64_t vec = 16 / elem_bytes, shift = (vec - geo.pw % vec) % vec;

@@ -51,6 +51,7 @@ struct WgmmaConfig {
   // input halo per patch; `stages` counts halo buffers, conv_halo_bytes the filter and them.
   bool conv_halo = false;
   int64_t conv_halo_bytes = 0;
+  int conv_halo_b_stages = 0;  // conv_halo=2: the filter streamed through a ring of this many k-tiles (0: resident)
   int consumers() const { return pingpong ? 2 : (swap_ab ? bn : bm) / 64; }
   int threads() const { return 128 * (consumers() + 1); }  // a producer warpgroup and the consumers
   std::string str() const;  // "128x256, 4 stages, raster group 8" ("64x256 ping-pong, ...")
@@ -98,6 +99,7 @@ struct Heuristics {
   std::optional<bool> wgmma_swap_ab; // tf32 matmul with B [K, N]: B as wgmma's register operand (no transposed copy)
   std::optional<bool> conv_patch;    // mma.sync conv2d: halo patches in shared memory (where eligible) or the gather
   std::optional<bool> conv_halo;     // wgmma conv2d: 1 = filter resident, a halo box per patch (else an error)
+  bool conv_halo_stream = false;     // conv_halo=2: a halo per patch and channel block, the filter streamed
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
@@ -125,7 +127,7 @@ struct Heuristics {
 // spaces. Keys: mainloop=auto|ffma|wgmma|mma, tile=BMxBNxTMxTN[xBK],
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
-// tma_slots=1..8, conv_patch=0|1, conv_halo=0|1,
+// tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
 // wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
 // fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
@@ -218,7 +220,7 @@ bool pool_registers_fit(const ConvPatch& patch, int warp_rows, int qh, int qw);
 // shared memory of a column tile's filter (bn rows) and `buffers` halo boxes of
 // `patch` (fj::ConvHalo::kRingBytes; `nchw`: halos written from NCHW x, rows aligned to 16 bytes).
 int64_t conv_halo_ring_bytes(const AnchorGeometry& geo, const ConvPatch& patch, int bn, int elem_bytes, int buffers,
-                             bool nchw = false);
+                             bool nchw = false, int b_stages = 0);
 // conv2d on mma.sync from shared-memory copies of each patch's input halo
 // (templates/conv_patch.cuh): why a conv cannot take it ("" if it can), and
 // the bytes of its operand copies (fj::ConvPatchMma::kSmemBytes). The halo

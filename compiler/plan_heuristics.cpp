@@ -133,8 +133,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
         return Error("codegen config: conv_runs must be the most outputs the runs epilogue takes, 0 to 4, got '" + val + "'");
       h.conv_runs = static_cast<int>(num);
     } else if (key == "conv_halo") {
-      if (val != "0" && val != "1") return Error("codegen config: conv_halo must be 0 or 1, got '" + val + "'");
-      h.conv_halo = val == "1";
+      if (val != "0" && val != "1" && val != "2")
+        return Error("codegen config: conv_halo must be 0, 1 (the filter resident) or 2 (streamed), got '" + val + "'");
+      h.conv_halo = val != "0";
+      h.conv_halo_stream = val == "2";
     } else if (key == "conv_nchw") {
       if (val != "0" && val != "1" && val != "2")
         return Error("codegen config: conv_nchw must be 0, 1 or 2 (k-tiles of loads in flight), got '" + val + "'");

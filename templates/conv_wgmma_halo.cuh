@@ -22,13 +22,17 @@
 // consumer warpgroup c holds rows 64c.. of each tile (WgmmaFragment) and runs
 // every tap's wgmmas on a halo buffer, then the epilogue. Not 3xTF32 (the
 // residuals would double the filter), not ping-pong, no clusters.
+// kBStages > 0 (a filter too large to keep): B is streamed instead, the taps'
+// k-tiles of each channel block through a ring of kBStages (thread 0 issues
+// them after each halo, in the order the consumers take them).
 #pragma once
 
 #include "fusejit/conv_wgmma.cuh"
 
 namespace fj {
 
-template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages, bool kNchw_ = false>
+template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages, bool kNchw_ = false,
+          int kBStages_ = 0>
 struct ConvHalo {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "halo boxes: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
@@ -51,7 +55,9 @@ struct ConvHalo {
   static_assert(!kNchw || (BW % kVec == 0 && S::kW % kVec == 0), "NCHW halos: whole 16-byte vectors of a row");
   static constexpr int kHaloBoxBytes = kHaloH * kHaloW * 128;  // what one TMA box brings
   static constexpr int kHaloBytes = (kHaloH * kHaloWS * 128 + 1023) / 1024 * 1024;
-  static constexpr int kFilterBytes = kTaps * kCBlocks * Tile::kBytesB;
+  static constexpr int kBStages = kBStages_;  // 0: the filter resident; else B's ring
+  static constexpr bool kStreamB = kBStages > 0;
+  static constexpr int kFilterBytes = (kStreamB ? kBStages : kTaps * kCBlocks) * Tile::kBytesB;
   static constexpr int kStages = kHaloStages;
   static constexpr int kRingBytes = kFilterBytes + kStages * kHaloBytes;
   static constexpr unsigned kGroupStride = BW == 8 ? kHaloWS * 128 : 1024;  // between a wgmma's 8-row groups
@@ -155,7 +161,8 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   using S = typename Halo::Shape;
   using Pixels = typename Halo::PixelMap;
   constexpr int HS = Halo::kStages, BK = Tile::BK, kB = Tile::kBytesB;
-  __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS];
+  constexpr int BS = Halo::kStreamB ? Halo::kBStages : 1;
+  __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS], b_full[BS], b_empty[BS];
   const int lanes = gridDim.x / order.n_tiles;
   if (static_cast<int>(blockIdx.x) >= lanes * order.n_tiles) return;  // no whole column of blocks
   const int n_tile = blockIdx.x % order.n_tiles, first_m = blockIdx.x / order.n_tiles;
@@ -169,19 +176,38 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
       sm90::mbar_init(&full[s], Halo::kNchw ? 128 : 1);  // kNchw: each producer thread's arrival
       sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
     }
+    for (int s = 0; s < BS; ++s) {  // kStreamB: B's ring
+      sm90::mbar_init(&b_full[s], 1);
+      sm90::mbar_init(&b_empty[s], Tile::kConsumers * 4);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   if (warpgroup == 0) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Halo::kProducerRegs));
-    if constexpr (Halo::kNchw) {  // thread 0 loads the filter; every thread writes its share of each halo
-      if (threadIdx.x == 0) {
-        prefetch_maps(maps);
+    int b_it = 0;  // kStreamB: B k-tiles issued (thread 0)
+    auto load_filter = [&] {  // thread 0: the whole filter once (resident), or nothing yet (streamed)
+      prefetch_maps(maps);
+      if constexpr (!Halo::kStreamB) {
         sm90::mbar_expect_tx(&filter_full, Halo::kFilterBytes);
         for (int kt = 0; kt < Halo::kTaps * Halo::kCBlocks; ++kt)
           sm90::tma_load_2d(filter + kt * kB, maps.b, &filter_full, kt * BK, n_tile * Tile::BN);
       }
+    };
+    auto stream_b = [&](int cb) {  // thread 0, kStreamB: channel block cb's taps, after its halo
+      if constexpr (Halo::kStreamB) {
+        for (int tap = 0; tap < Halo::kTaps; ++tap, ++b_it) {
+          const int bs = b_it % BS;
+          if (b_it >= BS) sm90::mbar_wait(&b_empty[bs], ((b_it / BS) & 1) ^ 1);
+          sm90::mbar_expect_tx(&b_full[bs], kB);
+          sm90::tma_load_2d(filter + bs * kB, maps.b, &b_full[bs], (tap * Halo::kCBlocks + cb) * BK,
+                            n_tile * Tile::BN);
+        }
+      }
+    };
+    if constexpr (Halo::kNchw) {  // thread 0 loads the filter; every thread writes its share of each halo
+      if (threadIdx.x == 0) load_filter();
       int it = 0;  // halos written so far
       for (int m = first_m; m < order.m_tiles; m += lanes) {
         const typename Pixels::Origin o = Pixels::origin(m);
@@ -198,15 +224,13 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
           }
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to the wgmmas
           sm90::mbar_arrive(&full[s]);
+          if (threadIdx.x == 0) stream_b(cb);
         }
       }
       return;
     }
     if (threadIdx.x == 0) {
-      prefetch_maps(maps);
-      sm90::mbar_expect_tx(&filter_full, Halo::kFilterBytes);
-      for (int kt = 0; kt < Halo::kTaps * Halo::kCBlocks; ++kt)
-        sm90::tma_load_2d(filter + kt * kB, maps.b, &filter_full, kt * BK, n_tile * Tile::BN);
+      load_filter();
       int it = 0;  // halo boxes loaded so far
       for (int m = first_m; m < order.m_tiles; m += lanes) {
         const typename Pixels::Origin o = Pixels::origin(m);
@@ -215,6 +239,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
           if (it >= HS) sm90::mbar_wait(&empty[s], ((it / HS) & 1) ^ 1);
           sm90::mbar_expect_tx(&full[s], Halo::kHaloBoxBytes);
           sm90::tma_load_4d(halo + s * Halo::kHaloBytes, maps.a, &full[s], cb * BK, o.ow - S::kPW, o.oh - S::kPH, o.n);
+          stream_b(cb);
         }
       }
     }
@@ -228,6 +253,44 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   auto release = [&](int s) {
     if (warp_leader) sm90::mbar_arrive(&empty[s]);
   };
+  if constexpr (Halo::kStreamB) {  // B through its ring: each tap's k-tile in turn
+    auto release_b = [&](int bs) {
+      if (warp_leader) sm90::mbar_arrive(&b_empty[bs]);
+    };
+    int it = 0, b_it = 0;  // halos and B k-tiles consumed so far
+#pragma unroll 1
+    for (int m = first_m; m < order.m_tiles; m += lanes) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
+#pragma unroll 1
+      for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
+        const int s = it % HS;
+        sm90::mbar_wait(&full[s], (it / HS) & 1);
+        const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
+#pragma unroll 1
+        for (int tap = 0; tap < Halo::kTaps; ++tap, ++b_it) {
+          const int bs = b_it % BS;
+          sm90::mbar_wait(&b_full[bs], (b_it / BS) & 1);
+          const unsigned long long b0 = sm90::sw128_desc(filter + bs * kB);
+          sm90::wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < kSteps; ++k)
+            sm90::mma<Tile::kKind, Tile::BN>(frag.half(0), a0 + ((Halo::a_offset(consumer, tap) + 32 * k) >> 4),
+                                             b0 + ((32 * k) >> 4));
+          sm90::wgmma_commit();
+          sm90::wgmma_wait<1>();  // the previous tap's wgmmas are done: release its B stage
+          if (tap > 0) release_b((b_it - 1) % BS);
+        }
+        sm90::wgmma_wait<0>();  // this channel block's wgmmas are done: its last B stage and its halo
+        release_b((b_it - 1) % BS);
+        release(s);
+      }
+      epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
+    }
+    return;
+  }
   sm90::mbar_wait(&filter_full, 0);
   int it = 0;  // halo boxes consumed so far
 #pragma unroll 1

@@ -473,6 +473,36 @@ TEST(CodegenConvWgmma, PingPongStagedEpiloguesFitWhatTheRingLeaves) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// conv_halo=2: the filter streamed through a TMA ring (each channel block's taps in turn) with a halo per patch
+// and channel block, where conv_halo=1 cannot keep it resident (Cin 256: 2.4 MB in tf32); from NHWC boxes and
+// from NCHW x; compiles for sm_90a.
+TEST(CodegenConvWgmma, StreamedFilterHaloTakesWideConvs) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::BF16, Precision::TF32}) {
+    const Graph g = conv_chain(p, {2, 256, 8, 56}, {256, 256, 3, 3}, padded(1));
+    const std::string label(precision_name(p));
+    auto resident = generate_program(g, {"sm_90a", "conv_halo=1"});
+    ASSERT_FALSE(resident.ok()) << label;
+    EXPECT_NE(resident.error().message.find("do not fit in shared memory"), std::string::npos)
+        << resident.error().message;
+    for (const char* config : {"conv_halo=2", "conv_halo=2,conv_nchw=1", "conv_halo=2,wgmma_tile=128x128x4"}) {
+      auto prog = generate_program(g, {"sm_90a", config});
+      ASSERT_TRUE(prog.ok()) << label << " " << config << ": " << prog.error().str();
+      EXPECT_NE(prog->plan_text.find("filter streamed ("), std::string::npos) << prog->plan_text;
+      EXPECT_NE(prog->plan_text.find("streamed by TMA, each channel block's taps in turn"), std::string::npos)
+          << prog->plan_text;
+      EXPECT_TRUE(std::regex_search(prog->source, std::regex(R"(fj::ConvHalo<Tile, ConvShape, Pixels, \d+, \d+, \d, (true|false), \d>)")))
+          << label << " " << config;
+      jobs.push_back({std::string("conv_halo=2 ") + label + " " + config, "sm_90a", prog->name, prog->source});
+    }
+  }
+  auto bad = generate_program(conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                              {"sm_90a", "conv_halo=3"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("conv_halo must be 0, 1"), std::string::npos) << bad.error().message;
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // conv_halo=1 with conv_nchw=1: the producer warpgroup's threads write each patch's halo from NCHW x
 // (fj::ConvHalo<..., true>::fill_halo_nchw) — no NHWC copy of x, w alone staged and mapped, x's 16-byte
 // alignment checked at launch; 16-bit and tf32, padded (the halo's rows start 7 or 3 pixels before the

@@ -158,7 +158,7 @@ void run_cases(const std::string& config) {
   check.samples = 20000;
   int failures = 0, mma = 0, explained_simt = 0, compiled = 0, index = 0, on_wgmma = 0, on_nchw = 0;
   const bool pingpong = config.find("wgmma_schedule=pingpong") != std::string::npos;
-  const bool halo = config.find("conv_halo=1") != std::string::npos;
+  const bool halo = config.find("conv_halo=1") != std::string::npos || config.find("conv_halo=2") != std::string::npos;
   for (const ConvCase& c : cases()) {
     if (failures >= 5) break;  // enough to debug; keep the log readable
     if (pingpong && c.precision == Precision::FP32) continue;  // 3xTF32 is cooperative only (a config error)
@@ -265,6 +265,10 @@ TEST(GpuConvMma, WgmmaHaloTwoConsumersMatchReference) { run_cases("conv_halo=1,w
 // 16 bytes, the others skipped: CodegenConvWgmma checks why).
 TEST(GpuConvMma, WgmmaHaloNchwMatchesReference) { run_cases("conv_halo=1,conv_nchw=1"); }
 TEST(GpuConvMma, WgmmaHaloNchwTwoConsumersMatchReference) { run_cases("conv_halo=1,conv_nchw=1,wgmma_tile=128x64x2"); }
+// ... with the filter streamed through a TMA ring, a halo per patch and channel block (conv_halo=2; opt-in, not
+// yet run on a GPU), from NHWC boxes and from NCHW x.
+TEST(GpuConvMma, WgmmaHaloStreamedFilterMatchesReference) { run_cases("conv_halo=2"); }
+TEST(GpuConvMma, WgmmaHaloStreamedFilterNchwMatchesReference) { run_cases("conv_halo=2,conv_nchw=1"); }
 // The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
 TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 

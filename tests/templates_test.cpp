@@ -408,10 +408,10 @@ struct S {
   static constexpr int kBatch = 2, kCin = 64, kH = 13, kW = W, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
                        kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 13, kOW = W;
 };
-template <class Tile, class T, int W, int BH, int BW, int kBuffers, bool kNchw>
+template <class Tile, class T, int W, int BH, int BW, int kBuffers, bool kNchw, int kBStages = 0>
 __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, const T* x, float* c, char* smem) {
   using Pixels = fj::PatchPixels<S<W>, Tile::BM, BH, BW>;
-  using Halo = fj::ConvHalo<Tile, S<W>, Pixels, BH, BW, kBuffers, kNchw>;
+  using Halo = fj::ConvHalo<Tile, S<W>, Pixels, BH, BW, kBuffers, kNchw, kBStages>;
   const fj::TileOrder order{Pixels::kTiles, (96 + Tile::BN - 1) / Tile::BN, 1};
   char* ring = fj::align_smem_1024(smem);
   float* staging = reinterpret_cast<float*>(ring + Halo::kRingBytes);
@@ -441,6 +441,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k_bf16_nchw(const __grid_co
                                                                  const __nv_bfloat16* x, float* c) {
   extern __shared__ __align__(1024) char smem[];
   run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, __nv_bfloat16, 72, 8, 8, 2, true>(nullptr, &b, x, c, smem);
+}
+// The filter streamed through a 3-stage ring (conv_halo=2), from NHWC boxes (bf16) and from NCHW x (tf32).
+extern "C" __global__ void __launch_bounds__(256, 1) k_bf16_stream(const __grid_constant__ fj::TmaDescriptor a,
+                                                                   const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16>, __nv_bfloat16, 70, 8, 8, 2, false, 3>(&a, &b, nullptr, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_tf32_nchw_stream(const __grid_constant__ fj::TmaDescriptor b,
+                                                                        const float* x, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, float, 72, 2, 64, 2, true, 3>(nullptr, &b, x, c, smem);
 }
 )"},
       {"conv_wgmma_store.cuh", R"(
