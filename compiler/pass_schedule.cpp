@@ -207,13 +207,13 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   const ConvPatch patch = conv_patch(geo, tile.bm, qh, qw, 0, true);
   std::string why;
   if (kp.mma_kind == "f32x3") why = "3xTF32 (the residuals would double the filter)";
-  else if (tile.pingpong) why = "the ping-pong schedule";
   else if (patch.bh == 0) why = "no patch 8 or 64 pixels wide holds whole pool windows";
   int bn = 0, buffers = 0, b_stages = 0;
   // conv_halo=2: the filter streamed through a ring (4 stages or fewer), a halo per patch and channel block.
   const std::vector<int> ring_stages = ctx.heur.conv_halo_stream ? std::vector<int>{4, 3, 2} : std::vector<int>{0};
   if (why.empty()) {
-    const int64_t epilogue = int64_t{tile.bm} * (64 + 8) * 4 + 2048;  // 64-column staging, per-thread partials
+    // 64-column staging, per-thread partials (ping-pong: each consumer's)
+    const int64_t epilogue = (int64_t{tile.bm} * (64 + 8) * 4 + 2048) * (tile.pingpong ? 2 : 1);
     std::vector<int> widths = {tile.bn};
     if (!ctx.heur.wgmma && tile.bn > 64 && min_bn <= 64) widths.push_back(64);
     for (int w : widths)

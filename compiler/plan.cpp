@@ -115,8 +115,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
     return bad("swap-AB runs the cooperative schedule, without clusters");
   if (t.conv_halo ? t.stages < 1 || t.stages > 2 : t.stages < 2 || t.stages > 12)
     return bad(t.conv_halo ? "halo buffers must be 1 or 2" : "stages must be in [2, 12]");
-  if (t.conv_halo && (t.pingpong || t.swap_ab || t.cluster_m > 1 || t.split_k > 1 || three_tf32))
-    return bad("a halo conv runs the cooperative schedule, without clusters or split-K, not 3xTF32");
+  if (t.conv_halo && (t.swap_ab || t.cluster_m > 1 || t.split_k > 1 || three_tf32))
+    return bad("a halo conv runs without swap-AB, clusters or split-K, not 3xTF32");
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
   if (t.tma_slots < 1 || t.tma_slots > 8) return bad("TMA store slots must be in [1, 8]");

@@ -24,7 +24,10 @@
 // residuals would double the filter), not ping-pong, no clusters.
 // kBStages > 0 (a filter too large to keep): B is streamed instead, the taps'
 // k-tiles of each channel block through a ring of kBStages (thread 0 issues
-// them after each halo, in the order the consumers take them).
+// them after each halo, in the order the consumers take them). Ping-pong
+// tiles: the two consumers take alternate patches (a whole tile each, its
+// halos and B k-tiles read by it alone), their mainloops in patch order
+// (turn barriers), so one's epilogue overlaps the other's wgmmas.
 #pragma once
 
 #include "fusejit/conv_wgmma.cuh"
@@ -36,9 +39,8 @@ template <class Tile, class S, class Pixels, int BH, int BW, int kHaloStages, bo
 struct ConvHalo {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1, "halo boxes: stride 1, one group");
   static_assert(S::kCin % Tile::BK == 0, "whole 128-byte channel blocks");
-  static_assert(Tile::kKind != MmaKind::F32x3 && !Tile::kPingPong && Tile::kClusterM == 1 && !Tile::kSwapAB &&
-                    !Tile::kBNMajor,
-                "halo conv: tf32 / bf16 / f16, the cooperative schedule, K-major filter rows");
+  static_assert(Tile::kKind != MmaKind::F32x3 && Tile::kClusterM == 1 && !Tile::kSwapAB && !Tile::kBNMajor,
+                "halo conv: tf32 / bf16 / f16, no clusters, K-major filter rows");
   static_assert(BH * BW == Tile::BM, "a patch fills the tile");
   static_assert(BW == 8 || BW % 64 == 0, "a wgmma's 64 rows: 8 output rows of 8 pixels, or one output row");
   static_assert(kHaloStages >= 1, "at least one halo buffer");
@@ -162,7 +164,8 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   using Pixels = typename Halo::PixelMap;
   constexpr int HS = Halo::kStages, BK = Tile::BK, kB = Tile::kBytesB;
   constexpr int BS = Halo::kStreamB ? Halo::kBStages : 1;
-  __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS], b_full[BS], b_empty[BS];
+  __shared__ __align__(8) unsigned long long filter_full, full[HS], empty[HS], b_full[BS], b_empty[BS], turn[2];
+  constexpr int kReaders = Tile::kPingPong ? 4 : Tile::kConsumers * 4;  // warps that release a halo or B stage
   const int lanes = gridDim.x / order.n_tiles;
   if (static_cast<int>(blockIdx.x) >= lanes * order.n_tiles) return;  // no whole column of blocks
   const int n_tile = blockIdx.x % order.n_tiles, first_m = blockIdx.x / order.n_tiles;
@@ -174,12 +177,13 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
     sm90::mbar_init(&filter_full, 1);
     for (int s = 0; s < HS; ++s) {
       sm90::mbar_init(&full[s], Halo::kNchw ? 128 : 1);  // kNchw: each producer thread's arrival
-      sm90::mbar_init(&empty[s], Tile::kConsumers * 4);  // one arrival per consumer warp
+      sm90::mbar_init(&empty[s], kReaders);  // one arrival per reading consumer warp
     }
     for (int s = 0; s < BS; ++s) {  // kStreamB: B's ring
       sm90::mbar_init(&b_full[s], 1);
-      sm90::mbar_init(&b_empty[s], Tile::kConsumers * 4);
+      sm90::mbar_init(&b_empty[s], kReaders);
     }
+    for (int c = 0; c < 2; ++c) sm90::mbar_init(&turn[c], 1);  // ping-pong: mainloops in patch order
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -250,25 +254,37 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
   const int consumer = warpgroup - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
   constexpr int kSteps = BK / Tile::kStepK;
-  auto release = [&](int s) {
-    if (warp_leader) sm90::mbar_arrive(&empty[s]);
+  constexpr bool kPP = Tile::kPingPong;
+  auto release = [&](unsigned long long* bar) {
+    if (warp_leader) sm90::mbar_arrive(bar);
   };
-  if constexpr (Halo::kStreamB) {  // B through its ring: each tap's k-tile in turn
-    auto release_b = [&](int bs) {
-      if (warp_leader) sm90::mbar_arrive(&b_empty[bs]);
-    };
-    int it = 0, b_it = 0;  // halos and B k-tiles consumed so far
+  // Bytes from a halo buffer to the A rows of 64-row wgmma h: cooperative, the consumer's rows of the tile;
+  // ping-pong, rows 64h of its own tile.
+  auto a_rows = [&](int h, int tap) { return Halo::a_offset(kPP ? h : consumer, tap); };
+  if constexpr (!Halo::kStreamB) sm90::mbar_wait(&filter_full, 0);
+  int it = 0, b_it = 0, local = 0;  // halos and B k-tiles consumed so far (by the block); its patches so far
 #pragma unroll 1
-    for (int m = first_m; m < order.m_tiles; m += lanes) {
+  for (int m = first_m; m < order.m_tiles; m += lanes, ++local) {
+    if constexpr (kPP) {
+      if (local % 2 != consumer) {  // the other consumer's patch
+        it += Halo::kCBlocks;
+        if constexpr (Halo::kStreamB) b_it += Halo::kCBlocks * Halo::kTaps;
+        continue;
+      }
+      if (local > 0) sm90::mbar_wait(&turn[consumer], ((local - 1) / 2) & 1);  // the other one reached its last halo
+    }
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < WgmmaFragment<Tile>::kRows; ++i)
 #pragma unroll
-        for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
+      for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
 #pragma unroll 1
-      for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
-        const int s = it % HS;
-        sm90::mbar_wait(&full[s], (it / HS) & 1);
-        const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
+    for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
+      const int s = it % HS;
+      sm90::mbar_wait(&full[s], (it / HS) & 1);
+      if constexpr (kPP)
+        if (cb == Halo::kCBlocks - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
+      const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
+      if constexpr (Halo::kStreamB) {  // B through its ring: each tap's k-tile in turn
 #pragma unroll 1
         for (int tap = 0; tap < Halo::kTaps; ++tap, ++b_it) {
           const int bs = b_it % BS;
@@ -277,53 +293,41 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
           sm90::wgmma_fence();
 #pragma unroll
           for (int k = 0; k < kSteps; ++k)
-            sm90::mma<Tile::kKind, Tile::BN>(frag.half(0), a0 + ((Halo::a_offset(consumer, tap) + 32 * k) >> 4),
-                                             b0 + ((32 * k) >> 4));
+#pragma unroll
+            for (int h = 0; h < Tile::kMHalves; ++h)
+              sm90::mma<Tile::kKind, Tile::BN>(frag.half(h), a0 + ((a_rows(h, tap) + 32 * k) >> 4),
+                                               b0 + ((32 * k) >> 4));
           sm90::wgmma_commit();
           sm90::wgmma_wait<1>();  // the previous tap's wgmmas are done: release its B stage
-          if (tap > 0) release_b((b_it - 1) % BS);
+          if (tap > 0) release(&b_empty[(b_it - 1) % BS]);
         }
         sm90::wgmma_wait<0>();  // this channel block's wgmmas are done: its last B stage and its halo
-        release_b((b_it - 1) % BS);
-        release(s);
-      }
-      epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
-    }
-    return;
-  }
-  sm90::mbar_wait(&filter_full, 0);
-  int it = 0;  // halo boxes consumed so far
-#pragma unroll 1
-  for (int m = first_m; m < order.m_tiles; m += lanes) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] = 0.f;
-#pragma unroll 1
-    for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
-      const int s = it % HS;
-      sm90::mbar_wait(&full[s], (it / HS) & 1);
-      const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
-      const unsigned long long b0 = sm90::sw128_desc(filter + cb * kB);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int tap = 0; tap < Halo::kTaps; ++tap)
-#pragma unroll
-        for (int k = 0; k < kSteps; ++k)
-          sm90::mma<Tile::kKind, Tile::BN>(frag.half(0), a0 + ((Halo::a_offset(consumer, tap) + 32 * k) >> 4),
-                                           b0 + ((tap * Halo::kCBlocks * kB + 32 * k) >> 4));
-      sm90::wgmma_commit();
-      if constexpr (HS == 1) {  // the next box goes to this buffer: free it now
-        sm90::wgmma_wait<0>();
-        release(s);
+        release(&b_empty[(b_it - 1) % BS]);
+        release(&empty[s]);
       } else {
-        sm90::wgmma_wait<1>();  // the previous channel block's wgmmas are done: release its buffer
-        if (cb > 0) release((it - 1) % HS);
+        const unsigned long long b0 = sm90::sw128_desc(filter + cb * kB);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int tap = 0; tap < Halo::kTaps; ++tap)
+#pragma unroll
+          for (int k = 0; k < kSteps; ++k)
+#pragma unroll
+            for (int h = 0; h < Tile::kMHalves; ++h)
+              sm90::mma<Tile::kKind, Tile::BN>(frag.half(h), a0 + ((a_rows(h, tap) + 32 * k) >> 4),
+                                               b0 + ((tap * Halo::kCBlocks * kB + 32 * k) >> 4));
+        sm90::wgmma_commit();
+        if constexpr (HS == 1) {  // the next box goes to this buffer: free it now
+          sm90::wgmma_wait<0>();
+          release(&empty[s]);
+        } else {
+          sm90::wgmma_wait<1>();  // the previous channel block's wgmmas are done: release its buffer
+          if (cb > 0) release(&empty[(it - 1) % HS]);
+        }
       }
     }
-    if constexpr (HS > 1) {
+    if constexpr (!Halo::kStreamB && HS > 1) {
       sm90::wgmma_wait<0>();
-      release((it - 1) % HS);
+      release(&empty[(it - 1) % HS]);
     }
     epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
   }

@@ -269,6 +269,12 @@ TEST(GpuConvMma, WgmmaHaloNchwTwoConsumersMatchReference) { run_cases("conv_halo
 // yet run on a GPU), from NHWC boxes and from NCHW x.
 TEST(GpuConvMma, WgmmaHaloStreamedFilterMatchesReference) { run_cases("conv_halo=2"); }
 TEST(GpuConvMma, WgmmaHaloStreamedFilterNchwMatchesReference) { run_cases("conv_halo=2,conv_nchw=1"); }
+// ... on ping-pong tiles: the consumers take alternate patches (opt-in, not yet run on a GPU).
+TEST(GpuConvMma, WgmmaHaloPingPongMatchesReference) { run_cases("conv_halo=1,wgmma_schedule=pingpong"); }
+TEST(GpuConvMma, WgmmaHaloNchwPingPongMatchesReference) { run_cases("conv_halo=1,conv_nchw=1,wgmma_schedule=pingpong"); }
+TEST(GpuConvMma, WgmmaHaloStreamedPingPongMatchesReference) {
+  run_cases("conv_halo=2,conv_nchw=1,wgmma_schedule=pingpong");
+}
 // The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
 TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 

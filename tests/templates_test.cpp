@@ -453,6 +453,19 @@ extern "C" __global__ void __launch_bounds__(384, 1) k_tf32_nchw_stream(const __
   extern __shared__ __align__(1024) char smem[];
   run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::TF32>, float, 72, 2, 64, 2, true, 3>(nullptr, &b, x, c, smem);
 }
+// Ping-pong consumers on alternate patches: 64-row tiles (resident filter, TMA halos) and 128-row tiles (two
+// wgmmas a k step; NCHW halos, the filter streamed).
+extern "C" __global__ void __launch_bounds__(384, 1) k_bf16_pingpong(const __grid_constant__ fj::TmaDescriptor a,
+                                                                     const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<64, 64, 2, fj::MmaKind::BF16, false, true>, __nv_bfloat16, 70, 8, 8, 2, false>(&a, &b, nullptr, c,
+                                                                                                  smem);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) k_f16_pingpong_nchw(const __grid_constant__ fj::TmaDescriptor b,
+                                                                         const __half* x, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<fj::WgmmaTile<128, 64, 2, fj::MmaKind::F16, false, true>, __half, 72, 2, 64, 2, true, 3>(nullptr, &b, x, c, smem);
+}
 )"},
       {"conv_wgmma_store.cuh", R"(
 #include "fusejit/fj_half.cuh"
