@@ -281,7 +281,9 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
     for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
       const int s = it % HS;
       sm90::mbar_wait(&full[s], (it / HS) & 1);
-      if constexpr (kPP)
+      // Ping-pong: the other consumer's mainloop may start once every full phase of this patch has completed (its
+      // last halo; streamed, its last B k-tile below), so that its parity waits cannot alias an older phase.
+      if constexpr (kPP && !Halo::kStreamB)
         if (cb == Halo::kCBlocks - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
       const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
       if constexpr (Halo::kStreamB) {  // B through its ring: each tap's k-tile in turn
@@ -289,6 +291,9 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
         for (int tap = 0; tap < Halo::kTaps; ++tap, ++b_it) {
           const int bs = b_it % BS;
           sm90::mbar_wait(&b_full[bs], (b_it / BS) & 1);
+          if constexpr (kPP)
+            if (cb == Halo::kCBlocks - 1 && tap == Halo::kTaps - 1 && threadIdx.x % 128 == 0)
+              sm90::mbar_arrive(&turn[1 - consumer]);
           const unsigned long long b0 = sm90::sw128_desc(filter + bs * kB);
           sm90::wgmma_fence();
 #pragma unroll
