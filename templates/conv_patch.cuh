@@ -325,11 +325,7 @@ struct ConvPatchMma {
       for (int p = 0; p < kVec; ++p) {
         unsigned c[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if constexpr (E == 2)
-            c[i] = __byte_perm(w[j][2 * i][p / 2], w[j][2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
-          else
-            c[i] = w[j][i][p];  // 4-byte elements: channel i's pixel p
+        for (int i = 0; i < 4; ++i) c[i] = chunk_word<E>(w[j], i, p);
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + p * 16), "r"(c[0]), "r"(c[1]),
                      "r"(c[2]), "r"(c[3])
                      : "memory");

@@ -95,7 +95,9 @@ struct ConvHalo {
     const int j = unit % 8, grp = (unit / 8) % kGroups, hr = unit / (8 * kGroups);
     const int ih = o.oh - S::kPH + hr, iw = o.ow - S::kPW - kShift + grp * kVec;  // the first stored column
     const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
-    const T* src = x + ((static_cast<long long>(o.n) * S::kCin + cb * Tile::BK + j * kPer) * S::kH + ih) * S::kW + iw;
+    // Outside the image the address stays x's first pixels (a load hoisted above `in` still reads inside x).
+    const T* src = x + (in ? ((static_cast<long long>(o.n) * S::kCin + cb * Tile::BK + j * kPer) * S::kH + ih) * S::kW + iw
+                           : 0);
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       v[i] = in ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(i) * S::kH * S::kW))
@@ -103,19 +105,12 @@ struct ConvHalo {
     u = Unit{hr * kHaloWS + grp * kVec, j};  // row0 % 8 == 0 or 4
   }
   static __device__ __forceinline__ void store_unit(char* buf, const uint4 (&v)[kPer], const Unit& u) {
-    const unsigned* a = reinterpret_cast<const unsigned*>(v);
+    const unsigned (&rows)[kPer][4] = *reinterpret_cast<const unsigned (*)[kPer][4]>(v);  // channel i's words
+    constexpr int E = 16 / kPer;  // element bytes
 #pragma unroll
     for (int p = 0; p < kVec; ++p) {
-      uint4 out;
-      if constexpr (kPer == 8) {  // 16-bit: word w of pixel p = channels 2w, 2w+1
-        const unsigned sel = p % 2 ? 0x7632u : 0x5410u;
-        out.x = __byte_perm(a[0 * 4 + p / 2], a[1 * 4 + p / 2], sel);
-        out.y = __byte_perm(a[2 * 4 + p / 2], a[3 * 4 + p / 2], sel);
-        out.z = __byte_perm(a[4 * 4 + p / 2], a[5 * 4 + p / 2], sel);
-        out.w = __byte_perm(a[6 * 4 + p / 2], a[7 * 4 + p / 2], sel);
-      } else {  // fp32: word w of pixel p = channel w
-        out = make_uint4(a[0 * 4 + p], a[1 * 4 + p], a[2 * 4 + p], a[3 * 4 + p]);
-      }
+      const uint4 out = make_uint4(chunk_word<E>(rows, 0, p), chunk_word<E>(rows, 1, p), chunk_word<E>(rows, 2, p),
+                                   chunk_word<E>(rows, 3, p));
       const int row = u.row0 + p;
       *reinterpret_cast<uint4*>(buf + row * 128 + ((u.j ^ (row % 8)) * 16)) = out;
     }

@@ -8,6 +8,18 @@
 
 namespace fj {
 
+// ---- channel chunks ----------------------------------------------------------
+// Word i of pixel p's 16-byte chunk of channels, from rows of the channels' pixels (`rows[c][q]`: channel c's
+// pixels 2q, 2q+1 in 16-bit, pixel q in 4-byte elements): channels 2i, 2i+1 (16-bit) or i. Halo copies from NCHW
+// x into channel-innermost chunks transpose with it (conv_patch.cuh, conv_wgmma_halo.cuh).
+template <int E, class Rows>
+__device__ __forceinline__ unsigned chunk_word(const Rows& rows, int i, int p) {
+  if constexpr (E == 2)
+    return __byte_perm(rows[2 * i][p / 2], rows[2 * i + 1][p / 2], p % 2 ? 0x7632 : 0x5410);
+  else
+    return rows[i][p];
+}
+
 // ---- element types -----------------------------------------------------------
 // Tensors are stored as float, or (with fusejit/fj_half.cuh) __half or
 // __nv_bfloat16; kernels load every element as float and store results in
