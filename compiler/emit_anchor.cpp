@@ -127,9 +127,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         return Error("codegen config: conv_nchw=" + std::to_string(ctx.heur.conv_nchw) + ", but the producer reads "
                      "NCHW x without clusters or swap-AB, and with conv_halo=1 where W is a multiple of " +
                      std::to_string(16 / elem_bytes) + " (16-byte loads of a channel's pixels)");
-      wgmma_call = kp.conv_nchw ? conv_wgmma_call(wt, patch, s, em.load_param(a.operands[0]),
-                                                  T + (ctx.heur.conv_nchw == 2 && !wt.conv_halo ? ", 2" : ""))
-                                : conv_wgmma_call(wt, patch, s, "", T);
+      wgmma_call = conv_wgmma_call(wt, patch, s, kp.conv_nchw ? em.load_param(a.operands[0]) : "", T,
+                                   ctx.heur.conv_nchw);
       if (kp.conv_nchw && wt.conv_halo)  // 16-byte loads of x's rows
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
       run.push_back("constexpr int g = 0;  // one group");

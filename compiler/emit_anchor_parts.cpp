@@ -93,10 +93,10 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
 }
 
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s, const std::string& nchw_x,
-                            const std::string& elem_type) {
-  if (!nchw_x.empty() && !wt.conv_halo)  // the producer's threads read NCHW x (conv_nchw=1)
-    return "fj::wgmma_mainloop<Tile>(fj::ConvNchwOperands<Tile, ConvShape, Pixels, " + elem_type + ">{maps, " +
-           nchw_x + "}, order, split, ring, ";
+                            const std::string& elem_type, int lookahead) {
+  if (!nchw_x.empty() && !wt.conv_halo)  // the producer's threads read NCHW x (conv_nchw=1|2)
+    return "fj::wgmma_mainloop<Tile>(fj::ConvNchwOperands<Tile, ConvShape, Pixels, " + elem_type +
+           (lookahead == 2 ? ", 2" : "") + ">{maps, " + nchw_x + "}, order, split, ring, ";
   if (!wt.conv_halo)
     return "fj::wgmma_mainloop<Tile>(fj::ConvOperands<Tile, ConvShape, Pixels>{maps}, order, split, ring, ";
   const bool nchw = !nchw_x.empty();
@@ -107,8 +107,8 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
                                 : std::string(nchw ? ", true" : "")) +
                       ">;  // the filter " + (streamed ? "streamed" : "resident") +
                       (nchw ? ", each patch's halo written from NCHW x" : ", a halo box per patch"));
-  const std::string elem = elem_type.substr(0, elem_type.find(','));
-  return "fj::conv_halo_mainloop<Tile, Halo, " + elem + ">(maps, order, ring, " + (nchw ? nchw_x : "nullptr") + ", ";
+  return "fj::conv_halo_mainloop<Tile, Halo, " + elem_type + ">(maps, order, ring, " + (nchw ? nchw_x : "nullptr") +
+         ", ";
 }
 
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,

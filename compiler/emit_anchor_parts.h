@@ -59,9 +59,9 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const
                                                    bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s);
 // nchw_x (conv_nchw=1): the x parameter the producer reads (per-tap A tiles, or with conv_halo=1 each patch's
-// halo); elem_type: x's element type (conv_halo=1 and conv_nchw: always).
+// halo); elem_type: x's element type; lookahead: conv_nchw's k-tiles of loads in flight (per-tap A tiles).
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,
-                            const std::string& nchw_x = "", const std::string& elem_type = "");
+                            const std::string& nchw_x, const std::string& elem_type, int lookahead = 1);
 
 // The wgmma mainloop's `const fj::SplitK split{...};` (its constants added to `s`).
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s);
