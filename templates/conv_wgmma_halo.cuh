@@ -80,7 +80,7 @@ struct ConvHalo {
   // stores. Lanes take the 8 chunks of a pixel group (conflict-free stores), then the row's groups. Where a
   // thread's units fit in registers (kHeldUnits), all their loads are issued before the buffer is free
   // (load_units, then store_units after the empty barrier): they land while the consumers finish the buffer.
-  static constexpr int kPer = 8 * 16 / Tile::BK;  // channels in a 16-byte chunk (== kVec)
+  static constexpr int kPer = kVec;  // channels in a 16-byte chunk (a unit is kPer x kVec)
   static constexpr int kGroups = kHaloWS / kVec, kUnits = kHaloH * kGroups * 8;
   static constexpr int kThreadUnits = (kUnits + 127) / 128;
   static constexpr bool kHeld = kNchw && kThreadUnits * kPer * 4 <= 96;  // registers of the loads in flight
@@ -91,7 +91,7 @@ struct ConvHalo {
   template <class T>
   static __device__ __forceinline__ void load_unit(uint4 (&v)[kPer], Unit& u, const T* __restrict__ x,
                                                    const typename Pixels::Origin& o, int cb, int unit) {
-    static_assert(sizeof(T) * Tile::BK == 128, "a channel block: 128 bytes");
+    static_assert(sizeof(T) * Tile::BK == 128 && sizeof(T) * kPer == 16, "a channel block: 128 bytes, 16-byte chunks");
     const int j = unit % 8, grp = (unit / 8) % kGroups, hr = unit / (8 * kGroups);
     const int ih = o.oh - S::kPH + hr, iw = o.ow - S::kPW - kShift + grp * kVec;  // the first stored column
     const bool in = o.n < S::kBatch && (unsigned)ih < (unsigned)S::kH && (unsigned)iw < (unsigned)S::kW;
