@@ -4,13 +4,15 @@
 #                                    tf32 every row (eager, torch.compile default and max-autotune-no-cudagraphs)
 #   scripts/bench_conv_issue9.sh b   bf16 every row as tf32, then seeds 1 and 3 tuned (fusejit-tuned:
 #                                    autotune=force, ~40 s a row) against both compile modes in tf32 and bf16
+#   scripts/bench_conv_issue9.sh m   tf32 and bf16 every row (eager, both torch.compile modes, fusejit): the standing
+#                                    against max-autotune without the fp32 and tuned runs (~9 min)
 #   scripts/bench_conv_issue9.sh c   DRAM bytes written by the pooled / reduced chains vs their outputs (ncu;
 #                                    bench/conv_dram_writes.py; ~2 min, can share a call with other work)
 # Every side of a row runs in one process on the same inputs (bench/bench_conv.py). COMMIT names the commit in
-# the results (the device copy's git metadata may be stale); BUDGET (default 230 s) bounds each bench process (two a call: under the 600 s a device call may take).
+# the results (the device copy's git metadata may be stale); PROBLEMS (part m, default all) the rows; BUDGET (default 230 s) bounds each bench process (two a call: under the 600 s a device call may take).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?usage: scripts/bench_conv_issue9.sh a|b|c}
+part=${1:?usage: scripts/bench_conv_issue9.sh a|b|m|c}
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 budget=${BUDGET:-230}
 BUILD_TARGETS="fusejit fusejit_c" scripts/gpu_check.sh build | tail -1 || exit 1
@@ -24,6 +26,8 @@ case $part in
      run tf32 all tf32 eager,compile,fusejit ;;
   b) run bf16 all bf16 eager,compile,fusejit
      run tuned 1,2 tf32,bf16 compile,fusejit,fusejit-tuned ;;
+  m) run tf32 "${PROBLEMS:-all}" tf32 eager,compile,fusejit
+     run bf16 "${PROBLEMS:-all}" bf16 eager,compile,fusejit ;;
   c) timeout 300 python3 bench/conv_dram_writes.py --commit "$commit" --out "$out" | tail -16 ;;
-  *) echo "unknown part '$part' (a, b or c)" >&2; exit 2 ;;
+  *) echo "unknown part '$part' (a, b, m or c)" >&2; exit 2 ;;
 esac
