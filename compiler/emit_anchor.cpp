@@ -47,10 +47,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const FusedTail* pool = nullptr;
   std::vector<const FusedTail*> reductions;
   for (const FusedTail& tail : kp.tails) {
-    if (op_category(g.node(tail.op).op) == OpCategory::Pool && !tail.spatial)  // global_avg_pool: a reduction
-      pool = &tail;
-    else
-      reductions.push_back(&tail);
+    if (op_category(g.node(tail.op).op) == OpCategory::Pool && !tail.spatial) pool = &tail;  // global_avg_pool: a reduction
+    else reductions.push_back(&tail);
   }
 
   if (wgmma) {
@@ -132,8 +130,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (kp.conv_nchw && wt.conv_halo)  // 16-byte loads of x's rows
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
       run.push_back("constexpr int g = 0;  // one group");
-      launch.grid = {static_cast<unsigned>(m_tiles * n_tiles), 1, 1};
-      launch.persistent = true;
+      launch.grid = {static_cast<unsigned>(wt.cluster_m > 1 ? (m_tiles + 1) / 2 * n_tiles * 2 : m_tiles * n_tiles), 1, 1};
+      launch.persistent = true;  // (clusters: a unit is a pair of patches, one block each, as the GEMM's)
+      launch.cluster = wt.cluster_m;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
       auto head = halo_patch_loop(ctx, geo, patch, mt, kp.halo_prefetch, kp.halo_pipeline, elem_bytes, T, em.load_param(a.operands[0]),
                                   em.load_param(a.operands[1]), s);

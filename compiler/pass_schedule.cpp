@@ -351,15 +351,27 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     tile.raster_group = 16;
   }
   if (ctx.heur.wgmma_cluster && *ctx.heur.wgmma_cluster > 1) {
-    if (geo.op == OpKind::Conv2d) return Error("codegen config: wgmma_cluster applies to linear and matmul");
+    if (geo.op == OpKind::Conv2d && (ctx.heur.conv_halo == true || ctx.heur.conv_nchw > 0))
+      return Error("codegen config: wgmma_cluster=2 on conv2d takes the per-tap TMA path (not conv_halo, conv_nchw)");
     if (b_n_major && tile.bn < 128)
       return Error("codegen config: wgmma_cluster=2 with B [K, N] needs a tile at least 128 wide, got " + tile.str());
     if (tile.pingpong && ctx.heur.wgmma_schedule == "auto") {  // the default's ping-pong: cooperative instead
       tile.pingpong = false;
+      const bool pooled = std::any_of(kp.tails.begin(), kp.tails.end(), [&](const FusedTail& t) {
+        return op_category(ctx.node(t.op).op) == OpCategory::Pool && !t.spatial;
+      });
+      if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma && tile.bm == 64 && !pooled) {  // two consumers a block
+        tile.bm = 128;
+        tile.raster_group = std::max(1, tile.raster_group / 2);
+      }
       if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, three_tf32);
     }
     if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
     tile.cluster_m = *ctx.heur.wgmma_cluster;
+    if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma) {  // the cooperative NCHW epilogue's staging beside the ring
+      const int64_t room = kWgmmaDynamicSmemLimit - int64_t{tile.bm} * (64 + 8) * 4;
+      while (tile.stages > 2 && wgmma_smem_bytes(tile, false) > room) --tile.stages;
+    }
   }
   if (geo.op == OpKind::Conv2d) {
     if (Status s = choose_conv_halo(ctx, kp, geo, min_bn, tile); !s) return s;

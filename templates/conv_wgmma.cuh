@@ -32,11 +32,23 @@ struct ConvOperands {
   static constexpr int kCBlocks = S::kCin / Tile::BK;
   GemmMaps maps;  // a: x NHWC (4-D), b: w [Cout][KH*KW*Cin]; F32x3: their residuals alike
   __device__ __forceinline__ int k_tiles() const { return S::kKH * S::kKW * kCBlocks; }
-  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
+  // Clusters (kClusterM = 2): block `rank` loads its own A and rows [rank * BN / 2, ...) of B's k-tile,
+  // multicast to both blocks (a patch past the last one, an odd count's partner, is an image past the batch:
+  // TMA zero-fills it).
+  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c,
+                                       unsigned rank = 0) const {
     const int tap = kt / kCBlocks, c0 = (kt % kCBlocks) * Tile::BK;
     const typename Patch::Origin o = Patch::origin(c.m);
     const int iw = o.ow + (tap % S::kKW) * S::kDW - S::kPW, ih = o.oh + (tap / S::kKW) * S::kDH - S::kPH;
     sm90::tma_load_4d(st.a, maps.a, bar, c0, iw, ih, o.n);
+    if constexpr (Tile::kClusterM > 1) {
+      static_assert(Tile::kKind != MmaKind::F32x3 && !Tile::kBNMajor, "clusters: not 3xTF32, K-major filter rows");
+      constexpr unsigned short kAll = (1u << Tile::kClusterM) - 1;
+      constexpr int kRows = Tile::BN / Tile::kClusterM;
+      sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + rank * kRows * 128, maps.b, bar, kt * Tile::BK,
+                                  c.n * Tile::BN + rank * kRows, kAll);
+      return;
+    }
     sm90::tma_load_2d(st.b, maps.b, bar, kt * Tile::BK, c.n * Tile::BN);
     if constexpr (Tile::kKind == MmaKind::F32x3) {
       sm90::tma_load_4d(st.a_lo, maps.a_lo, bar, c0, iw, ih, o.n);

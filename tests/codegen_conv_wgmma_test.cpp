@@ -411,6 +411,39 @@ TEST(CodegenConvWgmma, StagingPrefetchOnRequest) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// 2-block clusters sharing the filter's k-tiles (wgmma_cluster=2, opt-in): cooperative tiles, pairs of patches a
+// unit (an odd count: a zero-filled partner patch), B multicast in halves; compiled for sm_90a. Not with the
+// halo or NCHW producers, not 3xTF32: errors that say so.
+TEST(CodegenConvWgmma, ClustersShareTheFilterOnRequest) {
+  std::vector<CompileJob> jobs;
+  for (Precision p : {Precision::TF32, Precision::BF16, Precision::F16}) {
+    for (const char* config : {"wgmma_cluster=2", "wgmma_tile=128x256x3,wgmma_cluster=2"}) {
+      const std::string label = std::string(precision_name(p)) + " '" + config + "'";
+      // 3 images of 128 pixels (128-row tiles: 3, an odd count)
+      auto prog = generate_program(conv_chain(p, {3, 64, 8, 16}, {96, 64, 3, 3}, padded(1)), {"sm_90a", config});
+      ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+      EXPECT_NE(prog->plan_text.find("2-block clusters sharing B"), std::string::npos) << label << "\n" << prog->plan_text;
+      EXPECT_NE(prog->source.find("__cluster_dims__(2, 1, 1)"), std::string::npos) << label;
+      EXPECT_NE(prog->source.find("fj::ConvOperands<"), std::string::npos) << label;
+      EXPECT_EQ(prog->plan_text.find("ping-pong"), std::string::npos) << label << ": cooperative tiles";
+      if (std::string(config).find("128x256") != std::string::npos) EXPECT_EQ(wgmma_bm(*prog), 128) << label;
+      jobs.push_back({label, "sm_90a", prog->name, prog->source});
+    }
+  }
+  const auto g = conv_chain(Precision::BF16, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1));
+  for (const char* config : {"wgmma_cluster=2,conv_halo=1", "wgmma_cluster=2,conv_nchw=1"}) {
+    auto prog = generate_program(g, {"sm_90a", config});
+    ASSERT_FALSE(prog.ok()) << config;
+    EXPECT_NE(prog.error().message.find("wgmma_cluster=2 on conv2d takes the per-tap TMA path"), std::string::npos)
+        << config << ": " << prog.error().message;
+  }
+  auto fp32 = generate_program(conv_chain(Precision::FP32, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
+                               {"sm_90a", "wgmma_cluster=2"});
+  ASSERT_FALSE(fp32.ok());
+  EXPECT_NE(fp32.error().message.find("not 3xTF32"), std::string::npos) << fp32.error().message;
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 // The sanitizer specs of this session's opt-in paths compile under them: the runs specs with the NCHW producer
 // (both depths), the reduced seed 3 (fp32 and bf16) with halo_prefetch=1 on sm_80 and sm_90a.
 TEST(CodegenConvWgmma, SanitizerSpecsCompileUnderTheOptInPaths) {

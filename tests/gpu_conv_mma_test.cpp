@@ -159,6 +159,8 @@ void run_cases(const std::string& config) {
   int failures = 0, mma = 0, explained_simt = 0, compiled = 0, index = 0, on_wgmma = 0, on_nchw = 0;
   const bool pingpong = config.find("wgmma_schedule=pingpong") != std::string::npos;
   const bool halo = config.find("conv_halo=1") != std::string::npos || config.find("conv_halo=2") != std::string::npos;
+  const bool cluster = config.find("wgmma_cluster=2") != std::string::npos;
+  int on_cluster = 0;
   for (const ConvCase& c : cases()) {
     if (failures >= 5) break;  // enough to debug; keep the log readable
     if (pingpong && c.precision == Precision::FP32) continue;  // 3xTF32 is cooperative only (a config error)
@@ -175,6 +177,10 @@ void run_cases(const std::string& config) {
       --index;  // 3xTF32 on wgmma: the NCHW producer writes no residuals (CodegenConvWgmma checks why)
       continue;
     }
+    if (!kernel && cluster && kernel.error().message.find("not 3xTF32") != std::string::npos) {
+      --index;  // 3xTF32 on wgmma runs without clusters (CodegenConvWgmma checks the message)
+      continue;
+    }
     if (!kernel && kernel.error().message.find("halo_prefetch=1, but") != std::string::npos) {
       --index;  // fp32 / tf32, odd W, several channel blocks: CodegenConvMma checks why
       continue;
@@ -188,6 +194,7 @@ void run_cases(const std::string& config) {
     const std::string& name = (*kernel)->name();
     on_nchw += (*kernel)->program().source.find("fj::ConvNchwOperands<") != std::string::npos ||
                (*kernel)->program().source.find("each patch's halo written from NCHW x") != std::string::npos;
+    on_cluster += (*kernel)->program().plan_text.find("2-block clusters sharing B") != std::string::npos;
     const bool on_mma = name.find("_mma_") != std::string::npos;
     mma += on_mma;
     if (ffma) {
@@ -222,6 +229,7 @@ void run_cases(const std::string& config) {
     }
   }
   if (halo && sm == 90) EXPECT_GT(on_wgmma, 4) << "few cases ran on the halo path";
+  if (cluster && sm == 90) EXPECT_GT(on_cluster, 8) << "few cases ran on 2-block clusters";
   if (config.find("conv_nchw=") != std::string::npos && sm == 90)
     EXPECT_GT(on_nchw, halo ? 4 : 8) << "few cases ran on the NCHW producer";
   if (failures < 5 && !ffma && sm >= 80)
@@ -275,6 +283,10 @@ TEST(GpuConvMma, WgmmaHaloNchwPingPongMatchesReference) { run_cases("conv_halo=1
 TEST(GpuConvMma, WgmmaHaloStreamedPingPongMatchesReference) {
   run_cases("conv_halo=2,conv_nchw=1,wgmma_schedule=pingpong");
 }
+// 2-block clusters sharing the filter's k-tiles (opt-in): cooperative 128-row tiles (and 128 x 256), odd patch
+// counts giving a block a zero-filled partner patch.
+TEST(GpuConvMma, WgmmaClusterMatchesReference) { run_cases("wgmma_cluster=2"); }
+TEST(GpuConvMma, WgmmaClusterWideTileMatchesReference) { run_cases("wgmma_tile=128x256x3,wgmma_cluster=2"); }
 // The same cases on the SIMT mainloop: a failure in both points at the test, not at mma.sync.
 TEST(GpuConvMma, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
 
