@@ -175,8 +175,9 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
       m.image_box = {bk, patch.bw, patch.bh, 1};
     return m;
   };
-  auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]
-    return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k, kp.wgmma.bn, bk};
+  auto weights = [&](int scratch) {  // w as [Cout][KH*KW*Cin]; clusters: each block loads a share of B's rows
+    return TensorMapSpec{{BufferKind::Scratch, scratch}, elem, !f32 && dt == DType::BF16, geo.cout, geo.k,
+                         kp.wgmma.bn / kp.wgmma.cluster_m, bk};
   };
   if (kp.conv_nchw) {  // A: the producer's threads read NCHW x (and split it for 3xTF32)
     std::vector<TensorMapSpec> maps = {weights(kp.b_transposed)};

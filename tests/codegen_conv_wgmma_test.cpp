@@ -425,6 +425,14 @@ TEST(CodegenConvWgmma, ClustersShareTheFilterOnRequest) {
       EXPECT_NE(prog->plan_text.find("2-block clusters sharing B"), std::string::npos) << label << "\n" << prog->plan_text;
       EXPECT_NE(prog->source.find("__cluster_dims__(2, 1, 1)"), std::string::npos) << label;
       EXPECT_NE(prog->source.find("fj::ConvOperands<"), std::string::npos) << label;
+      const auto& conv = prog->launches.back();  // (the staging kernel first)
+      ASSERT_EQ(conv.tensor_maps.size(), 2u) << label;
+      EXPECT_EQ(conv.cluster, 2) << label;
+      std::smatch tile;
+      ASSERT_TRUE(std::regex_search(prog->plan_text, tile, std::regex(R"(wgmma \w+ tile \d+x(\d+))"))) << label;
+      const int bn = std::stoi(tile[1]);
+      EXPECT_EQ(conv.tensor_maps[1].box_rows, bn / 2) << label << ": each block multicasts half of B's rows";
+      EXPECT_EQ(conv.grid[0] % 2, 0u) << label << ": whole clusters";
       EXPECT_EQ(prog->plan_text.find("ping-pong"), std::string::npos) << label << ": cooperative tiles";
       if (std::string(config).find("128x256") != std::string::npos) EXPECT_EQ(wgmma_bm(*prog), 128) << label;
       jobs.push_back({label, "sm_90a", prog->name, prog->source});
