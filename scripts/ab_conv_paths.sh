@@ -21,12 +21,12 @@ grep -E '^\[  FAILED  \]|Failure' -A3 "$out/cluster_tests.log" | head -30
 d=bench/specs_conv_halo
 ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_r56_tf32.yaml $d/conv_r56_bf16.yaml" \
   ABRUN_CONFIGS=";wgmma_cluster=2;wgmma_tile=128x256x3x16,wgmma_cluster=2;wgmma_tile=128x128x4x16,wgmma_cluster=2" \
-  timeout 150 scripts/gpu_check.sh abrun > /dev/null 2>&1
+  timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_cluster_r56.log" 2>/dev/null
 ABRUN_ITERS=${AB_ITERS:-20} \
   ABRUN_SPECS="$d/conv_seed1_bf16.yaml $d/conv_seed1_tf32.yaml" \
   ABRUN_CONFIGS=";wgmma_cluster=2" \
-  timeout 150 scripts/gpu_check.sh abrun > /dev/null 2>&1
+  timeout 60 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_cluster_seed1.log" 2>/dev/null
 for f in "$out/ab_cluster_r56.log" "$out/ab_cluster_seed1.log"; do
   [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
