@@ -58,7 +58,8 @@ int64_t sm_shared_bytes_guess(const std::string& arch) {
 int mma_default_min_blocks(const std::string& mma_kind, int threads, bool halo_patches) {
   // Halo patches of 128 threads (tf32 / 16-bit): 4 blocks an SM, 128 registers (ptxas: no spills on seed 3;
   // H200, the tuner's winner on seed 3: bf16 0.552 -> 0.467 ms, tf32 0.664 -> 0.590 in the same bench_conv run,
-  // bench/results/bench_conv_NVIDIA_H200_20261128-211208_maxautotune_tuned.md).
+  // bench/results/bench_conv_NVIDIA_H200_20261128-211208_maxautotune_tuned.md); as the default, in one call against
+  // caps of 2 and 3: bf16 0.467 vs 0.555 / 0.556, tf32 0.597 vs 0.669 / 0.665 (ab_conv_halo_nchw_H200_20261128.log).
   if (halo_patches && mma_kind != "f32x3" && threads == 128) return 4;
   return mma_kind == "f32x3" || threads > 256 ? 1 : 2;
 }

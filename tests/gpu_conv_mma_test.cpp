@@ -273,11 +273,11 @@ TEST(GpuConvMma, WgmmaHaloTwoConsumersMatchReference) { run_cases("conv_halo=1,w
 // 16 bytes, the others skipped: CodegenConvWgmma checks why).
 TEST(GpuConvMma, WgmmaHaloNchwMatchesReference) { run_cases("conv_halo=1,conv_nchw=1"); }
 TEST(GpuConvMma, WgmmaHaloNchwTwoConsumersMatchReference) { run_cases("conv_halo=1,conv_nchw=1,wgmma_tile=128x64x2"); }
-// ... with the filter streamed through a TMA ring, a halo per patch and channel block (conv_halo=2; opt-in, not
-// yet run on a GPU), from NHWC boxes and from NCHW x.
+// ... with the filter streamed through a TMA ring, a halo per patch and channel block (conv_halo=2; opt-in), from
+// NHWC boxes and from NCHW x.
 TEST(GpuConvMma, WgmmaHaloStreamedFilterMatchesReference) { run_cases("conv_halo=2"); }
 TEST(GpuConvMma, WgmmaHaloStreamedFilterNchwMatchesReference) { run_cases("conv_halo=2,conv_nchw=1"); }
-// ... on ping-pong tiles: the consumers take alternate patches (opt-in, not yet run on a GPU).
+// ... on ping-pong tiles: the consumers take alternate patches (opt-in).
 TEST(GpuConvMma, WgmmaHaloPingPongMatchesReference) { run_cases("conv_halo=1,wgmma_schedule=pingpong"); }
 TEST(GpuConvMma, WgmmaHaloNchwPingPongMatchesReference) { run_cases("conv_halo=1,conv_nchw=1,wgmma_schedule=pingpong"); }
 TEST(GpuConvMma, WgmmaHaloStreamedPingPongMatchesReference) {
