@@ -6,7 +6,10 @@ DRAM bytes written and read summed over its kernels (every kernel named fj_*: st
 outputs' size. The issue wants bytes written within 1.2x of the outputs'.
 
     python3 bench/conv_dram_writes.py [--problems 2,4,6,7] [--modes fp32,tf32,bf16] [--fusejit build/fusejit]
-                                      [--ncu ncu] [--out DIR] [--commit C]
+                                      [--ncu ncu] [--out DIR] [--commit C] [--config C1 [C2 ...]]
+
+--config: fusejit codegen configs (e.g. mma_tile=128x32x3x16), each measured on every problem and mode ("" the
+default plan), one row each.
 
 Writes conv_dram_writes_<device>_<UTC time>.md (and .json) to --out (default bench/results) and prints the table.
 GPU machine only (ncu); no torch needed.
@@ -28,16 +31,21 @@ import bench_conv as C  # noqa: E402  (no torch at import) PROBLEMS, MODES, ELEM
 TARGET = 1.2
 
 
-def launches(fusejit, spec):
+def config_args(config):
+    return ["--config", config] if config else []
+
+
+def launches(fusejit, spec, config=""):
     """The program's launch count (`fusejit emit --plan`: one 'launch' line each)."""
-    plan = subprocess.run([fusejit, "emit", spec, "--plan"], capture_output=True, text=True, check=True).stdout
+    plan = subprocess.run([fusejit, "emit", spec, "--plan"] + config_args(config), capture_output=True, text=True,
+                          check=True).stdout
     return sum(1 for line in plan.splitlines() if line.startswith("launch ")), plan
 
 
-def ncu_bytes(ncu, fusejit, spec, count):
+def ncu_bytes(ncu, fusejit, spec, count, config=""):
     """(written, read, kernels) summed over the first `count` fj_ launches of one run."""
     cmd = [ncu, "--csv", "--metrics", "dram__bytes_write.sum,dram__bytes_read.sum", "-k", "regex:^fj_",
-           "--launch-count", str(count), fusejit, "run", spec, "--no-time", "--samples", "2000"]
+           "--launch-count", str(count), fusejit, "run", spec, "--no-time", "--samples", "2000"] + config_args(config)
     r = subprocess.run(cmd, capture_output=True, text=True)
     written = read = 0.0
     kernels = []
@@ -67,36 +75,40 @@ def main():
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--commit", default="")
+    ap.add_argument("--config", nargs="*", default=[""], help="codegen configs, each a row ('' the default)")
     a = ap.parse_args()
     problems = C.parse_problems(a.problems)
     modes = [m for m in a.modes.split(",") if m]
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        for P in problems:
-            for mode in modes:
-                spec = os.path.join(d, f"conv_{P['name']}_{mode}.yaml")
-                with open(spec, "w") as f:
-                    f.write(C.spec_text(P, mode, False))
-                elem = C.ELEM_BYTES[C.MODES[mode][1]]
-                out_bytes = elem * C.numel(C.out_dims(P, False))
-                row = {"index": C.PROBLEMS.index(P) + 1, "problem": P["name"], "mode": mode, "out_bytes": out_bytes}
-                try:
-                    count, _ = launches(a.fusejit, spec)
-                    w, r, kernels = ncu_bytes(a.ncu, a.fusejit, spec, count)
-                    row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes)
-                except Exception as e:  # one row's failure is reported, the rest still run
-                    row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-                rows.append(row)
-                print(row, flush=True)
-    head = "| # | problem | mode | outputs MB | DRAM written MB | written / outputs | target <= 1.2 | read MB | kernels |"
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+        for P, mode, config in ((P, m, c) for P in problems for m in modes for c in a.config):
+            spec = os.path.join(d, f"conv_{P['name']}_{mode}.yaml")
+            with open(spec, "w") as f:
+                f.write(C.spec_text(P, mode, False))
+            elem = C.ELEM_BYTES[C.MODES[mode][1]]
+            out_bytes = elem * C.numel(C.out_dims(P, False))
+            row = {"index": C.PROBLEMS.index(P) + 1, "problem": P["name"], "mode": mode, "config": config,
+                   "out_bytes": out_bytes}
+            try:
+                count, _ = launches(a.fusejit, spec, config)
+                w, r, kernels = ncu_bytes(a.ncu, a.fusejit, spec, count, config)
+                row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes)
+            except Exception as e:  # one row's failure is reported, the rest still run
+                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            rows.append(row)
+            print(row, flush=True)
+    configs = a.config != [""]
+    head = "| # | problem | mode |" + (" config |" if configs else "") + \
+        " outputs MB | DRAM written MB | written / outputs | target <= 1.2 | read MB | kernels |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
+        cfg = f" {r['config'] or '(default)'} |" if configs else ""
         if "error" in r:
-            lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} | {r['out_bytes'] / 1e6:.3f} | ERR | | | | "
+            lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | ERR | | | | "
                          f"{r['error'].replace('|', '/')} |")
             continue
         ok = "yes" if r["ratio"] <= TARGET else "no"
-        lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} | {r['out_bytes'] / 1e6:.3f} | "
+        lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | "
                      f"{r['written'] / 1e6:.3f} | {r['ratio']:.2f} | {ok} | {r['read'] / 1e6:.1f} | "
                      f"{' + '.join(r['kernels'])} |")
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -107,7 +119,8 @@ def main():
         device = "unknown"
     title = (f"# Conv chains: DRAM bytes written vs the outputs' size ({device})\n\n"
              f"{now:%Y-%m-%d %H:%M} UTC; commit {a.commit or '?'}; command: python3 bench/conv_dram_writes.py "
-             f"--problems {a.problems} --modes {a.modes}; ncu dram__bytes_write.sum / dram__bytes_read.sum summed over "
+             f"--problems {a.problems} --modes {a.modes}"
+             f"{' --config ' + ' '.join(repr(c) for c in a.config) if configs else ''}; ncu dram__bytes_write.sum / dram__bytes_read.sum summed over "
              f"one run's fj_ kernels (`fusejit run --no-time`).\n")
     text = title + "\n" + "\n".join(lines) + "\n"
     print(text)
