@@ -7,7 +7,10 @@
 #   2. the channel min in fp32 (3xTF32 128x32 halo tiles: 255 registers, 184 bytes of spills, 2.25x its output in
 #      DRAM writes): tiles that spill less (ptxas: 128x32 warps 16 wide 24 bytes, 64x32 warps 16 wide 20), timed
 #      (`fusejit run`) and their DRAM bytes written (bench/conv_dram_writes.py --config);
-#   3. where 128x256x56^2's conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults): the row level with
+#   3. the halo prefetch (the next patch's halo in registers during the MMAs) at today's 128x64 tiles of 4 blocks an
+#      SM: seed 3 (bf16: 127 registers, no spills; tf32: 60 bytes of spills at 128, so also 3 blocks) and the global
+#      pool row (bf16 86, tf32 112 registers) — each block waits for its halo's loads every tile today;
+#   4. where 128x256x56^2's conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults): the row level with
 #      torch.compile.
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
@@ -24,10 +27,15 @@ mv "$out/abrun.log" "$out/ab_cmin_fp32_tiles.log" 2>/dev/null
 timeout 150 python3 bench/conv_dram_writes.py --problems 6 --modes fp32 --commit "${COMMIT:-unknown}" --out "$out" \
   --config "" mma_tile=128x32x3x16 mma_tile=64x32x2x16 2>&1 | tail -8
 d=bench/specs_conv_halo
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_seed3_bf16.yaml $d/conv_seed3_tf32.yaml $r/conv_gap_bf16.yaml $r/conv_gap_tf32.yaml" \
+  ABRUN_CONFIGS=";halo_prefetch=1;halo_prefetch=1,mma_min_blocks=3" \
+  timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
+mv "$out/abrun.log" "$out/ab_halo_prefetch.log" 2>/dev/null
 for m in bf16 tf32; do
   OUT=$out timeout 200 scripts/ncu_stalls.sh $d/conv_r56_$m.yaml "" > "$out/ncu_r56_$m.log" 2>&1
   mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
 done
 head -40 "$out/ncu_r56_bf16.log"
-[ -f "$out/ab_cmin_fp32_tiles.log" ] && grep -hE '^==|median|FAIL|error' "$out/ab_cmin_fp32_tiles.log" |
-  sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
+for f in "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log"; do
+  [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
+done
