@@ -93,8 +93,9 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
                                                                 : "fusejit/conv_wgmma.cuh");
     if (!plan.kernels[0].conv_runs.empty()) module.includes.push_back("fusejit/conv_wgmma_store.cuh");
   }
-  if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad)
-    module.includes.push_back("fusejit/conv_wgrad.cuh");  // both operands' loaders (SIMT and mma.sync)
+  if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad)  // the operands' loaders
+    module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/conv_wgmma.cuh"   // WgradOperands
+                                                          : "fusejit/conv_wgrad.cuh");  // SIMT and mma.sync
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");

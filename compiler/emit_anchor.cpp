@@ -25,7 +25,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   const Node& a = g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(g, kp.root);
   const TileConfig& t = kp.tile;
-  const bool wgmma = kp.mainloop == Mainloop::Wgmma, mma = kp.mainloop == Mainloop::Mma;
+  const bool wgmma = kp.mainloop == Mainloop::Wgmma, mma = kp.mainloop == Mainloop::Mma, wgrad = a.op == OpKind::Conv2dWeightGrad;
   const bool halo_patches = mma && kp.conv_patch;  // conv2d from shared-memory halo patches (conv_patch.cuh)
   const WgmmaConfig& wt = kp.wgmma;
   const MmaConfig& mt = kp.mma;
@@ -52,7 +52,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, geo.op == OpKind::Matmul && kp.b_transposed < 0));
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, (geo.op == OpKind::Matmul && kp.b_transposed < 0) || wgrad));
     s.aliases.push_back(wt.swap_ab ? "using Frag = fj::WgmmaSwapFragment<Tile>;  // output rows: the wgmma's columns"
                                    : "using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
@@ -177,12 +177,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     if (rows > int_max || geo.n > int_max || geo.k > int_max) return Error("codegen: a GEMM extent exceeds 2^31");
     auto x = [&] { return em.load_param(a.operands[0]); };
     auto w = [&] { return em.load_param(a.operands[1]); };
-    if (wgmma) {  // linear / matmul on TMA + wgmma; grouped rasterization over a 1-D grid
-      tensor_maps = gemm_tensor_maps(g, plan, kp, geo, rows);
+    if (wgmma) {  // linear / matmul (or a dW: wgrad_wgmma_setup) on TMA + wgmma; grouped rasterization over a 1-D grid
+      if (wgrad) wgmma_call = wgrad_wgmma_setup(g, plan, kp, geo, s, shape, tensor_maps);
+      else tensor_maps = gemm_tensor_maps(g, plan, kp, geo, rows);
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
-      append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
+      if (!wgrad) append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       // Units of work (one per tile, or per K range of a split tile); the runtime launches one block per SM at most.
       // Clusters: a unit is a pair of tiles, one block each.
       const int64_t units = wt.cluster_m > 1 ? (m_tiles + 1) / 2 * n_tiles * 2

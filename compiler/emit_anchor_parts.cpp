@@ -192,6 +192,28 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
   return maps;
 }
 
+std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan& kp, const AnchorGeometry& geo,
+                              KernelSource& s, AnchorShape& shape, std::vector<TensorMapSpec>& maps) {
+  const Node& a = g.node(kp.root);
+  CudaStruct cs = conv_shape_struct(g, a, geo);
+  cs.comment = "the conv whose weight gradient this is: x " + shape_str(g.node(a.operands[0]).type.shape) + ", grad " +
+               shape_str(g.node(a.operands[1]).type.shape) + " -> dW " + shape_str(geo.out);
+  s.structs.push_back(cs);
+  const bool bf16 = g.node(a.operands[1]).type.dtype == DType::BF16;
+  TensorMapSpec grad{plan.buffer.at(a.operands[1]), 2, bf16};  // {OW, OH, Cout, N}: 64 pixels of a row x BM channels
+  grad.image = {geo.ow, geo.oh, geo.cout, geo.batch_n};
+  grad.image_box = {64, 1, kp.wgmma.bm, 1};
+  TensorMapSpec x{{BufferKind::Scratch, kp.a_staged}, 2, bf16};  // {C, W, H, N}: 64 channels x 64 pixels of a row
+  x.image = {geo.cin, geo.w, geo.h, geo.batch_n};
+  x.image_box = {64, 64, 1, 1};
+  maps = {grad, x};
+  // C[m][n] = dW[m][ci][kh][kw], n = (kh, kw, ci)
+  shape.coords = {"const int i0 = m;"};
+  append(shape.coords, decompose_index("n", Shape{geo.kh, geo.kw, geo.cin}, "j", "int"));
+  append(shape.coords, {"const int i1 = j2;", "const int i2 = j0;", "const int i3 = j1;"});
+  return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape>{maps}, order, split, ring, ";
+}
+
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {
   const WgmmaConfig& t = kp.wgmma;
   if (t.split_k <= 1) return "const fj::SplitK split{};  // no split-K";

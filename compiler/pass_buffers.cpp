@@ -141,8 +141,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       kp.residual_b = add_scratch(geo.n, "3xTF32 residual of " + g.describe(a.operands[1]));
     }
   }
-  // conv2d_weight_grad on mma.sync with wgrad_nhwc: x in NHWC, from the staging kernel.
-  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Mma && kp.wgrad_nhwc) {
+  // conv2d_weight_grad with wgrad_nhwc (mma.sync, or wgmma's B): x in NHWC, from the staging kernel.
+  if (KernelPlan& kp = plan.kernels[0];
+      (kp.mainloop == Mainloop::Mma || kp.mainloop == Mainloop::Wgmma) && kp.wgrad_nhwc) {
     const AnchorGeometry geo = analyze_anchor(g, kp.root);
     const Node& x = g.node(g.node(kp.root).operands[0]);
     const std::string what = "x in NHWC for the dW gather: " + g.describe(g.node(kp.root).operands[0]) + " (" +

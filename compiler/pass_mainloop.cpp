@@ -86,6 +86,17 @@ std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const 
   return "";
 }
 
+// Why conv2d_weight_grad cannot take the wgmma path (templates/conv_wgmma.cuh WgradOperands: grad's 4-D boxes in
+// place, x staged to NHWC as N-major B), or "".
+std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind) {
+  if (kind != "bf16" && kind != "f16") return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only)";
+  if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the wgmma dW takes one group)";
+  if (geo.sh != 1 || geo.sw != 1) return "a strided conv (B's boxes are runs of consecutive pixels)";
+  if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 128-byte channel boxes)";
+  if (geo.ow % 64) return "OW=" + std::to_string(geo.ow) + " is not a multiple of 64 (k-tiles: 64 pixels of an output row)";
+  return "";
+}
+
 const char* kind_text(const std::string& kind) {
   return kind == "f32x3" ? "3xTF32 (fp32-accurate: hi*hi + hi*lo + lo*hi)"
          : kind == "tf32" ? "TF32 operands, fp32 accumulation"
@@ -116,15 +127,17 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "mainloop=mma in the config";
   else if (ctx.heur.mainloop == "auto" && ctx.heur.mma)
     why_not_wgmma = "mma_tile in the config";
-  else if (a.op == OpKind::Conv2dWeightGrad)
-    why_not_wgmma = "conv2d_weight_grad gathers x per tap (the wgmma paths load dense TMA boxes)";
+  else if (a.op == OpKind::Conv2dWeightGrad && ctx.heur.mainloop != "wgmma")
+    why_not_wgmma = "conv2d_weight_grad runs on mma.sync unless mainloop=wgmma (its wgmma path is not yet timed)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
   else if (a.op == OpKind::Matmul && geo.b_batched)
     why_not_wgmma = "matmul's B has batch dims (the wgmma path takes one [K, N] B)";
   else if (wgmma_kind.empty())
     why_not_wgmma = why;
-  else if (std::string conv_why = a.op == OpKind::Conv2d ? conv_wgmma_blocker(geo, wgmma_kind) : "";
+  else if (std::string conv_why = a.op == OpKind::Conv2d             ? conv_wgmma_blocker(geo, wgmma_kind)
+                                  : a.op == OpKind::Conv2dWeightGrad ? wgrad_wgmma_blocker(geo, wgmma_kind)
+                                                                     : "";
            !conv_why.empty())
     why_not_wgmma = conv_why;
   else if (a.op == OpKind::Conv2d && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && geo.n <= kMaxNForMmaConv)
@@ -161,6 +174,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                          "), implicit GEMM over patches of output pixels: a staging kernel writes x in NHWC and w "
                          "as [Cout][KH][KW][Cin] first" + (kp.mma_kind == "f32x3" ? ", with their TF32 residuals" : "") +
                          ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
+      return Status::success();
+    }
+    if (a.op == OpKind::Conv2dWeightGrad) {  // x staged to NHWC (pass_buffers.cpp)
+      kp.wgrad_nhwc = true;
+      kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) + "), dW as a GEMM over "
+                         "the output pixels: grad's 4-D TMA boxes read in place (A), x in NHWC from a staging kernel "
+                         "(B, N-major, a box per kernel tap and 64 channels), warp-specialized, persistent");
       return Status::success();
     }
     // (an fp32 B [K, N]: how it is read is the tile's choice, noted by choose_wgmma_tile)

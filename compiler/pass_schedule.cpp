@@ -241,17 +241,34 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
   return Status::success();
 }
 
+// A dW (conv2d_weight_grad) on wgmma: 128 rows of Cout (64 where Cout is no more), the 64-column multiple up to
+// 256 that wastes the fewest of N = KH*KW*Cin (seed 1's 576: 192), cooperative, the deepest ring; split-K over
+// the pixels fills the SMs (with_wgmma_split_k). Not yet timed.
+WgmmaConfig wgrad_wgmma_tile(const AnchorGeometry& geo) {
+  WgmmaConfig t;
+  t.bm = geo.m <= 64 ? 64 : 128;
+  int64_t best = 0;
+  for (int bn : {256, 192, 128, 64})
+    if (const int64_t cols = ceil_div(geo.n, bn) * bn; best == 0 || cols < best) best = cols, t.bn = bn;
+  t.stages = wgmma_max_stages(t, false);
+  return t;
+}
+
 Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   const bool three_tf32 = kp.mma_kind == "f32x3";
   int64_t min_bn = 0;  // a tile spans N for row reductions fused whole
   for (const FusedTail& t : kp.tails)
     if (!t.partial && op_category(ctx.node(t.op).op) != OpCategory::Pool) min_bn = geo.n;
-  // matmul's 16-bit B [K, N] loads in 64-column boxes (tiles 64, 128 or 256 wide; a cluster's blocks one each)
-  const bool b_n_major = geo.op == OpKind::Matmul && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
+  // matmul's 16-bit B [K, N] (and a dW's x in NHWC) loads in 64-column boxes (tiles 64, 128 or 256 wide; a
+  // cluster's blocks one each)
+  const bool wgrad = geo.op == OpKind::Conv2dWeightGrad;
+  const bool b_n_major = (geo.op == OpKind::Matmul || wgrad) && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
   if (ctx.heur.wgmma && b_n_major && ctx.heur.wgmma->bn % 64)
-    return Error("codegen config: a 16-bit matmul reads B [K, N] in 64-column boxes: wgmma_tile " +
-                 ctx.heur.wgmma->str() + " must be a multiple of 64 wide");
+    return Error("codegen config: " + std::string(wgrad ? "a dW reads x in NHWC" : "a 16-bit matmul reads B [K, N]") +
+                 " in 64-column boxes: wgmma_tile " + ctx.heur.wgmma->str() + " must be a multiple of 64 wide");
+  if (wgrad && ctx.heur.wgmma_cluster.value_or(1) > 1) return Error("codegen config: the wgmma dW runs without clusters");
   WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma
+                     : wgrad        ? wgrad_wgmma_tile(geo)
                                     : heuristic_wgmma(geo, three_tf32, min_bn,
                                                       !b_n_major && geo.op != OpKind::Conv2d &&
                                                           ctx.heur.wgmma_cluster.value_or(1) == 1);

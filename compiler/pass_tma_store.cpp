@@ -106,6 +106,8 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   if (kp.wgmma.pingpong) return keep_global("the ping-pong schedule overlaps its epilogues already");
   if (kp.wgmma.swap_ab) return keep_global("a swap-AB tile holds columns of the output (stored from registers)");
   if (ctx.node(kp.root).op == OpKind::Conv2d) return keep_global("conv2d writes NCHW (tiles are pixel patches, not [M, N] boxes)");
+  if (ctx.node(kp.root).op == OpKind::Conv2dWeightGrad)
+    return keep_global("a dW's columns are (kh, kw, ci), stored as [Cout][Cin][KH][KW] (not [M, N] boxes)");
   if (!kp.tails.empty()) return keep_global("a reduction or pool is fused into the epilogue");
   if (kp.region.stores.size() > 2) return keep_global("more than two stored values");
   if (!kp.region.transposed.empty()) return keep_global("a transpose is stored at swapped coordinates");

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# GPU machine, one device call (~6 min): the queued conv experiments against the defaults.
+# GPU machine, one device call (~8 min): the queued conv experiments against the defaults.
 # (Session 39's set ran in session 40: bench/results/ab_conv_paths_H200_20261128.log; session 40's set —
 # NCHW / streamed / ping-pong halos, seed 3's register cap — in session 41: ab_conv_halo_nchw_H200_20261128.log;
 # clusters: ab_conv_cluster_H200_20261128.log.) Now:
-#   1. build the CLI;
-#   2. the channel min in fp32 (3xTF32 128x32 halo tiles: 255 registers, 184 bytes of spills, 2.25x its output in
+#   1. build the tests and the CLI;
+#   2. the wgmma dW (conv2d_weight_grad with mainloop=wgmma, new, opt-in; never run on a GPU): its GPU tests under
+#      a short timeout, then seed 1's dW stage (bench/specs_wgrad) against the default mma.sync dW — the largest
+#      kernel of seed 1's training step (issue 11);
+#   3. the channel min in fp32 (3xTF32 128x32 halo tiles: 255 registers, 184 bytes of spills, 2.25x its output in
 #      DRAM writes): tiles that spill less (ptxas: 128x32 warps 16 wide 24 bytes, 64x32 warps 16 wide 20), timed
 #      (`fusejit run`) and their DRAM bytes written (bench/conv_dram_writes.py --config);
-#   3. the halo prefetch (the next patch's halo in registers during the MMAs) at today's 128x64 tiles of 4 blocks an
+#   4. the halo prefetch (the next patch's halo in registers during the MMAs) at today's 128x64 tiles of 4 blocks an
 #      SM: seed 3 (bf16: 127 registers, no spills; tf32: 60 bytes of spills at 128, so also 3 blocks) and the global
 #      pool row (bf16 86, tf32 112 registers) — each block waits for its halo's loads every tile today;
-#   4. where 128x256x56^2's conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults): the row level with
+#   5. where 128x256x56^2's conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults): the row level with
 #      torch.compile.
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
@@ -18,7 +21,14 @@ cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out
-BUILD_TARGETS="fusejit" scripts/gpu_check.sh build | tail -2 || exit 1
+BUILD_TARGETS="fusejit_tests fusejit" scripts/gpu_check.sh build | tail -2 || exit 1
+timeout 200 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.Wgmma*' > "$out/wgrad_wgmma_tests.log" 2>&1
+echo "wgmma dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_wgmma_tests.log") passed)"
+grep -E '^\[  FAILED  \]|Failure' -A4 "$out/wgrad_wgmma_tests.log" | head -30
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="bench/specs_wgrad/wgrad_seed1_bf16.yaml" \
+  ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x64x6,split_k=15;mainloop=wgmma,wgmma_tile=128x192x4,split_k=44" \
+  timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
+mv "$out/abrun.log" "$out/ab_wgrad_wgmma.log" 2>/dev/null
 r=bench/specs_conv_rows
 ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$r/conv_cmin_fp32.yaml" \
   ABRUN_CONFIGS=";mma_tile=128x32x3x16;mma_tile=64x32x2x16;mma_tile=64x32x3x32" \
@@ -36,6 +46,6 @@ for m in bf16 tf32; do
   mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
 done
 head -40 "$out/ncu_r56_bf16.log"
-for f in "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log"; do
+for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log"; do
   [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
 done

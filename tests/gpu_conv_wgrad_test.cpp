@@ -1,5 +1,5 @@
-// GPU: conv2d_weight_grad (templates/conv_wgrad.cuh) against fp64 in every
-// precision, on the default plan (mma.sync, split-K), a small forced tile,
+// GPU: conv2d_weight_grad (templates/conv_wgrad.cuh; conv_wgmma.cuh's
+// WgradOperands with mainloop=wgmma) against fp64 in every precision, on the default plan (mma.sync, split-K), a small forced tile,
 // without split-K, with an uneven split, and on the SIMT mainloop (every other
 // case with an epilogue, tanh(dW * s) * 2, as a second output); outputs
 // NaN-poisoned, two seeds each (check_kernel). Skipped without a CUDA device.
@@ -22,7 +22,7 @@ std::string label(Precision p, const WgradGeom& g, const std::string& config) {
   return std::string(precision_name(p)) + " " + g.str() + " '" + config + "'";
 }
 
-void run(const std::string& config) {
+void run(const std::string& config, const std::vector<WgradGeom>& geoms = test_util::wgrad_geoms()) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
   CompileOptions opts;
@@ -30,21 +30,23 @@ void run(const std::string& config) {
   CheckOptions check;
   check.time = false;
   int failures = 0, index = 0;
+  const bool wgmma = config.find("mainloop=wgmma") != std::string::npos;
   for (Precision p : test_util::kPrecisions)
-    for (const WgradGeom& geo : test_util::wgrad_geoms()) {
+    for (const WgradGeom& geo : geoms) {
       if (failures >= 5) return;
       ++index;
       auto g = test_util::wgrad_graph(geo, p, /*epilogue=*/index % 2 == 0);
       ASSERT_TRUE(g) << g.error().str();
       auto kernel = engine.compile(*g, opts);
       if (!kernel && kernel.error().message.find("wgrad_nhwc=1, but") != std::string::npos) continue;  // not eligible
+      if (!kernel && wgmma && kernel.error().message.find("16-bit only") != std::string::npos) continue;  // tf32, fp32
       if (!kernel) {
         ADD_FAILURE() << label(p, geo, config) << " does not compile: " << kernel.error().str();
         ++failures;
         continue;
       }
       const bool simt = config.find("mainloop=ffma") != std::string::npos;
-      EXPECT_EQ((*kernel)->name().find("_mma_" + test_util::mma_kind(p)) != std::string::npos, !simt)
+      EXPECT_EQ((*kernel)->name().find((wgmma ? "_wgmma_" : "_mma_") + test_util::mma_kind(p)) != std::string::npos, !simt)
           << label(p, geo, config) << ": kernel " << (*kernel)->name();
       for (uint64_t seed : {1u, 2u}) {
         check.seed = seed * 7919 + static_cast<uint64_t>(index);
@@ -69,6 +71,10 @@ TEST(GpuConvWgrad, SimtMatchesReference) { run("mainloop=ffma"); }
 // NHWC where Cin / groups is whole 16-byte chunks, fp32 gathered).
 TEST(GpuConvWgrad, NchwGatherMatchesReference) { run("wgrad_nhwc=0"); }
 TEST(GpuConvWgrad, NhwcMatchesReference) { run("wgrad_nhwc=1"); }
+// The wgmma dW (opt-in, mainloop=wgmma; 16-bit, the geometries it takes): grad's 4-D boxes in place, x in NHWC as
+// N-major B, split-K over the pixels (the default split and an uneven one).
+TEST(GpuConvWgrad, WgmmaMatchesReference) { run("mainloop=wgmma", test_util::wgrad_wgmma_geoms()); }
+TEST(GpuConvWgrad, WgmmaUnevenSplitsMatchReference) { run("mainloop=wgmma,split_k=5", test_util::wgrad_wgmma_geoms()); }
 
 }  // namespace
 }  // namespace fusejit

@@ -38,6 +38,20 @@ inline const std::vector<WgradGeom>& wgrad_geoms() {
   return geoms;
 }
 
+// Geometries the wgmma dW takes (mainloop=wgmma: stride 1, one group, Cin a multiple of 64, OW of 64):
+// {n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups}
+inline const std::vector<WgradGeom>& wgrad_wgmma_geoms() {
+  static const std::vector<WgradGeom> geoms = {
+      {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // seed 1's channels, smaller: Cout 64 (64-row tiles)
+      {3, 64, 10, 130, 96, 3, 3, 1, 1, 0, 0, 1, 1, 1},   // unpadded, OW 128; Cout 96 of a 128-row tile
+      {2, 128, 6, 64, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // Cin 128 (N = 1152), Cout 130: two row tiles
+      {1, 64, 12, 68, 32, 3, 3, 1, 1, 0, 0, 2, 2, 1},    // dilated 2
+      {4, 64, 4, 64, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 1x1: N = 64
+      {1, 64, 6, 64, 48, 5, 5, 1, 1, 2, 2, 1, 1, 1},     // 5x5, padded: N = 1600 in 64-column tiles
+  };
+  return geoms;
+}
+
 // dW = conv2d_weight_grad(x, dz) as output "dw"; with `epilogue`, also "y" = tanh(dw * s) * 2, s =
 // 1 / sqrt(N * OH * OW): dW's entries grow as the root of the pixels summed, and tanh of a saturated dW
 // would turn dW's (tolerated) absolute error near 0 into a large error relative to y's RMS of about 2.
