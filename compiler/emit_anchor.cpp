@@ -521,7 +521,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
-    const WgmmaMapParams maps = wgmma_map_params(kp);
+    const WgmmaMapParams maps = wgmma_map_params(kp, wgrad ? static_cast<int>(geo.kw) : 0);
     const std::vector<std::string>& map_params = maps.params;
     const std::string &operand_maps = maps.operands, &out_maps = maps.out_maps, &out_map_args = maps.out_args;
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";

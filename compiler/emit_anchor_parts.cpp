@@ -139,7 +139,7 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const
   return run;
 }
 
-WgmmaMapParams wgmma_map_params(const KernelPlan& kp) {
+WgmmaMapParams wgmma_map_params(const KernelPlan& kp, int x_cols) {
   WgmmaMapParams m;
   m.params = {"const __grid_constant__ fj::TmaDescriptor tma_a", "const __grid_constant__ fj::TmaDescriptor tma_b"};
   m.operands = "&tma_a, &tma_b";  // fj::GemmMaps
@@ -151,6 +151,11 @@ WgmmaMapParams wgmma_map_params(const KernelPlan& kp) {
     if (!kp.conv_nchw) m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_a_lo");
     m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_b_lo");
     m.operands += kp.conv_nchw ? ", nullptr, &tma_b_lo" : ", &tma_a_lo, &tma_b_lo";
+  }
+  for (int kw = 1; kw < x_cols; ++kw) {  // a wgmma dW's views of x for kernel columns 1.. (wgrad_wgmma_setup)
+    m.out_maps += ", const fj::TmaDescriptor* tma_x" + std::to_string(kw);
+    m.out_args += ", &tma_x" + std::to_string(kw);
+    m.params.push_back("const __grid_constant__ fj::TmaDescriptor tma_x" + std::to_string(kw));
   }
   for (size_t k = 0; k < kp.tma_stores.size(); ++k) {
     m.out_maps += ", const fj::TmaDescriptor* tma_out" + std::to_string(k);
@@ -203,15 +208,21 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
   TensorMapSpec grad{plan.buffer.at(a.operands[1]), 2, bf16};  // {OW, OH, Cout, N}: 64 pixels of a row x BM channels
   grad.image = {geo.ow, geo.oh, geo.cout, geo.batch_n};
   grad.image_box = {64, 1, kp.wgmma.bm, 1};
-  TensorMapSpec x{{BufferKind::Scratch, kp.a_staged}, 2, bf16};  // {C, W, H, N}: 64 channels x 64 pixels of a row
-  x.image = {geo.cin, geo.w, geo.h, geo.batch_n};
-  x.image_box = {64, 64, 1, 1};
-  maps = {grad, x};
+  maps = {grad};
+  std::string cols = "maps.b";  // kernel column kw's view of x in NHWC: 0 is GemmMaps' b, the others extra maps
+  for (int64_t kw = 0; kw < geo.kw; ++kw) {  // {C, W, H, N}: 64 channels x 64 pixels of a row
+    TensorMapSpec x{{BufferKind::Scratch, kp.a_staged}, 2, bf16};
+    x.image = {geo.cin, geo.w, geo.h, geo.batch_n};
+    x.image_box = {64, 64, 1, 1};
+    x.image_extent = {0, std::min(geo.w, geo.ow + kw * geo.dw - geo.pw), 0, 0};  // to the last valid pixel's
+    maps.push_back(x);
+    if (kw > 0) cols += ", tma_x" + std::to_string(kw);
+  }
   // C[m][n] = dW[m][ci][kh][kw], n = (kh, kw, ci)
   shape.coords = {"const int i0 = m;"};
   append(shape.coords, decompose_index("n", Shape{geo.kh, geo.kw, geo.cin}, "j", "int"));
   append(shape.coords, {"const int i1 = j2;", "const int i2 = j0;", "const int i3 = j1;"});
-  return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape>{maps}, order, split, ring, ";
+  return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape>{maps, {" + cols + "}}, order, split, ring, ";
 }
 
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {

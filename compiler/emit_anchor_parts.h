@@ -42,14 +42,15 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
 // The wgmma conv's mainloop call up to its epilogue lambda: per-tap boxes
 // (conv_wgmma.cuh) or, for wt.conv_halo, the resident-filter halo mainloop
 // (conv_wgmma_halo.cuh, whose `Halo` alias it adds to s).
-// A wgmma kernel's tensor-map parameters (in launch order: the operands', then
-// the TMA-stored outputs'), its fj::GemmMaps initializer, and the run()
-// parameters / arguments of the outputs' maps.
+// A wgmma kernel's tensor-map parameters (in launch order: the operands', a
+// dW's further views of x (x_cols: its kernel columns), then the TMA-stored
+// outputs'), its fj::GemmMaps initializer, and the run() parameters /
+// arguments of the maps past GemmMaps.
 struct WgmmaMapParams {
   std::vector<std::string> params;
   std::string operands, out_maps, out_args;
 };
-WgmmaMapParams wgmma_map_params(const KernelPlan& kp);
+WgmmaMapParams wgmma_map_params(const KernelPlan& kp, int x_cols = 0);
 
 // A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
 // persistent pixel-tile loop up to the accumulation (`prefetch`: through

@@ -93,7 +93,10 @@ std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& ki
   if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the wgmma dW takes one group)";
   if (geo.sh != 1 || geo.sw != 1) return "a strided conv (B's boxes are runs of consecutive pixels)";
   if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 128-byte channel boxes)";
-  if (geo.ow % 64) return "OW=" + std::to_string(geo.ow) + " is not a multiple of 64 (k-tiles: 64 pixels of an output row)";
+  if (geo.ow % 8)
+    return "OW=" + std::to_string(geo.ow) + ": grad's rows of " + std::to_string(geo.ow * 2) +
+           " bytes (TMA strides rows in multiples of 16)";
+  if (geo.ow - geo.pw < 1) return "padding " + std::to_string(geo.pw) + " wider than the output's " + std::to_string(geo.ow) + " columns";
   return "";
 }
 

@@ -42,6 +42,9 @@ struct TensorMapSpec {
   // {C, W, H, 1} replaces the 2-D view (rows, cols and boxes unused).
   std::array<int64_t, 4> image{};
   std::array<int, 4> image_box{};
+  // Where image_extent[d] > 0: TMA sees the first image_extent[d] elements of dim d only (zeros past them), the
+  // strides staying the dense image's (the wgmma dW's per-kernel-column views of x).
+  std::array<int64_t, 4> image_extent{};
   bool operator==(const TensorMapSpec&) const = default;
 };
 

@@ -241,7 +241,7 @@ Expected<int> max_active_clusters(CUfunction f, int cluster, const std::array<un
 }
 
 Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int rank,
-                         const int64_t* dims, const int* box, bool swizzle128) {
+                         const int64_t* dims, const int* box, bool swizzle128, const int64_t* extents) {
   static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap) && alignof(TensorMapBytes) == alignof(CUtensorMap));
   FJ_TRY(cuda_init());
   if (rank < 2 || rank > 5) return Error("TMA tensor maps here have 2 to 5 dims, not " + std::to_string(rank));
@@ -256,7 +256,8 @@ Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, 
   cuuint32_t boxes[5], element_strides[5];
   int64_t stride = elem_bytes;
   for (int d = 0; d < rank; ++d) {
-    sizes[d] = static_cast<cuuint64_t>(dims[d]);
+    if (extents && extents[d] > dims[d]) return Error("a TMA extent past its tensor's dim " + std::to_string(d));
+    sizes[d] = static_cast<cuuint64_t>(extents && extents[d] > 0 ? extents[d] : dims[d]);
     boxes[d] = static_cast<cuuint32_t>(box[d]);
     element_strides[d] = 1;
     stride *= dims[d];

@@ -98,9 +98,12 @@ struct alignas(128) TensorMapBytes {
 Status encode_tensor_map_2d(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int64_t rows,
                             int64_t cols, int box_rows, int box_cols, bool swizzle128 = true);
 // The same for a dense tensor of `rank` (2..5) dims, dims[0] contiguous
-// (strides their running products), boxes of box[0..rank).
+// (strides their running products), boxes of box[0..rank). `extents`
+// (optional): where extents[d] > 0, TMA sees only the first extents[d]
+// elements of dim d (zeros past them), the strides staying the dense ones.
 Status encode_tensor_map(TensorMapBytes& out, CUdeviceptr base, int elem_bytes, bool bf16, int rank,
-                         const int64_t* dims, const int* box, bool swizzle128 = true);
+                         const int64_t* dims, const int* box, bool swizzle128 = true,
+                         const int64_t* extents = nullptr);
 
 Status launch_kernel(CUfunction f, const std::array<unsigned, 3>& grid,
                      const std::array<unsigned, 3>& block, unsigned shared_bytes, CUstream stream,

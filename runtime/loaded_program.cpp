@@ -148,7 +148,8 @@ Status LoadedProgram::enqueue(const std::vector<CUdeviceptr>& inputs,
     for (size_t t = 0; t < l.tensor_maps.size(); ++t) {
       const TensorMapSpec& m = l.tensor_maps[t];
       Status s = m.image[0] > 0 ? encode_tensor_map(maps[t], address(m.buffer), m.elem_bytes, m.bf16, 4,
-                                                    m.image.data(), m.image_box.data(), m.swizzle128)
+                                                    m.image.data(), m.image_box.data(), m.swizzle128,
+                                                    m.image_extent.data())
                                 : encode_tensor_map_2d(maps[t], address(m.buffer), m.elem_bytes, m.bf16, m.rows,
                                                        m.cols, m.box_rows, m.box_cols, m.swizzle128);
       if (!s) return Error("launch " + std::to_string(i) + ": " + kind_name(m.buffer.kind) + " " +

@@ -5,8 +5,9 @@
 # clusters: ab_conv_cluster_H200_20261128.log.) Now:
 #   1. build the tests and the CLI;
 #   2. the wgmma dW (conv2d_weight_grad with mainloop=wgmma, new, opt-in; never run on a GPU): its GPU tests under
-#      a short timeout, then a dW of seed 1's size with padding 1 (OW 128; bench/specs_wgrad) against the default
-#      mma.sync dW (seed 1's own, OW 126, is not eligible: grad's 252-byte rows; issue 11);
+#      a short timeout, then a dW of seed 1's size with padding 1 (OW 128) and 128x256x56^2's dW (OW 56: ragged
+#      k-tiles; bench/specs_wgrad) against the default mma.sync dW (seed 1's own, OW 126, is not eligible: grad's
+#      252-byte rows; issue 11);
 #   3. the channel min in fp32 (3xTF32 128x32 halo tiles: 255 registers, 184 bytes of spills, 2.25x its output in
 #      DRAM writes): tiles that spill less (ptxas: 128x32 warps 16 wide 24 bytes, 64x32 warps 16 wide 20), timed
 #      (`fusejit run`) and their DRAM bytes written (bench/conv_dram_writes.py --config);
@@ -25,9 +26,9 @@ BUILD_TARGETS="fusejit_tests fusejit" scripts/gpu_check.sh build | tail -2 || ex
 timeout 200 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.Wgmma*' > "$out/wgrad_wgmma_tests.log" 2>&1
 echo "wgmma dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_wgmma_tests.log") passed)"
 grep -E '^\[  FAILED  \]|Failure' -A4 "$out/wgrad_wgmma_tests.log" | head -30
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml" \
-  ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x64x6,split_k=15;mainloop=wgmma,wgmma_tile=128x192x4,split_k=44" \
-  timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml bench/specs_wgrad/wgrad_r56_bf16.yaml" \
+  ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x128x5,split_k=14" \
+  timeout 150 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_wgrad_wgmma.log" 2>/dev/null
 r=bench/specs_conv_rows
 ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$r/conv_cmin_fp32.yaml" \

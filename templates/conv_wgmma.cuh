@@ -62,29 +62,41 @@ struct ConvOperands {
 // output pixels of grad[co][pixel] * x[pixel shifted by the tap][ci], a GEMM
 // with M = Cout, N = KH*KW*Cin (columns tap-major, as the NHWC gather's) and
 // K = the output pixels. k-tile kt is 64 consecutive pixels of one output row
-// (n, oh, ow0 = 64 * owb): A is grad's 4-D box {64 ow, 1 oh, BM channels,
-// 1 n} read in place (K-major rows of 128 bytes); B is, per 64-column box j,
-// x in NHWC (the staging kernel's) at (ci0, ow0 + kw*DW - PW, oh + kh*DH - PH,
-// n): 64 pixels x 64 channels, N-major. TMA zero-fills the padding (as the
-// NHWC gather's zero copies); a box past N reads an image past the batch.
+// (n, oh, ow0 = 64 * owb; the last of a row ragged): A is grad's 4-D box
+// {64 ow, 1 oh, BM channels, 1 n} read in place (K-major rows of 128 bytes;
+// zeros past OW); B is, per 64-column box j, x in NHWC (the staging kernel's)
+// at (ci0, ow0 + kw*DW - PW, oh + kh*DH - PH, n): 64 pixels x 64 channels,
+// N-major, through kernel column kw's view of x (x_cols[kw]), whose W extent
+// ends where that column's last valid output pixel reads: past OW the box is
+// zeros too, so an Inf or NaN of x there meets no 0 * Inf. TMA zero-fills the
+// padding (as the NHWC gather's zero copies); a box past N reads an image
+// past the batch.
 template <class Tile, class S>
 struct WgradOperands {
   static constexpr bool kProducesA = false;
   static_assert(Tile::kBNMajor && Tile::BK == 64 && Tile::BN % 64 == 0 && Tile::kClusterM == 1 && !Tile::kSwapAB,
                 "16-bit, B N-major in 64-column boxes, no clusters");
-  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0 && S::kOW % 64 == 0,
-                "stride 1, one group, whole 64-channel boxes, rows of whole k-tiles");
-  static constexpr int kOWBlocks = S::kOW / 64;
+  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
+                "stride 1, one group, whole 64-channel boxes");
+  static constexpr int kOWBlocks = (S::kOW + 63) / 64;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
-  GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x in NHWC {C, W, H, N}
+  GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x_cols[0] (prefetched with a)
+  const TmaDescriptor* x_cols[S::kKW];  // x in NHWC {C, W, H, N}, W cut for kernel column kw
   __device__ __forceinline__ int k_tiles() const { return S::kBatch * S::kOH * kOWBlocks; }
+  __device__ __forceinline__ const TmaDescriptor* column_map(int kw) const {  // selects (no indexed local array)
+    const TmaDescriptor* m = x_cols[0];
+#pragma unroll
+    for (int i = 1; i < S::kKW; ++i)
+      if (kw == i) m = x_cols[i];
+    return m;
+  }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
     const int ow0 = (kt % kOWBlocks) * 64, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
     sm90::tma_load_4d(st.a, maps.a, bar, ow0, oh, c.m * Tile::BM, n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
       const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
-      sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, col % S::kCin,
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, column_map(tap % S::kKW), bar, col % S::kCin,
                         ow0 + (tap % S::kKW) * S::kDW - S::kPW, oh + (tap / S::kKW) * S::kDH - S::kPH,
                         col < kColumns ? n : S::kBatch);
     }

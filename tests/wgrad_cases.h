@@ -38,7 +38,7 @@ inline const std::vector<WgradGeom>& wgrad_geoms() {
   return geoms;
 }
 
-// Geometries the wgmma dW takes (mainloop=wgmma: stride 1, one group, Cin a multiple of 64, OW of 64):
+// Geometries the wgmma dW takes (mainloop=wgmma: stride 1, one group, Cin a multiple of 64, OW of 8):
 // {n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups}
 inline const std::vector<WgradGeom>& wgrad_wgmma_geoms() {
   static const std::vector<WgradGeom> geoms = {
@@ -48,6 +48,9 @@ inline const std::vector<WgradGeom>& wgrad_wgmma_geoms() {
       {1, 64, 12, 68, 32, 3, 3, 1, 1, 0, 0, 2, 2, 1},    // dilated 2
       {4, 64, 4, 64, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 1x1: N = 64
       {1, 64, 6, 64, 48, 5, 5, 1, 1, 2, 2, 1, 1, 1},     // 5x5, padded: N = 1600 in 64-column tiles
+      {2, 64, 8, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // ResNet's 56-wide rows: one ragged k-tile a row
+      {1, 64, 9, 74, 40, 3, 3, 1, 1, 0, 0, 1, 1, 1},     // unpadded, OW 72: a full and a ragged k-tile a row
+      {2, 64, 7, 40, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilated 2, padded 2: OW 40 (one ragged k-tile)
   };
   return geoms;
 }
