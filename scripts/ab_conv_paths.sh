@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU machine, one device call (~8 min): the queued conv experiments against the defaults.
+# GPU machine, one device call (~9 min; under the 600 s a call may take): the queued conv experiments against the defaults.
 # (Session 39's set ran in session 40: bench/results/ab_conv_paths_H200_20261128.log; session 40's set —
 # NCHW / streamed / ping-pong halos, seed 3's register cap — in session 41: ab_conv_halo_nchw_H200_20261128.log;
 # clusters: ab_conv_cluster_H200_20261128.log.) Now:
@@ -14,8 +14,8 @@
 #   4. the halo prefetch (the next patch's halo in registers during the MMAs) at today's 128x64 tiles of 4 blocks an
 #      SM: seed 3 (bf16: 127 registers, no spills; tf32: 60 bytes of spills at 128, so also 3 blocks) and the global
 #      pool row (bf16 86, tf32 112 registers) — each block waits for its halo's loads every tile today;
-#   5. where 128x256x56^2's conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults): the row level with
-#      torch.compile.
+#   5. 128x256x56^2 (tf32, bf16: the row level with torch.compile) under raster groups 8 and 32 (default 16), then
+#      where its conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults).
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,11 +42,15 @@ ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_seed3_bf16.yaml $d/conv_seed3_t
   ABRUN_CONFIGS=";halo_prefetch=1;halo_prefetch=1,mma_min_blocks=3" \
   timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_halo_prefetch.log" 2>/dev/null
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_r56_tf32.yaml $d/conv_r56_bf16.yaml" \
+  ABRUN_CONFIGS=";wgmma_tile=64x256x5x8,wgmma_schedule=pingpong;wgmma_tile=64x256x5x32,wgmma_schedule=pingpong" \
+  timeout 90 scripts/gpu_check.sh abrun > /dev/null 2>&1
+mv "$out/abrun.log" "$out/ab_r56_raster.log" 2>/dev/null
 for m in bf16 tf32; do
   OUT=$out timeout 200 scripts/ncu_stalls.sh $d/conv_r56_$m.yaml "" > "$out/ncu_r56_$m.log" 2>&1
   mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
 done
 head -40 "$out/ncu_r56_bf16.log"
-for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log"; do
+for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log" "$out/ab_r56_raster.log"; do
   [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
 done
