@@ -14,7 +14,9 @@
 #   4. the halo prefetch (the next patch's halo in registers during the MMAs) at today's 128x64 tiles of 4 blocks an
 #      SM: seed 3 (bf16: 127 registers, no spills; tf32: 60 bytes of spills at 128, so also 3 blocks) and the global
 #      pool row (bf16 86, tf32 112 registers) — each block waits for its halo's loads every tile today;
-#   5. 128x256x56^2 (tf32, bf16: the row level with torch.compile) under raster groups 8 and 32 (default 16), then
+#   5. seed 1's training forward (y and the saved Z: two NCHW outputs) with both on the runs epilogue
+#      (conv_runs=2: ping-pong 128-row tiles) against the default (one runs output: cooperative staged stores);
+#   6. 128x256x56^2 (tf32, bf16: the row level with torch.compile) under raster groups 8 and 32 (default 16), then
 #      where its conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults).
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
@@ -42,6 +44,9 @@ ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_seed3_bf16.yaml $d/conv_seed3_t
   ABRUN_CONFIGS=";halo_prefetch=1;halo_prefetch=1,mma_min_blocks=3" \
   timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_halo_prefetch.log" 2>/dev/null
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$r/seed1_train_fwd_bf16.yaml $r/seed1_train_fwd_tf32.yaml" ABRUN_CONFIGS=";conv_runs=2" \
+  timeout 60 scripts/gpu_check.sh abrun > /dev/null 2>&1
+mv "$out/abrun.log" "$out/ab_train_fwd_runs.log" 2>/dev/null
 ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_r56_tf32.yaml $d/conv_r56_bf16.yaml" \
   ABRUN_CONFIGS=";wgmma_tile=64x256x5x8,wgmma_schedule=pingpong;wgmma_tile=64x256x5x32,wgmma_schedule=pingpong" \
   timeout 90 scripts/gpu_check.sh abrun > /dev/null 2>&1
@@ -51,6 +56,7 @@ for m in bf16 tf32; do
   mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
 done
 head -40 "$out/ncu_r56_bf16.log"
-for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log" "$out/ab_r56_raster.log"; do
+for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log" "$out/ab_train_fwd_runs.log" \
+  "$out/ab_r56_raster.log"; do
   [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
 done
