@@ -28,7 +28,7 @@ BUILD_TARGETS="fusejit_tests fusejit" scripts/gpu_check.sh build | tail -2 || ex
 timeout 200 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.Wgmma*' > "$out/wgrad_wgmma_tests.log" 2>&1
 echo "wgmma dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_wgmma_tests.log") passed)"
 grep -E '^\[  FAILED  \]|Failure' -A4 "$out/wgrad_wgmma_tests.log" | head -30
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml bench/specs_wgrad/wgrad_r56_bf16.yaml" \
+ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml bench/specs_wgrad/wgrad_r56_bf16.yaml" \
   ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x128x5,split_k=14" \
   timeout 150 scripts/gpu_check.sh abrun > /dev/null 2>&1
 mv "$out/abrun.log" "$out/ab_wgrad_wgmma.log" 2>/dev/null

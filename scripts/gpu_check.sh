@@ -28,7 +28,8 @@
 #   swapab    `fusejit run` of fp32-operand matmuls with B [K, N] (seed 2's tf32 dX / dW, bench/specs_matmul_tf32),
 #             swap-AB against the transposed copy (wgmma_swap_ab=0), SWAPAB_ITERS trials each
 #   abrun     `fusejit run` of ABRUN_SPECS (default bench/specs_transpose/*.yaml) under each config of
-#             ABRUN_CONFIGS (';'-separated, default "" and "epilogue_transpose=0"), in turn
+#             ABRUN_CONFIGS (';'-separated, default "" and "epilogue_transpose=0"), in turn; ABRUN_SAMPLES
+#             (default 20000) outputs checked against fp64 a run (fewer for long reductions: a dW's K is every pixel)
 #   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
@@ -218,7 +219,7 @@ run_configs() {
   : > "$out/$logfile"
   for spec in $specs; do
     for config in "$@"; do
-      run_noted "$label $(basename "$spec" .yaml) '${config}'" "$logfile" "$spec" --backend cuda --samples 20000 \
+      run_noted "$label $(basename "$spec" .yaml) '${config}'" "$logfile" "$spec" --backend cuda --samples "${ABRUN_SAMPLES:-20000}" \
         --iters "$iters" --config "$config"
     done
   done
