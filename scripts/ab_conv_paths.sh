@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU machine, one device call (~9 min; under the 600 s a call may take): the queued conv experiments against the defaults.
+# GPU machine, two device calls (`a` ~6 min, then `b` ~5 min; each under the 600 s a call may take): the queued
+# conv experiments against the defaults.
 # (Session 39's set ran in session 40: bench/results/ab_conv_paths_H200_20261128.log; session 40's set —
 # NCHW / streamed / ping-pong halos, seed 3's register cap — in session 41: ab_conv_halo_nchw_H200_20261128.log;
 # clusters: ab_conv_cluster_H200_20261128.log.) Now:
@@ -18,45 +19,50 @@
 #      (conv_runs=2: ping-pong 128-row tiles) against the default (one runs output: cooperative staged stores);
 #   6. 128x256x56^2 (tf32, bf16: the row level with torch.compile) under raster groups 8 and 32 (default 16), then
 #      where its conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults).
-# Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
+# Part a: 1-5; part b: the channel min's DRAM writes (3) and 6. Logs go to $OUT (or ./gpu-out). AB_ITERS
+# (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+part=${1:?usage: scripts/ab_conv_paths.sh a|b}
+[ "$part" = a ] || [ "$part" = b ] || { echo "unknown part '$part' (a or b)" >&2; exit 2; }
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-export OUT=$out
+export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
 BUILD_TARGETS="fusejit_tests fusejit" scripts/gpu_check.sh build | tail -2 || exit 1
-timeout 200 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.Wgmma*' > "$out/wgrad_wgmma_tests.log" 2>&1
-echo "wgmma dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_wgmma_tests.log") passed)"
-grep -E '^\[  FAILED  \]|Failure' -A4 "$out/wgrad_wgmma_tests.log" | head -30
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml bench/specs_wgrad/wgrad_r56_bf16.yaml" \
-  ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x128x5,split_k=14" \
-  timeout 150 scripts/gpu_check.sh abrun > /dev/null 2>&1
-mv "$out/abrun.log" "$out/ab_wgrad_wgmma.log" 2>/dev/null
 r=bench/specs_conv_rows
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$r/conv_cmin_fp32.yaml" \
-  ABRUN_CONFIGS=";mma_tile=128x32x3x16;mma_tile=64x32x2x16;mma_tile=64x32x3x32" \
-  timeout 90 scripts/gpu_check.sh abrun > /dev/null 2>&1
-mv "$out/abrun.log" "$out/ab_cmin_fp32_tiles.log" 2>/dev/null
-timeout 150 python3 bench/conv_dram_writes.py --problems 6 --modes fp32 --commit "${COMMIT:-unknown}" --out "$out" \
-  --config "" mma_tile=128x32x3x16 mma_tile=64x32x2x16 2>&1 | tail -8
 d=bench/specs_conv_halo
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_seed3_bf16.yaml $d/conv_seed3_tf32.yaml $r/conv_gap_bf16.yaml $r/conv_gap_tf32.yaml" \
-  ABRUN_CONFIGS=";halo_prefetch=1;halo_prefetch=1,mma_min_blocks=3" \
-  timeout 120 scripts/gpu_check.sh abrun > /dev/null 2>&1
-mv "$out/abrun.log" "$out/ab_halo_prefetch.log" 2>/dev/null
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$r/seed1_train_fwd_bf16.yaml $r/seed1_train_fwd_tf32.yaml" ABRUN_CONFIGS=";conv_runs=2" \
-  timeout 60 scripts/gpu_check.sh abrun > /dev/null 2>&1
-mv "$out/abrun.log" "$out/ab_train_fwd_runs.log" 2>/dev/null
-ABRUN_ITERS=${AB_ITERS:-20} ABRUN_SPECS="$d/conv_r56_tf32.yaml $d/conv_r56_bf16.yaml" \
-  ABRUN_CONFIGS=";wgmma_tile=64x256x5x8,wgmma_schedule=pingpong;wgmma_tile=64x256x5x32,wgmma_schedule=pingpong" \
-  timeout 90 scripts/gpu_check.sh abrun > /dev/null 2>&1
-mv "$out/abrun.log" "$out/ab_r56_raster.log" 2>/dev/null
-for m in bf16 tf32; do
-  OUT=$out timeout 200 scripts/ncu_stalls.sh $d/conv_r56_$m.yaml "" > "$out/ncu_r56_$m.log" 2>&1
-  mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
-done
-head -40 "$out/ncu_r56_bf16.log"
-for f in "$out/ab_wgrad_wgmma.log" "$out/ab_cmin_fp32_tiles.log" "$out/ab_halo_prefetch.log" "$out/ab_train_fwd_runs.log" \
-  "$out/ab_r56_raster.log"; do
-  [ -f "$f" ] && grep -hE '^==|median|FAIL|error' "$f" | sed 's/ --backend cuda --samples 20000 --iters [0-9]*//'
+abrun() {  # log name, timeout, then the environment's ABRUN_* settings
+  timeout "$2" scripts/gpu_check.sh abrun > /dev/null 2>&1
+  mv "$out/abrun.log" "$out/$1.log" 2>/dev/null
+}
+case $part in
+a)
+  timeout 200 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.Wgmma*' > "$out/wgrad_wgmma_tests.log" 2>&1
+  echo "wgmma dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_wgmma_tests.log") passed)"
+  grep -E '^\[  FAILED  \]|Failure' -A4 "$out/wgrad_wgmma_tests.log" | head -30
+  ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_bf16.yaml bench/specs_wgrad/wgrad_r56_bf16.yaml" \
+    ABRUN_CONFIGS=";mainloop=wgmma;mainloop=wgmma,split_k=22;mainloop=wgmma,wgmma_tile=128x128x5,split_k=14" \
+    abrun ab_wgrad_wgmma 150
+  ABRUN_SPECS="$r/conv_cmin_fp32.yaml" ABRUN_CONFIGS=";mma_tile=128x32x3x16;mma_tile=64x32x2x16;mma_tile=64x32x3x32" \
+    abrun ab_cmin_fp32_tiles 90
+  ABRUN_SPECS="$d/conv_seed3_bf16.yaml $d/conv_seed3_tf32.yaml $r/conv_gap_bf16.yaml $r/conv_gap_tf32.yaml" \
+    ABRUN_CONFIGS=";halo_prefetch=1;halo_prefetch=1,mma_min_blocks=3" abrun ab_halo_prefetch 120
+  ABRUN_SPECS="$r/seed1_train_fwd_bf16.yaml $r/seed1_train_fwd_tf32.yaml" ABRUN_CONFIGS=";conv_runs=2" \
+    abrun ab_train_fwd_runs 60
+  logs="ab_wgrad_wgmma ab_cmin_fp32_tiles ab_halo_prefetch ab_train_fwd_runs" ;;
+b)
+  timeout 150 python3 bench/conv_dram_writes.py --problems 6 --modes fp32 --commit "${COMMIT:-unknown}" --out "$out" \
+    --config "" mma_tile=128x32x3x16 mma_tile=64x32x2x16 2>&1 | tail -8
+  ABRUN_SPECS="$d/conv_r56_tf32.yaml $d/conv_r56_bf16.yaml" \
+    ABRUN_CONFIGS=";wgmma_tile=64x256x5x8,wgmma_schedule=pingpong;wgmma_tile=64x256x5x32,wgmma_schedule=pingpong" \
+    abrun ab_r56_raster 90
+  for m in bf16 tf32; do
+    OUT=$out timeout 200 scripts/ncu_stalls.sh $d/conv_r56_$m.yaml "" > "$out/ncu_r56_$m.log" 2>&1
+    mv "$out/ncu_stalls_1_sass.csv" "$out/ncu_r56_${m}_sass.csv" 2>/dev/null
+  done
+  head -40 "$out/ncu_r56_bf16.log"
+  logs="ab_r56_raster" ;;
+esac
+for f in $logs; do
+  [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'
 done
