@@ -130,8 +130,6 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     why_not_wgmma = "mainloop=mma in the config";
   else if (ctx.heur.mainloop == "auto" && ctx.heur.mma)
     why_not_wgmma = "mma_tile in the config";
-  else if (a.op == OpKind::Conv2dWeightGrad && ctx.heur.mainloop != "wgmma")
-    why_not_wgmma = "conv2d_weight_grad runs on mma.sync unless mainloop=wgmma (its wgmma path is not yet timed)";
   else if (ctx.arch != "sm_90a")
     why_not_wgmma = "the target is " + ctx.arch + ", not sm_90a";
   else if (a.op == OpKind::Matmul && geo.b_batched)

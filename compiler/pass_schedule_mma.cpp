@@ -12,11 +12,13 @@ namespace {
 
 // Halo patches: whether each thread loads the next tile's halo into registers during the MMAs
 // (halo_prefetch; default on for 3xTF32, where the MMAs are long enough to hide it: H200, seed 3 fp32 64x64
-// 2.027 -> 1.874 ms; tf32 lost, 0.674 -> 0.697; bf16 even, 0.558 -> 0.558).
+// 2.027 -> 1.874 ms; and 16-bit, whose halos are half the bytes: H200, 128x64 tiles 4 blocks an SM, seed 3 bf16
+// 0.468 -> 0.441 ms, the global pool row 0.251 -> 0.230; tf32 lost, seed 3 0.595 -> 0.717, the pool row
+// 0.271 -> 0.287; bench/results/ab_conv_paths_a_H200_20261129.log).
 Status choose_halo_prefetch(const PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   kp.halo_prefetch = false;
   if (!kp.conv_patch || geo.op != OpKind::Conv2d) return Status::success();
-  const bool want = ctx.heur.halo_prefetch.value_or(kp.mma_kind == "f32x3");
+  const bool want = ctx.heur.halo_prefetch.value_or(kp.mma_kind != "tf32");
   if (!want) return Status::success();
   const int eb = kp.mma_kind == "bf16" || kp.mma_kind == "f16" ? 2 : 4;
   int qh = 1, qw = 1;  // the patches emit_anchor takes: whole windows of a fused pool, warps' rows where in registers

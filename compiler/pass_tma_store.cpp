@@ -48,8 +48,9 @@ bool cheap_epilogue_op(OpKind op) {
 
 namespace {
 // A wgmma conv whose epilogue stores NCHW outputs (each of the conv's shape, in
-// an output buffer; at most conv_runs of them: 1 by default, several only on
-// request until measured) and reduces nothing: each computed in registers,
+// an output buffer; at most conv_runs of them, 2 by default: a training
+// forward's y and saved conv output, H200 seed 1 bf16 1.191 -> 0.825 ms, tf32
+// 1.971 -> 1.449 against the fp32-staged element stores) and reduces nothing: each computed in registers,
 // staged in its type, stored in runs of a channel's pixels
 // (conv_wgmma_store.cuh). Else the epilogue stages fp32 chunks and stores
 // element by element.

@@ -118,7 +118,7 @@ struct Heuristics {
   bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
   bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
   bool row_stages = true;          // reductions along a row-finish kernel's wide rows in the same kernel
-  int conv_runs = 1;               // a wgmma conv's NCHW outputs (up to this many) staged in their type, stored in runs
+  int conv_runs = 2;               // a wgmma conv's NCHW outputs (up to this many) staged in their type, stored in runs
   PointwiseConfig pointwise;
   RowConfig row;
 };

@@ -116,6 +116,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
                             "wgmma_swap_ab=1,wgmma_tile=128x64x8x8", "wgmma_swap_ab=1,wgmma_tile=128x128x3x8",
                             "wgmma_swap_ab=1,wgmma_tile=128x64x4x8"})
         if (generate_program(g, {arch, c})) out.push_back(c);  // (3xTF32: tiles of at most 128 rows)
+    if (op == OpKind::Conv2dWeightGrad)  // the mma.sync dW (its default tile and split)
+      out.push_back("mainloop=mma");
     if (op == OpKind::Conv2d && generate_program(g, {arch, "conv_halo=1"}))
       out.push_back("conv_halo=1");  // the filter resident, a halo box per patch (conv_wgmma_halo.cuh)
     if (op == OpKind::Conv2d && generate_program(g, {arch, "conv_runs=0"}))

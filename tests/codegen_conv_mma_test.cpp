@@ -309,7 +309,7 @@ TEST(CodegenConvMma, HaloPipelineDoubleBuffersMultiBlockFp32Halos) {
 // halo_prefetch=1: halo patches of one channel block load the next tile's halo into registers during the MMAs
 // (ConvPatchMma::accumulate_prefetched; 4-byte elements by vectors too, the template's VF); every tile and pool
 // path compiles for sm_80 and sm_90a; several channel blocks are a config error naming it; by default on for
-// 3xTF32 only (where eligible), and halo_prefetch=0 turns that off.
+// 3xTF32 and 16-bit (where eligible), not tf32, and halo_prefetch=0 turns that off.
 TEST(CodegenConvMma, HaloPrefetchCompilesAndNamesWhereItCannotApply) {
   std::vector<CompileJob> jobs;
   for (Precision p : kPrecisions)
@@ -332,9 +332,12 @@ TEST(CodegenConvMma, HaloPrefetchCompilesAndNamesWhereItCannotApply) {
     auto deep = generate_program(narrow_deep(p), {"sm_90a", "halo_prefetch=1"});
     if (!deep) EXPECT_NE(deep.error().message.find("halo_prefetch=1, but"), std::string::npos) << deep.error().message;
   }
-  auto plain = generate_program(seed3_like(Precision::BF16), {"sm_90a", ""});
-  ASSERT_TRUE(plain);
-  EXPECT_EQ(plain->source.find("prefetch"), std::string::npos) << "16-bit halos: halo_prefetch is opt-in";
+  auto sixteen = generate_program(seed3_like(Precision::BF16), {"sm_90a", ""});
+  ASSERT_TRUE(sixteen) << sixteen.error().str();
+  EXPECT_NE(sixteen->source.find("conv.accumulate_prefetched<Pixels>("), std::string::npos) << "16-bit's default";
+  auto plain = generate_program(seed3_like(Precision::TF32), {"sm_90a", ""});
+  ASSERT_TRUE(plain) << plain.error().str();
+  EXPECT_EQ(plain->source.find("prefetch"), std::string::npos) << "tf32 halos: halo_prefetch is opt-in";
   auto accurate = generate_program(seed3_like(Precision::FP32), {"sm_90a", ""});
   ASSERT_TRUE(accurate) << accurate.error().str();
   EXPECT_NE(accurate->source.find("conv.accumulate_prefetched<Pixels>("), std::string::npos) << "3xTF32's default";
