@@ -15,7 +15,7 @@ namespace fusejit::cg {
 // (conv_nchw: x is split by the conv's producer, w's residual still staged)
 bool needs_tf32_split(const KernelPlan& kp) { return (kp.residual_a >= 0 || kp.conv_nchw) && kp.residual_b >= 0; }
 bool needs_operand_staging(const KernelPlan& kp) {
-  return needs_tf32_split(kp) || kp.b_transposed >= 0 || kp.a_staged >= 0;
+  return needs_tf32_split(kp) || kp.b_transposed >= 0 || kp.a_staged >= 0 || kp.grad_padded >= 0;
 }
 
 namespace {
@@ -54,7 +54,9 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   const bool split = needs_tf32_split(kp), weights = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const std::string name = !weights          ? "fj_x_nhwc"
+  const bool grad = kp.grad_padded >= 0;  // a wgmma dW's grad, rows padded (x in NHWC too with wgrad_nhwc)
+  const std::string name = grad              ? (kp.a_staged >= 0 ? "fj_x_nhwc_grad_rows_padded" : "fj_grad_rows_padded")
+                           : !weights        ? "fj_x_nhwc"
                            : kp.a_staged < 0   ? (split ? "fj_split_tf32_conv_weights_khwc" : "fj_conv_weights_khwc")
                            : split             ? "fj_split_tf32_conv_operands_nhwc"
                                                : "fj_conv_operands_nhwc";
@@ -62,7 +64,9 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   KernelSource& s = em.src();
   s.ns = "staging";
   s.comment = name + ": " +
-              (kp.a_staged < 0 ? ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]"
+              (grad ? (kp.a_staged >= 0 ? ctx.g.describe(a.operands[0]) + " in NHWC and " : std::string()) +
+                          ctx.g.describe(a.operands[1]) + " with rows of " + std::to_string(kp.grad_pitch) + " elements"
+               : kp.a_staged < 0 ? ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]"
                                : ctx.g.describe(a.operands[0]) + " in NHWC" +
                                      (weights ? " and " + ctx.g.describe(a.operands[1]) + " as [Cout][KH][KW][Cin]"
                                               : std::string())) +
@@ -94,9 +98,36 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
                 ", kCout, kCin, kTaps, blockIdx.x, kWeightBlocks);",
             "return;", "}"};
   }
-  if (!x_staged) return finish_staging(em, name, std::move(body), w_blocks);
+  // A wgmma dW's grad [N*Cout*OH][OW] -> rows of grad_pitch, by the last blocks (the widest unit dividing a row)
+  int64_t grad_blocks = 0;
+  int grad_unit = 0;
+  std::vector<std::string> grad_body;
+  if (grad) {
+    const int64_t eb = dtype_size(ctx.g.node(a.operands[1]).type.dtype), row_bytes = geo.ow * eb;
+    const int unit = grad_unit = row_bytes % 8 == 0 ? 8 : row_bytes % 4 == 0 ? 4 : 2;
+    const char* u = unit == 8 ? "unsigned long long" : unit == 4 ? "unsigned" : "unsigned short";
+    const int64_t rows = geo.batch_n * geo.cout * geo.oh;
+    s.constants.push_back({"kGradRows", rows, "N * Cout * OH"});
+    grad_blocks = std::clamp<int64_t>((rows * row_bytes / unit + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap);
+    s.constants.push_back({"kGradBlocks", grad_blocks, "blocks that pad grad's rows (the last)"});
+    const std::string src = em.load_param(a.operands[1]);
+    grad_body = {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded to a TMA stride",
+                 std::string("fj::pad_rows<") + u + ", " + std::to_string(row_bytes / unit) + ", " +
+                     std::to_string(kp.grad_pitch * eb / unit) + ">(reinterpret_cast<const " + u + "*>(" + src +
+                     "), reinterpret_cast<" + u + "*>(" + scratch(kp.grad_padded) +
+                     "), kGradRows, blockIdx.x - (gridDim.x - kGradBlocks), kGradBlocks);",
+                 "return;", "}"};
+    body.insert(body.begin(), grad_body.begin(), grad_body.end());
+  }
+  auto finish = [&](int64_t blocks) {  // grad's rows copied in units of grad_unit bytes: its address a multiple
+    EmittedKernel out = finish_staging(em, name, std::move(body), blocks);
+    if (grad_unit > 2) out.launch.aligned.push_back({plan.buffer.at(a.operands[1]), grad_unit});
+    return out;
+  };
+  if (!x_staged) return finish(w_blocks + grad_blocks);
   const std::string first = weights ? "blockIdx.x - kWeightBlocks" : "blockIdx.x";
-  const std::string count = weights ? "gridDim.x - kWeightBlocks" : "gridDim.x";
+  const std::string count = std::string(weights ? "gridDim.x - kWeightBlocks" : "gridDim.x") +
+                            (grad ? " - kGradBlocks" : "");
   body.push_back("// x [N][Cin][H*W] -> [N][H*W][Cin]");
   const std::string x = em.load_param(a.operands[0]);
   const std::string args = ", " + staged(kp.a_staged) + ", " + lo(kp.residual_a) + ", kBatch, kCin, kPixels, " +
@@ -116,7 +147,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
                      ", kBatch, kCin, kPixels, " + first + ", " + count + ");");
     }
   }
-  return finish_staging(em, name, std::move(body), w_blocks + x_blocks);
+  return finish(w_blocks + x_blocks + grad_blocks);
 }
 
 }  // namespace
@@ -124,7 +155,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
 Expected<EmittedKernel> emit_operand_staging_kernel(const PlanContext& ctx, const Plan& plan, int anchor) {
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(anchor)];
   if (!needs_operand_staging(kp)) return Error("codegen: kernel " + std::to_string(anchor) + " stages no operands");
-  if (kp.a_staged >= 0 || kp.conv_nchw) return emit_conv_staging(ctx, plan, anchor);
+  if (kp.a_staged >= 0 || kp.conv_nchw || kp.grad_padded >= 0) return emit_conv_staging(ctx, plan, anchor);
   const bool split = needs_tf32_split(kp), transpose = kp.b_transposed >= 0;
   const Node& a = ctx.g.node(kp.root);
   const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(ctx.g, kp.root));

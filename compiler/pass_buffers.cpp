@@ -151,6 +151,23 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     plan.scratch.push_back({x.type.numel() * dtype_size(x.type.dtype), what});
     kp.a_staged = static_cast<int>(plan.scratch.size()) - 1;
   }
+  // The wgmma dW: grad's rows padded to a TMA stride where OW elements are not one.
+  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && g.node(kp.root).op == OpKind::Conv2dWeightGrad) {
+    const AnchorGeometry geo = analyze_anchor(g, kp.root);
+    const Node& grad = g.node(g.node(kp.root).operands[1]);
+    const int64_t eb = dtype_size(grad.type.dtype), per16 = 16 / eb;
+    if (geo.ow % per16) {
+      kp.grad_pitch = (geo.ow + per16 - 1) / per16 * per16;
+      plan.scratch.push_back({grad.type.numel() / geo.ow * kp.grad_pitch * eb,
+                              "grad with rows padded to " + std::to_string(kp.grad_pitch) + " elements for the TMA "
+                              "boxes of the wgmma dW: " + g.describe(g.node(kp.root).operands[1]) + " (" +
+                              std::string(dtype_name(grad.type.dtype)) +
+                              shape_str({geo.batch_n, geo.cout, geo.oh, kp.grad_pitch}) + ")"});
+      kp.grad_padded = static_cast<int>(plan.scratch.size()) - 1;
+      kp.notes.push_back("operands: grad's rows of " + std::to_string(geo.ow * eb) + " bytes are not a TMA stride: "
+                         "the staging kernel copies grad to rows of " + std::to_string(kp.grad_pitch) + " elements");
+    }
+  }
   auto add_buffer = [&](ValueId v) {
     std::vector<BufferRef> outs;
     for (size_t o = 0; o < g.outputs.size(); ++o)

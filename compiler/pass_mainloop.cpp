@@ -86,17 +86,23 @@ std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const 
   return "";
 }
 
-// Why conv2d_weight_grad cannot take the wgmma path (templates/conv_wgmma.cuh WgradOperands: grad's 4-D boxes in
-// place, x staged to NHWC as N-major B), or "".
-std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind) {
-  if (kind != "bf16" && kind != "f16") return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only)";
+// Why conv2d_weight_grad cannot take the wgmma path (templates/conv_wgmma.cuh WgradOperands: grad's 4-D boxes as
+// K-major A; x's as B, read in place K-major, or from NHWC N-major with wgrad_nhwc=1 or where x's rows are not a
+// TMA stride), or "". Grad's rows that are not a TMA stride are copied to rows padded to one (pass_buffers.cpp).
+std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind, const Heuristics& heur) {
+  const bool sixteen_bit = kind == "bf16" || kind == "f16";
+  if (!sixteen_bit && kind != "tf32") return "a 3xTF32 dW (not on the wgmma dW: no residual operands)";
   if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the wgmma dW takes one group)";
   if (geo.sh != 1 || geo.sw != 1) return "a strided conv (B's boxes are runs of consecutive pixels)";
-  if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 128-byte channel boxes)";
-  if (geo.ow % 8)
-    return "OW=" + std::to_string(geo.ow) + ": grad's rows of " + std::to_string(geo.ow * 2) +
-           " bytes (TMA strides rows in multiples of 16)";
+  if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 64-channel boxes)";
   if (geo.ow - geo.pw < 1) return "padding " + std::to_string(geo.pw) + " wider than the output's " + std::to_string(geo.ow) + " columns";
+  const int eb = sixteen_bit ? 2 : 4;
+  if (heur.wgrad_nhwc == true && !sixteen_bit) return "wgrad_nhwc=1 (x in NHWC is N-major B: 16-bit only)";
+  if ((geo.w * eb) % 16 && !sixteen_bit)
+    return "W=" + std::to_string(geo.w) + ": x's rows of " + std::to_string(geo.w * eb) +
+           " bytes (TMA strides rows in multiples of 16)";
+  if ((geo.w * eb) % 16 && heur.wgrad_nhwc == false)
+    return "wgrad_nhwc=0, and x's rows of " + std::to_string(geo.w * eb) + " bytes are not a TMA stride";
   return "";
 }
 
@@ -137,7 +143,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   else if (wgmma_kind.empty())
     why_not_wgmma = why;
   else if (std::string conv_why = a.op == OpKind::Conv2d             ? conv_wgmma_blocker(geo, wgmma_kind)
-                                  : a.op == OpKind::Conv2dWeightGrad ? wgrad_wgmma_blocker(geo, wgmma_kind)
+                                  : a.op == OpKind::Conv2dWeightGrad ? wgrad_wgmma_blocker(geo, wgmma_kind, ctx.heur)
                                                                      : "";
            !conv_why.empty())
     why_not_wgmma = conv_why;
@@ -145,7 +151,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
     // wgmma tiles are 64 columns or more: Cout=8 (dX of a conv with Cin=8) would compute 8x the outputs
     why_not_wgmma = "Cout=" + std::to_string(geo.n) + " fills a fraction of a 64-column wgmma tile (mma.sync "
                     "tiles are narrower)";
-  else if (const int eb = sixteen_bit ? 2 : 4; (geo.k * eb) % 16)
+  else if (const int eb = sixteen_bit ? 2 : 4; a.op != OpKind::Conv2dWeightGrad && (geo.k * eb) % 16)  // (a dW: pixels)
     why_not_wgmma = "TMA needs rows of a multiple of 16 bytes and K=" + std::to_string(geo.k) + " gives " +
                     std::to_string(geo.k * eb);
   else if (a.op == OpKind::Matmul && sixteen_bit && (geo.n * eb) % 16)
@@ -177,11 +183,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                          ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
       return Status::success();
     }
-    if (a.op == OpKind::Conv2dWeightGrad) {  // x staged to NHWC (pass_buffers.cpp)
-      kp.wgrad_nhwc = true;
+    if (a.op == OpKind::Conv2dWeightGrad) {  // x in place, or staged to NHWC (pass_buffers.cpp)
+      kp.wgrad_nhwc = ctx.heur.wgrad_nhwc == true || (geo.w * (sixteen_bit ? 2 : 4)) % 16 != 0;
       kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) + "), dW as a GEMM over "
-                         "the output pixels: grad's 4-D TMA boxes read in place (A), x in NHWC from a staging kernel "
-                         "(B, N-major, a box per kernel tap and 64 channels), warp-specialized, persistent");
+                         "the output pixels: grad's 4-D TMA boxes (A, K-major), " +
+                         std::string(kp.wgrad_nhwc ? "x in NHWC from a staging kernel (B, N-major"
+                                                   : "x's read in place (B, K-major") +
+                         ", a box per kernel tap and 64 channels), warp-specialized, persistent");
       return Status::success();
     }
     // (an fp32 B [K, N]: how it is read is the tile's choice, noted by choose_wgmma_tile)

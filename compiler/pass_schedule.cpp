@@ -243,7 +243,8 @@ Status choose_conv_halo(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& 
 
 // A dW (conv2d_weight_grad) on wgmma: 128 rows of Cout (64 where Cout is no more), the 64-column multiple up to
 // 256 that wastes the fewest of N = KH*KW*Cin (seed 1's 576: 192), cooperative, the deepest ring; split-K over
-// the pixels fills the SMs (with_wgmma_split_k). Not yet timed.
+// the pixels fills the SMs (with_wgmma_split_k). H200, 128x64x128^2 p1 bf16 (x from NHWC): 1.265 ms on mma.sync
+// -> 0.698 (128x192); 128x256x56^2: 1.525 -> 1.064 (bench/results/ab_conv_paths_a_H200_20261129.log).
 WgmmaConfig wgrad_wgmma_tile(const AnchorGeometry& geo) {
   WgmmaConfig t;
   t.bm = geo.m <= 64 ? 64 : 128;
@@ -262,9 +263,10 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   // matmul's 16-bit B [K, N] (and a dW's x in NHWC) loads in 64-column boxes (tiles 64, 128 or 256 wide; a
   // cluster's blocks one each)
   const bool wgrad = geo.op == OpKind::Conv2dWeightGrad;
-  const bool b_n_major = (geo.op == OpKind::Matmul || wgrad) && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
-  if (ctx.heur.wgmma && b_n_major && ctx.heur.wgmma->bn % 64)
-    return Error("codegen config: " + std::string(wgrad ? "a dW reads x in NHWC" : "a 16-bit matmul reads B [K, N]") +
+  const bool b_n_major = (geo.op == OpKind::Matmul || (wgrad && kp.wgrad_nhwc)) && kp.mma_kind != "tf32" &&
+                         kp.mma_kind != "f32x3";
+  if (ctx.heur.wgmma && (b_n_major || wgrad) && ctx.heur.wgmma->bn % 64)
+    return Error("codegen config: " + std::string(wgrad ? "a dW reads x" : "a 16-bit matmul reads B [K, N]") +
                  " in 64-column boxes: wgmma_tile " + ctx.heur.wgmma->str() + " must be a multiple of 64 wide");
   if (wgrad && ctx.heur.wgmma_cluster.value_or(1) > 1) return Error("codegen config: the wgmma dW runs without clusters");
   WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma

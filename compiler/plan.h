@@ -382,6 +382,10 @@ struct KernelPlan {
   // is then its residual (same layout). Mma conv2d_weight_grad with
   // wgrad_nhwc: x in NHWC, B's rows (pixels) copied 16 bytes of channels at a time.
   int a_staged = -1;
+  // Wgmma conv2d_weight_grad whose grad rows (OW elements) are not a multiple of 16 bytes: scratch of grad with
+  // its rows padded to grad_pitch elements (written by the staging kernel), A's TMA boxes read from it.
+  int grad_padded = -1;
+  int64_t grad_pitch = 0;
   // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
   // instead of x's im2col rows gathered from NCHW.
   bool wgrad_nhwc = false;

@@ -11,6 +11,7 @@
 // - fp32 B [K, N] transposed to [N, K]: wgmma's TF32 reads K-major B only.
 // - conv2d's x in NHWC and w as [Cout][KH][KW][Cin] (conv_wgmma.cuh), with
 //   their residuals for 3xTF32.
+// - a dW's grad with its rows padded to a TMA stride (pad_rows).
 #pragma once
 
 #include "fusejit/fj_common.cuh"
@@ -180,6 +181,19 @@ __device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* _
       }
     }
     __syncthreads();
+  }
+}
+
+// src [rows][kCols units] -> dst [rows][kPitch units] (U: a 2-, 4- or 8-byte unit dividing both rows; the
+// padding left as it is: TMA reads the first kCols of a row only). Grid-stride over src's units, so reads are
+// whole lines and writes nearly so; block `block` of `blocks`.
+template <class U, int kCols, int kPitch>
+__device__ __forceinline__ void pad_rows(const U* __restrict__ src, U* __restrict__ dst, long long rows, int block,
+                                         int blocks) {
+  const long long n = rows * kCols, stride = static_cast<long long>(blocks) * blockDim.x;
+  for (long long i = static_cast<long long>(block) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const long long r = i / kCols;
+    dst[r * kPitch + (i - r * kCols)] = src[i];
   }
 }
 

@@ -1,5 +1,6 @@
 // GPU: conv2d_weight_grad (templates/conv_wgrad.cuh; conv_wgmma.cuh's
-// WgradOperands with mainloop=wgmma) against fp64 in every precision, on the default plan (mma.sync, split-K), a small forced tile,
+// WgradOperands on wgmma) against fp64 in every precision, on the default plan (split-K; wgmma where it applies on
+// sm_90a, else mma.sync), a small forced tile,
 // without split-K, with an uneven split, and on the SIMT mainloop (every other
 // case with an epilogue, tanh(dW * s) * 2, as a second output); outputs
 // NaN-poisoned, two seeds each (check_kernel). Skipped without a CUDA device.
@@ -39,15 +40,22 @@ void run(const std::string& config, const std::vector<WgradGeom>& geoms = test_u
       ASSERT_TRUE(g) << g.error().str();
       auto kernel = engine.compile(*g, opts);
       if (!kernel && kernel.error().message.find("wgrad_nhwc=1, but") != std::string::npos) continue;  // not eligible
-      if (!kernel && wgmma && kernel.error().message.find("16-bit only") != std::string::npos) continue;  // tf32, fp32
+      if (!kernel && wgmma && (kernel.error().message.find("16-bit only") != std::string::npos ||
+                               kernel.error().message.find("a 3xTF32 dW") != std::string::npos ||
+                               kernel.error().message.find("x's rows of") != std::string::npos))
+        continue;  // fp32 (3xTF32); tf32 with wgrad_nhwc=1 or x's rows not a TMA stride
       if (!kernel) {
         ADD_FAILURE() << label(p, geo, config) << " does not compile: " << kernel.error().str();
         ++failures;
         continue;
       }
       const bool simt = config.find("mainloop=ffma") != std::string::npos;
-      EXPECT_EQ((*kernel)->name().find((wgmma ? "_wgmma_" : "_mma_") + test_util::mma_kind(p)) != std::string::npos, !simt)
-          << label(p, geo, config) << ": kernel " << (*kernel)->name();
+      const std::string& name = (*kernel)->name();
+      const bool on_wgmma = name.find("_wgmma_" + test_util::mma_kind(p)) != std::string::npos;
+      const bool on_mma = name.find("_mma_" + test_util::mma_kind(p)) != std::string::npos;
+      // (the default: wgmma where the dW takes it on sm_90a, else mma.sync)
+      EXPECT_TRUE(simt ? !on_wgmma && !on_mma : wgmma ? on_wgmma : on_wgmma || on_mma)
+          << label(p, geo, config) << ": kernel " << name;
       for (uint64_t seed : {1u, 2u}) {
         check.seed = seed * 7919 + static_cast<uint64_t>(index);
         auto r = check_kernel(**kernel, *g, check);
@@ -71,10 +79,14 @@ TEST(GpuConvWgrad, SimtMatchesReference) { run("mainloop=ffma"); }
 // NHWC where Cin / groups is whole 16-byte chunks, fp32 gathered).
 TEST(GpuConvWgrad, NchwGatherMatchesReference) { run("wgrad_nhwc=0"); }
 TEST(GpuConvWgrad, NhwcMatchesReference) { run("wgrad_nhwc=1"); }
-// The wgmma dW (opt-in, mainloop=wgmma; 16-bit, the geometries it takes): grad's 4-D boxes in place, x in NHWC as
-// N-major B, split-K over the pixels (the default split and an uneven one).
+// The wgmma dW (the default on sm_90a where it applies; 16-bit and tf32, the geometries it takes): grad's 4-D
+// boxes (in place, or copied to padded rows), x's in place as K-major B (or from NHWC as N-major B: 16-bit where
+// x's rows are not a TMA stride, or wgrad_nhwc=1), split-K over the pixels (the default split and an uneven one).
 TEST(GpuConvWgrad, WgmmaMatchesReference) { run("mainloop=wgmma", test_util::wgrad_wgmma_geoms()); }
 TEST(GpuConvWgrad, WgmmaUnevenSplitsMatchReference) { run("mainloop=wgmma,split_k=5", test_util::wgrad_wgmma_geoms()); }
+TEST(GpuConvWgrad, WgmmaFromNhwcMatchesReference) {
+  run("mainloop=wgmma,wgrad_nhwc=1", test_util::wgrad_wgmma_geoms());
+}
 
 }  // namespace
 }  // namespace fusejit
