@@ -52,7 +52,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, (geo.op == OpKind::Matmul && kp.b_transposed < 0) || (wgrad && kp.wgrad_nhwc)));
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, (geo.op == OpKind::Matmul && kp.b_transposed < 0) || wgrad));
     s.aliases.push_back(wt.swap_ab ? "using Frag = fj::WgmmaSwapFragment<Tile>;  // output rows: the wgmma's columns"
                                    : "using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {

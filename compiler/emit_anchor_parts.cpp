@@ -204,30 +204,19 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
   cs.comment = "the conv whose weight gradient this is: x " + shape_str(g.node(a.operands[0]).type.shape) + ", grad " +
                shape_str(g.node(a.operands[1]).type.shape) + " -> dW " + shape_str(geo.out);
   s.structs.push_back(cs);
-  const DType dt = g.node(a.operands[1]).type.dtype;
-  const bool bf16 = dt == DType::BF16;
-  const int eb = static_cast<int>(dtype_size(dt)), bk = 128 / eb;
-  // grad {OW, OH, Cout, N}: BK pixels of a row x BM channels; in place, or rows padded to grad_pitch
+  const bool bf16 = g.node(a.operands[1]).type.dtype == DType::BF16;
+  // grad {OW, OH, Cout, N}: 64 pixels of a row x BM channels; in place, or rows padded with zeros to grad_pitch
   TensorMapSpec grad{kp.grad_padded >= 0 ? BufferRef{BufferKind::Scratch, kp.grad_padded} : plan.buffer.at(a.operands[1]),
-                     eb, bf16};
+                     2, bf16};
   grad.image = {kp.grad_padded >= 0 ? kp.grad_pitch : geo.ow, geo.oh, geo.cout, geo.batch_n};
-  if (kp.grad_padded >= 0) grad.image_extent = {geo.ow, 0, 0, 0};
-  grad.image_box = {bk, 1, kp.wgmma.bm, 1};
+  grad.image_box = {64, 1, kp.wgmma.bm, 1};
   maps = {grad};
-  std::string cols = "maps.b";  // kernel column kw's view of x: 0 is GemmMaps' b, the others extra maps
-  for (int64_t kw = 0; kw < geo.kw; ++kw) {
-    const int64_t w_extent = std::min(geo.w, geo.ow + kw * geo.dw - geo.pw);  // to the last valid pixel's
-    TensorMapSpec x{kp.wgrad_nhwc ? BufferRef{BufferKind::Scratch, kp.a_staged} : plan.buffer.at(a.operands[0]), eb,
-                    bf16};
-    if (kp.wgrad_nhwc) {  // NHWC {C, W, H, N}: 64 channels x 64 pixels of a row
-      x.image = {geo.cin, geo.w, geo.h, geo.batch_n};
-      x.image_box = {64, 64, 1, 1};
-      x.image_extent = {0, w_extent, 0, 0};
-    } else {  // NCHW {W, H, C, N}: BK pixels of a row x 64 channels
-      x.image = {geo.w, geo.h, geo.cin, geo.batch_n};
-      x.image_box = {bk, 1, 64, 1};
-      x.image_extent = {w_extent, 0, 0, 0};
-    }
+  std::string cols = "maps.b";  // kernel column kw's view of x in NHWC: 0 is GemmMaps' b, the others extra maps
+  for (int64_t kw = 0; kw < geo.kw; ++kw) {  // {C, W, H, N}: 64 channels x 64 pixels of a row
+    TensorMapSpec x{{BufferKind::Scratch, kp.a_staged}, 2, bf16};
+    x.image = {geo.cin, geo.w, geo.h, geo.batch_n};
+    x.image_box = {64, 64, 1, 1};
+    x.image_extent = {0, std::min(geo.w, geo.ow + kw * geo.dw - geo.pw), 0, 0};  // to the last valid pixel's
     maps.push_back(x);
     if (kw > 0) cols += ", tma_x" + std::to_string(kw);
   }
@@ -235,8 +224,7 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
   shape.coords = {"const int i0 = m;"};
   append(shape.coords, decompose_index("n", Shape{geo.kh, geo.kw, geo.cin}, "j", "int"));
   append(shape.coords, {"const int i1 = j2;", "const int i2 = j0;", "const int i3 = j1;"});
-  return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape" + std::string(kp.wgrad_nhwc ? ", true" : "") +
-         ">{maps, {" + cols + "}}, order, split, ring, ";
+  return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape>{maps, {" + cols + "}}, order, split, ring, ";
 }
 
 std::string wgmma_split_k(const KernelPlan& kp, KernelEmitter& em, KernelSource& s) {

@@ -108,7 +108,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
     const char* u = unit == 8 ? "unsigned long long" : unit == 4 ? "unsigned" : "unsigned short";
     const int64_t rows = geo.batch_n * geo.cout * geo.oh;
     s.constants.push_back({"kGradRows", rows, "N * Cout * OH"});
-    grad_blocks = std::clamp<int64_t>((rows * row_bytes / unit + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap);
+    grad_blocks = std::clamp<int64_t>((rows * kp.grad_pitch * eb / unit + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap);
     s.constants.push_back({"kGradBlocks", grad_blocks, "blocks that pad grad's rows (the last)"});
     const std::string src = em.load_param(a.operands[1]);
     grad_body = {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded to a TMA stride",

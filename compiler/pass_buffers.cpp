@@ -159,7 +159,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     if (geo.ow % per16) {
       kp.grad_pitch = (geo.ow + per16 - 1) / per16 * per16;
       plan.scratch.push_back({grad.type.numel() / geo.ow * kp.grad_pitch * eb,
-                              "grad with rows padded to " + std::to_string(kp.grad_pitch) + " elements for the TMA "
+                              "grad with rows padded with zeros to " + std::to_string(kp.grad_pitch) + " elements for the TMA "
                               "boxes of the wgmma dW: " + g.describe(g.node(kp.root).operands[1]) + " (" +
                               std::string(dtype_name(grad.type.dtype)) +
                               shape_str({geo.batch_n, geo.cout, geo.oh, kp.grad_pitch}) + ")"});

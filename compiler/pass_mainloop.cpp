@@ -87,22 +87,15 @@ std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const 
 }
 
 // Why conv2d_weight_grad cannot take the wgmma path (templates/conv_wgmma.cuh WgradOperands: grad's 4-D boxes as
-// K-major A; x's as B, read in place K-major, or from NHWC N-major with wgrad_nhwc=1 or where x's rows are not a
-// TMA stride), or "". Grad's rows that are not a TMA stride are copied to rows padded to one (pass_buffers.cpp).
+// K-major A, x in NHWC as N-major B), or "". Grad's rows that are not a TMA stride are copied to rows padded to one
+// (pass_buffers.cpp). x cannot be read in place as K-major B: a tap's shift would be TMA's innermost coordinate.
 std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind, const Heuristics& heur) {
-  const bool sixteen_bit = kind == "bf16" || kind == "f16";
-  if (!sixteen_bit && kind != "tf32") return "a 3xTF32 dW (not on the wgmma dW: no residual operands)";
+  if (kind != "bf16" && kind != "f16") return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only)";
   if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the wgmma dW takes one group)";
   if (geo.sh != 1 || geo.sw != 1) return "a strided conv (B's boxes are runs of consecutive pixels)";
-  if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 64-channel boxes)";
+  if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 128-byte channel boxes)";
   if (geo.ow - geo.pw < 1) return "padding " + std::to_string(geo.pw) + " wider than the output's " + std::to_string(geo.ow) + " columns";
-  const int eb = sixteen_bit ? 2 : 4;
-  if (heur.wgrad_nhwc == true && !sixteen_bit) return "wgrad_nhwc=1 (x in NHWC is N-major B: 16-bit only)";
-  if ((geo.w * eb) % 16 && !sixteen_bit)
-    return "W=" + std::to_string(geo.w) + ": x's rows of " + std::to_string(geo.w * eb) +
-           " bytes (TMA strides rows in multiples of 16)";
-  if ((geo.w * eb) % 16 && heur.wgrad_nhwc == false)
-    return "wgrad_nhwc=0, and x's rows of " + std::to_string(geo.w * eb) + " bytes are not a TMA stride";
+  if (heur.wgrad_nhwc == false) return "wgrad_nhwc=0 (the wgmma dW reads x in NHWC)";
   return "";
 }
 
@@ -183,13 +176,11 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                          ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
       return Status::success();
     }
-    if (a.op == OpKind::Conv2dWeightGrad) {  // x in place, or staged to NHWC (pass_buffers.cpp)
-      kp.wgrad_nhwc = ctx.heur.wgrad_nhwc == true || (geo.w * (sixteen_bit ? 2 : 4)) % 16 != 0;
+    if (a.op == OpKind::Conv2dWeightGrad) {  // x staged to NHWC (pass_buffers.cpp)
+      kp.wgrad_nhwc = true;
       kp.notes.push_back("mainloop: wgmma " + kp.mma_kind + " (" + kind_text(kp.mma_kind) + "), dW as a GEMM over "
-                         "the output pixels: grad's 4-D TMA boxes (A, K-major), " +
-                         std::string(kp.wgrad_nhwc ? "x in NHWC from a staging kernel (B, N-major"
-                                                   : "x's read in place (B, K-major") +
-                         ", a box per kernel tap and 64 channels), warp-specialized, persistent");
+                         "the output pixels: grad's 4-D TMA boxes (A, K-major), x in NHWC from a staging kernel "
+                         "(B, N-major, a box per kernel tap and 64 channels), warp-specialized, persistent");
       return Status::success();
     }
     // (an fp32 B [K, N]: how it is read is the tile's choice, noted by choose_wgmma_tile)

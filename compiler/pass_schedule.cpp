@@ -263,10 +263,9 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   // matmul's 16-bit B [K, N] (and a dW's x in NHWC) loads in 64-column boxes (tiles 64, 128 or 256 wide; a
   // cluster's blocks one each)
   const bool wgrad = geo.op == OpKind::Conv2dWeightGrad;
-  const bool b_n_major = (geo.op == OpKind::Matmul || (wgrad && kp.wgrad_nhwc)) && kp.mma_kind != "tf32" &&
-                         kp.mma_kind != "f32x3";
-  if (ctx.heur.wgmma && (b_n_major || wgrad) && ctx.heur.wgmma->bn % 64)
-    return Error("codegen config: " + std::string(wgrad ? "a dW reads x" : "a 16-bit matmul reads B [K, N]") +
+  const bool b_n_major = (geo.op == OpKind::Matmul || wgrad) && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
+  if (ctx.heur.wgmma && b_n_major && ctx.heur.wgmma->bn % 64)
+    return Error("codegen config: " + std::string(wgrad ? "a dW reads x in NHWC" : "a 16-bit matmul reads B [K, N]") +
                  " in 64-column boxes: wgmma_tile " + ctx.heur.wgmma->str() + " must be a multiple of 64 wide");
   if (wgrad && ctx.heur.wgmma_cluster.value_or(1) > 1) return Error("codegen config: the wgmma dW runs without clusters");
   WgmmaConfig tile = ctx.heur.wgmma ? *ctx.heur.wgmma

@@ -19,10 +19,9 @@
 #      (conv_runs=2: ping-pong 128-row tiles) against the default (one runs output: cooperative staged stores);
 #   6. 128x256x56^2 (tf32, bf16: the row level with torch.compile) under raster groups 8 and 32 (default 16), then
 #      where its conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults).
-# Part a: 1-5; part b: the channel min's DRAM writes (3) and 6. Part c (session 42): the wgmma dW reading x in
-# place (K-major B; tf32 too) and grad from padded rows where OW is not 16 bytes (seed 1's own dW): the dW GPU tests,
-# the backward GPU tests and examples, seed 1's dW (bf16, tf32) against mma.sync, x in place against NHWC, then
-# seed 1's training step against torch.compile (bench_backward_seeds.py). Logs go to $OUT (or ./gpu-out). AB_ITERS
+# Part a: 1-5; part b: the channel min's DRAM writes (3) and 6. Part c (session 42): the wgmma dW by default, grad
+# from zero-padded rows where OW is not 16 bytes (seed 1's own dW): the dW GPU tests, the backward GPU tests and
+# examples, seed 1's dW (bf16) against mma.sync, then seed 1's training step against torch.compile. Logs go to $OUT (or ./gpu-out). AB_ITERS
 # (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,13 +67,11 @@ b)
 c)
   TEST_REGEX='GpuConvWgrad|GpuBackward|GpuExamples' GTEST_JOBS=14 timeout 260 scripts/gpu_check.sh gtest | tail -12
   w=bench/specs_wgrad
-  ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_bf16.yaml $w/wgrad_seed1_tf32.yaml" ABRUN_CONFIGS=";mainloop=mma" \
+  ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_bf16.yaml $w/wgrad_c64_128_p1_bf16.yaml" ABRUN_CONFIGS=";mainloop=mma" \
     abrun ab_wgrad_seed1 120
-  ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_c64_128_p1_bf16.yaml $w/wgrad_r56_bf16.yaml" ABRUN_CONFIGS=";wgrad_nhwc=1" \
-    abrun ab_wgrad_x_in_place 90
-  BACKWARD_BENCH_ARGS="--seeds 1 --modes bf16,tf32 --rounds 2 --tag wgmma_dw" timeout 200 scripts/gpu_check.sh backbench \
+  BACKWARD_BENCH_ARGS="--seeds 1 --modes bf16 --rounds 2 --tag wgmma_dw" timeout 200 scripts/gpu_check.sh backbench \
     | grep -E '^\|' | tail -4
-  logs="ab_wgrad_seed1 ab_wgrad_x_in_place" ;;
+  logs="ab_wgrad_seed1" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'

@@ -58,34 +58,33 @@ struct ConvOperands {
 };
 
 // Operand policy of wgmma_mainloop for conv2d_weight_grad (stride 1, one
-// group, Cin a multiple of 64): dW[co][(kh, kw, ci)] = sum over the output
-// pixels of grad[co][pixel] * x[ci][pixel shifted by the tap], a GEMM with
-// M = Cout, N = KH*KW*Cin (columns tap-major) and K = the output pixels.
-// k-tile kt is BK consecutive pixels of one output row (n, oh, ow0 = BK * owb;
-// the last of a row ragged): A is grad's 4-D box {BK ow, 1 oh, BM channels,
-// 1 n}, K-major rows of 128 bytes (grad in place, or a copy with rows padded
-// to 16 bytes where OW is not; zeros past OW). B, per 64-column box j (one
-// tap, 64 channels): kXNhwc = false, x read in place, box {BK w, 1 h, 64 ci,
-// 1 n} at (ow0 + kw*DW - PW, oh + kh*DH - PH, ci0, n): 64 K-major rows (any
-// precision); kXNhwc = true (16-bit), x in NHWC (the staging kernel's), box
-// {64 ci, 64 w, 1, 1}, N-major. Either through kernel column kw's view of x
-// (x_cols[kw]), whose W extent ends where that column's last valid output
-// pixel reads: past OW the box is zeros too, so an Inf or NaN of x there
-// meets no 0 * Inf. TMA zero-fills the padding; a box past N reads an image
-// past the batch.
-template <class Tile, class S, bool kXNhwc = false>
+// group, 16-bit, Cin a multiple of 64): dW[co][(kh, kw, ci)] = sum over the
+// output pixels of grad[co][pixel] * x[pixel shifted by the tap][ci], a GEMM
+// with M = Cout, N = KH*KW*Cin (columns tap-major, as the NHWC gather's) and
+// K = the output pixels. k-tile kt is 64 consecutive pixels of one output row
+// (n, oh, ow0 = 64 * owb; the last of a row ragged): A is grad's 4-D box
+// {64 ow, 1 oh, BM channels, 1 n}, K-major rows of 128 bytes (grad in place,
+// or a copy whose rows are padded with zeros to a multiple of 16 bytes; zeros
+// past OW); B is, per 64-column box j, x in NHWC (the staging kernel's) at
+// (ci0, ow0 + kw*DW - PW, oh + kh*DH - PH, n): 64 pixels x 64 channels,
+// N-major, through kernel column kw's view of x (x_cols[kw]), whose W extent
+// ends where that column's last valid output pixel reads: past OW the box is
+// zeros too, so an Inf or NaN of x there meets no 0 * Inf. TMA zero-fills the
+// padding (as the NHWC gather's zero copies); a box past N reads an image
+// past the batch. (x cannot be read in place as K-major B: a tap's shifted
+// pixel is TMA's innermost coordinate there, which must be a multiple of 16
+// bytes; other offsets are an illegal instruction.)
+template <class Tile, class S>
 struct WgradOperands {
   static constexpr bool kProducesA = false;
-  static_assert(Tile::kBNMajor == kXNhwc && Tile::BN % 64 == 0 && Tile::kClusterM == 1 && !Tile::kSwapAB &&
-                    Tile::kKind != MmaKind::F32x3,
-                "64-column boxes (N-major: x in NHWC, 16-bit), no clusters, not 3xTF32");
+  static_assert(Tile::kBNMajor && Tile::BK == 64 && Tile::BN % 64 == 0 && Tile::kClusterM == 1 && !Tile::kSwapAB,
+                "16-bit, B N-major in 64-column boxes, no clusters");
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
-  static constexpr int kOWBlocks = (S::kOW + Tile::BK - 1) / Tile::BK;
+  static constexpr int kOWBlocks = (S::kOW + 63) / 64;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
-  static constexpr int kBoxBytes = 64 * 128;                   // one 64-column box of B
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x_cols[0] (prefetched with a)
-  const TmaDescriptor* x_cols[S::kKW];  // x {W, H, C, N} (kXNhwc: {C, W, H, N}), W cut for kernel column kw
+  const TmaDescriptor* x_cols[S::kKW];  // x in NHWC {C, W, H, N}, W cut for kernel column kw
   __device__ __forceinline__ int k_tiles() const { return S::kBatch * S::kOH * kOWBlocks; }
   __device__ __forceinline__ const TmaDescriptor* column_map(int kw) const {  // selects (no indexed local array)
     const TmaDescriptor* m = x_cols[0];
@@ -95,19 +94,14 @@ struct WgradOperands {
     return m;
   }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
-    const int ow0 = (kt % kOWBlocks) * Tile::BK, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
+    const int ow0 = (kt % kOWBlocks) * 64, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
     sm90::tma_load_4d(st.a, maps.a, bar, ow0, oh, c.m * Tile::BM, n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
       const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
-      const int iw = ow0 + (tap % S::kKW) * S::kDW - S::kPW, ih = oh + (tap / S::kKW) * S::kDH - S::kPH;
-      const int image = col < kColumns ? n : S::kBatch;
-      if constexpr (kXNhwc)
-        sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, column_map(tap % S::kKW), bar, col % S::kCin, iw,
-                          ih, image);
-      else
-        sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, column_map(tap % S::kKW), bar, iw, ih,
-                          col % S::kCin, image);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, column_map(tap % S::kKW), bar, col % S::kCin,
+                        ow0 + (tap % S::kKW) * S::kDW - S::kPW, oh + (tap / S::kKW) * S::kDH - S::kPH,
+                        col < kColumns ? n : S::kBatch);
     }
   }
 };

@@ -184,16 +184,16 @@ __device__ __forceinline__ void transpose16_wide(const T* __restrict__ src, T* _
   }
 }
 
-// src [rows][kCols units] -> dst [rows][kPitch units] (U: a 2-, 4- or 8-byte unit dividing both rows; the
-// padding left as it is: TMA reads the first kCols of a row only). Grid-stride over src's units, so reads are
-// whole lines and writes nearly so; block `block` of `blocks`.
+// src [rows][kCols units] -> dst [rows][kPitch units], the padding zeros (U: a 2-, 4- or 8-byte unit dividing
+// both rows). Grid-stride over dst's units: writes are whole lines, reads nearly so; block `block` of `blocks`.
 template <class U, int kCols, int kPitch>
 __device__ __forceinline__ void pad_rows(const U* __restrict__ src, U* __restrict__ dst, long long rows, int block,
                                          int blocks) {
-  const long long n = rows * kCols, stride = static_cast<long long>(blocks) * blockDim.x;
+  const long long n = rows * kPitch, stride = static_cast<long long>(blocks) * blockDim.x;
   for (long long i = static_cast<long long>(block) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const long long r = i / kCols;
-    dst[r * kPitch + (i - r * kCols)] = src[i];
+    const long long r = i / kPitch;
+    const int c = static_cast<int>(i - r * kPitch);
+    dst[i] = c < kCols ? src[r * kCols + c] : U(0);
   }
 }
 

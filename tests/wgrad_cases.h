@@ -38,8 +38,8 @@ inline const std::vector<WgradGeom>& wgrad_geoms() {
   return geoms;
 }
 
-// Geometries the wgmma dW takes (stride 1, one group, Cin a multiple of 64; x's rows not a multiple of 16 bytes:
-// 16-bit only, from NHWC; grad's not: copied to padded rows):
+// Geometries the wgmma dW takes (16-bit, stride 1, one group, Cin a multiple of 64; grad's rows not a multiple of
+// 16 bytes are copied to padded rows):
 // {n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups}
 inline const std::vector<WgradGeom>& wgrad_wgmma_geoms() {
   static const std::vector<WgradGeom> geoms = {
@@ -52,7 +52,7 @@ inline const std::vector<WgradGeom>& wgrad_wgmma_geoms() {
       {2, 64, 8, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // ResNet's 56-wide rows: one ragged k-tile a row
       {1, 64, 9, 74, 40, 3, 3, 1, 1, 0, 0, 1, 1, 1},     // unpadded, OW 72: a full and a ragged k-tile a row
       {2, 64, 7, 40, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilated 2, padded 2: OW 40 (one ragged k-tile)
-      {2, 64, 8, 64, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1},     // OW 62: grad's rows padded (16-bit 124 bytes, tf32 248)
+      {2, 64, 8, 64, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1},     // OW 62: grad's rows padded (124 bytes)
       {1, 64, 10, 128, 128, 3, 3, 1, 1, 0, 0, 1, 1, 1},  // seed 1's rows: OW 126, padded
       {2, 64, 6, 64, 32, 2, 2, 1, 1, 0, 0, 1, 1, 1},     // 2x2, OW 63: odd rows (2-byte copies in 16-bit)
   };
