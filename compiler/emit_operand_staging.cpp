@@ -111,7 +111,7 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
     grad_blocks = std::clamp<int64_t>((rows * kp.grad_pitch * eb / unit + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap);
     s.constants.push_back({"kGradBlocks", grad_blocks, "blocks that pad grad's rows (the last)"});
     const std::string src = em.load_param(a.operands[1]);
-    grad_body = {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded to a TMA stride",
+    grad_body = {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded with zeros to a TMA stride",
                  std::string("fj::pad_rows<") + u + ", " + std::to_string(row_bytes / unit) + ", " +
                      std::to_string(kp.grad_pitch * eb / unit) + ">(reinterpret_cast<const " + u + "*>(" + src +
                      "), reinterpret_cast<" + u + "*>(" + scratch(kp.grad_padded) +
