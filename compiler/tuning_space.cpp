@@ -104,7 +104,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
             out.push_back("split_k=" + std::to_string(split));
     }
     // the default tile with and without 2-block clusters sharing B (linear, or a B tile of two 64-column boxes)
-    if (g.node(*anchor).op != OpKind::Conv2d && !three_tf32 && (g.node(*anchor).op == OpKind::Linear || geo.n >= 128)) {
+    if (op != OpKind::Conv2d && op != OpKind::Conv2dWeightGrad && !three_tf32 && (op == OpKind::Linear || geo.n >= 128)) {
       out.push_back("wgmma_cluster=1");
       out.push_back("wgmma_cluster=2");
     }
