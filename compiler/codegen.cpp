@@ -94,8 +94,9 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     if (!plan.kernels[0].conv_runs.empty()) module.includes.push_back("fusejit/conv_wgmma_store.cuh");
   }
   if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2dWeightGrad)  // the operands' loaders
-    module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/conv_wgmma.cuh"   // WgradOperands
-                                                          : "fusejit/conv_wgrad.cuh");  // SIMT and mma.sync
+    module.includes.push_back(mainloop != Mainloop::Wgmma        ? "fusejit/conv_wgrad.cuh"     // SIMT and mma.sync
+                              : plan.kernels[0].wgmma.swap_ab ? "fusejit/wgrad_swap_ab.cuh"  // WgradSwapOperands
+                                                              : "fusejit/conv_wgmma.cuh");   // WgradOperands
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   module.includes.push_back("fusejit/reduce.cuh");

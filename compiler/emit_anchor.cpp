@@ -52,7 +52,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   }
 
   if (wgmma) {
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, (geo.op == OpKind::Matmul && kp.b_transposed < 0) || wgrad));
+    const bool b_n_major = (geo.op == OpKind::Matmul && kp.b_transposed < 0) || (wgrad && !wt.swap_ab);
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, b_n_major));
     s.aliases.push_back(wt.swap_ab ? "using Frag = fj::WgmmaSwapFragment<Tile>;  // output rows: the wgmma's columns"
                                    : "using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
@@ -521,7 +522,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
-    const WgmmaMapParams maps = wgmma_map_params(kp, wgrad ? static_cast<int>(geo.kw) : 0);
+    const WgmmaMapParams maps = wgmma_map_params(kp, wgrad && !wt.swap_ab ? static_cast<int>(geo.kw) : 0);
     const std::vector<std::string>& map_params = maps.params;
     const std::string &operand_maps = maps.operands, &out_maps = maps.out_maps, &out_map_args = maps.out_args;
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";

@@ -26,13 +26,17 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_
                      std::to_string(t.conv_halo ? 2 : t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
   if (t.swap_ab)
-    args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true";
+    args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true" +
+            (t.b_row_bytes != 128 ? ", /*kBRowBytes=*/" + std::to_string(t.b_row_bytes) : std::string());
   else if (b_n_major || t.pingpong || t.cluster_m > 1)
     args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
             (t.pingpong ? "true" : "false");
   if (t.cluster_m > 1) args += ", /*kClusterM=*/" + std::to_string(t.cluster_m);
   return "using Tile = fj::WgmmaTile<" + args + ">;" +
-         (t.swap_ab ? "  // B [K, N] as wgmma's register operand: C^T = B^T A^T" : b_n_major ? "  // B [K, N]" : "");
+         (t.swap_ab && t.b_row_bytes != 128 ? "  // x's rows as wgmma's register operand (the swap-AB dW)"
+          : t.swap_ab                         ? "  // B [K, N] as wgmma's register operand: C^T = B^T A^T"
+          : b_n_major                         ? "  // B [K, N]"
+                                              : "");
 }
 
 void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out) {
@@ -205,9 +209,29 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
                shape_str(g.node(a.operands[1]).type.shape) + " -> dW " + shape_str(geo.out);
   s.structs.push_back(cs);
   const bool bf16 = g.node(a.operands[1]).type.dtype == DType::BF16;
+  // C[m][n] = dW[m][ci][kh][kw], n = (kh, kw, ci)
+  auto coords = [&] {
+    shape.coords = {"const int i0 = m;"};
+    append(shape.coords, decompose_index("n", Shape{geo.kh, geo.kw, geo.cin}, "j", "int"));
+    append(shape.coords, {"const int i1 = j2;", "const int i2 = j0;", "const int i3 = j1;"});
+  };
+  const BufferRef grad_buffer =
+      kp.grad_padded >= 0 ? BufferRef{BufferKind::Scratch, kp.grad_padded} : plan.buffer.at(a.operands[1]);
+  if (kp.wgmma.swap_ab) {  // tf32 (wgrad_swap_ab.cuh): grad {OW, OH, Cout, N} boxes of 32 pixels x BM channels,
+    // x {W, H, Cin, N} boxes of 36 pixels x 64 channels, rows of 144 bytes unswizzled
+    TensorMapSpec grad{grad_buffer, 4, false};
+    grad.image = {kp.grad_padded >= 0 ? kp.grad_pitch : geo.ow, geo.oh, geo.cout, geo.batch_n};
+    grad.image_box = {32, 1, kp.wgmma.bm, 1};
+    TensorMapSpec x{plan.buffer.at(a.operands[0]), 4, false};
+    x.image = {geo.w, geo.h, geo.cin, geo.batch_n};
+    x.image_box = {kp.wgmma.b_row_bytes / 4, 1, 64, 1};
+    x.swizzle128 = false;
+    maps = {grad, x};
+    coords();
+    return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape>{maps}, order, split, ring, ";
+  }
   // grad {OW, OH, Cout, N}: 64 pixels of a row x BM channels; in place, or rows padded with zeros to grad_pitch
-  TensorMapSpec grad{kp.grad_padded >= 0 ? BufferRef{BufferKind::Scratch, kp.grad_padded} : plan.buffer.at(a.operands[1]),
-                     2, bf16};
+  TensorMapSpec grad{grad_buffer, 2, bf16};
   grad.image = {kp.grad_padded >= 0 ? kp.grad_pitch : geo.ow, geo.oh, geo.cout, geo.batch_n};
   grad.image_box = {64, 1, kp.wgmma.bm, 1};
   maps = {grad};
@@ -220,10 +244,7 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
     maps.push_back(x);
     if (kw > 0) cols += ", tma_x" + std::to_string(kw);
   }
-  // C[m][n] = dW[m][ci][kh][kw], n = (kh, kw, ci)
-  shape.coords = {"const int i0 = m;"};
-  append(shape.coords, decompose_index("n", Shape{geo.kh, geo.kw, geo.cin}, "j", "int"));
-  append(shape.coords, {"const int i1 = j2;", "const int i2 = j0;", "const int i3 = j1;"});
+  coords();
   return "fj::wgmma_mainloop<Tile>(fj::WgradOperands<Tile, ConvShape>{maps, {" + cols + "}}, order, split, ring, ";
 }
 

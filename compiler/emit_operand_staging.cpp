@@ -72,9 +72,11 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
                                               : std::string())) +
               (split ? ", with their TF32 residuals," : "") + " for " + kp.name;
   const int64_t taps = geo.kh * geo.kw, pixels = geo.h * geo.w;
-  s.constants.push_back({"kBatch", geo.batch_n, "images"});
-  s.constants.push_back({"kCin", geo.cin, "input channels"});
-  s.constants.push_back({"kPixels", pixels, "H * W"});
+  if (weights || kp.a_staged >= 0) {  // (a dW's grad alone: none of these)
+    s.constants.push_back({"kBatch", geo.batch_n, "images"});
+    s.constants.push_back({"kCin", geo.cin, "input channels"});
+    s.constants.push_back({"kPixels", pixels, "H * W"});
+  }
   auto tiles = [](int64_t batches, int64_t r, int64_t c) { return batches * ((r + 31) / 32) * ((c + 63) / 64); };
   const int64_t cap = 16 * sm_count_guess(ctx.arch);  // about 16 blocks per SM at most for each
   const int64_t w_blocks = weights ? std::clamp<int64_t>((tiles(geo.cout, geo.cin, taps) + 3) / 4, 1, cap) : 0;

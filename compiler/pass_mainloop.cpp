@@ -89,13 +89,22 @@ std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const 
 // Why conv2d_weight_grad cannot take the wgmma path (templates/conv_wgmma.cuh WgradOperands: grad's 4-D boxes as
 // K-major A, x in NHWC as N-major B), or "". Grad's rows that are not a TMA stride are copied to rows padded to one
 // (pass_buffers.cpp). x cannot be read in place as K-major B: a tap's shift would be TMA's innermost coordinate.
+// A tf32 dW takes the swap-AB form on request (wgmma_swap_ab=1; templates/wgrad_swap_ab.cuh: x read in place into
+// registers as wgmma's A; W a multiple of 4 for x's TMA rows).
 std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind, const Heuristics& heur) {
-  if (kind != "bf16" && kind != "f16") return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only)";
+  const bool swap = kind == "tf32" && heur.wgmma_swap_ab == true;
+  if (kind != "bf16" && kind != "f16" && !swap)
+    return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only" +
+           (kind == "tf32" ? std::string("; wgmma_swap_ab=1 reads x into registers instead)") : std::string(")"));
+  if (swap && (geo.w * 4) % 16)
+    return "W=" + std::to_string(geo.w) + ": x's rows of " + std::to_string(geo.w * 4) +
+           " bytes (the swap-AB dW reads x by TMA: rows a multiple of 16 bytes)";
   if (geo.groups != 1) return "groups=" + std::to_string(geo.groups) + " (the wgmma dW takes one group)";
   if (geo.sh != 1 || geo.sw != 1) return "a strided conv (B's boxes are runs of consecutive pixels)";
   if (geo.cin % 64) return "Cin=" + std::to_string(geo.cin) + " is not a multiple of 64 (B's 128-byte channel boxes)";
   if (geo.ow - geo.pw < 1) return "padding " + std::to_string(geo.pw) + " wider than the output's " + std::to_string(geo.ow) + " columns";
-  if (heur.wgrad_nhwc == false) return "wgrad_nhwc=0 (the wgmma dW reads x in NHWC)";
+  if (heur.wgrad_nhwc == false && !swap) return "wgrad_nhwc=0 (the wgmma dW reads x in NHWC)";
+  if (heur.wgrad_nhwc == true && swap) return "wgrad_nhwc=1 (the swap-AB dW reads x in place)";
   return "";
 }
 
@@ -174,6 +183,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
                          "), implicit GEMM over patches of output pixels: a staging kernel writes x in NHWC and w "
                          "as [Cout][KH][KW][Cin] first" + (kp.mma_kind == "f32x3" ? ", with their TF32 residuals" : "") +
                          ", then 4-D TMA boxes per kernel tap, warp-specialized, persistent");
+      return Status::success();
+    }
+    if (a.op == OpKind::Conv2dWeightGrad && kp.mma_kind == "tf32") {  // swap-AB: x in place (wgrad_swap_ab.cuh)
+      kp.notes.push_back("mainloop: wgmma tf32 (" + std::string(kind_text(kp.mma_kind)) + "), dW as a GEMM over the "
+                         "output pixels, swap-AB: grad's 4-D TMA boxes as wgmma's B (K-major), x's rows read in "
+                         "place by TMA and into registers at each tap's shift as wgmma's A, warp-specialized, "
+                         "persistent");
       return Status::success();
     }
     if (a.op == OpKind::Conv2dWeightGrad) {  // x staged to NHWC (pass_buffers.cpp)

@@ -174,6 +174,33 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
   return Status::success();
 }
 
+// A tf32 dW on the swap-AB tile (wgmma_swap_ab=1, templates/wgrad_swap_ab.cuh): Cout as wgmma's N (the least
+// waste among 256, 192, 128 and 64 rows), (kh, kw, ci) 64 columns a consumer (two where N is wider), x's rows of
+// 36 pixels (144 bytes) in the ring, split-K over the pixels. Not yet run on a GPU.
+Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
+  WgmmaConfig tile;
+  if (ctx.heur.wgmma) {
+    tile = *ctx.heur.wgmma;
+    if (tile.bn % 64)  // (wgmma_tile's swap-AB check allows 64 or 128 only)
+      return Error("codegen config: the swap-AB dW takes tiles of 64 or 128 columns (a consumer's 64 columns are one "
+                   "tap), got wgmma_tile " + tile.str());
+  } else {
+    int64_t best = 0;
+    for (int bm : {256, 192, 128, 64})
+      if (const int64_t rows = ceil_div(geo.m, bm) * bm; best == 0 || rows < best) best = rows, tile.bm = bm;
+    tile.bn = geo.n > 64 ? 128 : 64;
+  }
+  if (ctx.heur.wgmma_cluster.value_or(1) > 1) return Error("codegen config: the wgmma dW runs without clusters");
+  if (ctx.heur.wgmma_schedule == "pingpong") return Error("codegen config: the swap-AB dW takes cooperative tiles");
+  tile.swap_ab = true;
+  tile.b_row_bytes = 144;
+  if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, false);
+  tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
+  if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);
+  kp.wgmma = tile;
+  return Status::success();
+}
+
 // A conv with at most this many k-tiles (Cin 64 k3: 9 in 16-bit, 18 in tf32)
 // gives up mainloop stages for 64-column epilogue chunks (choose_wgmma_tile).
 constexpr int64_t kMaxKTilesForWideConvEpilogue = 18;
@@ -263,6 +290,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   // matmul's 16-bit B [K, N] (and a dW's x in NHWC) loads in 64-column boxes (tiles 64, 128 or 256 wide; a
   // cluster's blocks one each)
   const bool wgrad = geo.op == OpKind::Conv2dWeightGrad;
+  if (wgrad && kp.mma_kind == "tf32") return choose_wgrad_swap_tile(ctx, kp, geo);
   const bool b_n_major = (geo.op == OpKind::Matmul || wgrad) && kp.mma_kind != "tf32" && kp.mma_kind != "f32x3";
   if (ctx.heur.wgmma && b_n_major && ctx.heur.wgmma->bn % 64)
     return Error("codegen config: " + std::string(wgrad ? "a dW reads x in NHWC" : "a 16-bit matmul reads B [K, N]") +
@@ -291,7 +319,8 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     kp.notes.push_back("operand B [K, N] transposed to [N, K] in scratch first: tf32 wgmma reads K-major B only (not "
                        "swap-AB: " + why_copy + ")");
   } else if (ctx.heur.wgmma_swap_ab == true) {
-    return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N]");
+    return Error("codegen config: wgmma_swap_ab=1, but swap-AB takes a tf32 or fp32 (3xTF32) matmul with B [K, N], "
+                 "or a tf32 conv2d_weight_grad");
   }
   if (ctx.heur.wgmma_schedule == "pingpong") {
     if (!ctx.heur.wgmma) {

@@ -87,7 +87,7 @@ Status validate_mma(const MmaConfig& t) {
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   if (t.conv_halo) return t.conv_halo_bytes + 1024;
-  const int64_t stage = int64_t{128} * (t.bm + t.bn);  // 128-byte rows of K
+  const int64_t stage = int64_t{128} * t.bm + int64_t{t.b_row_bytes} * t.bn;  // 128-byte rows of K (B: or wider)
   return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
 

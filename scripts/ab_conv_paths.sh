@@ -21,12 +21,15 @@
 #      where its conv kernel waits (scripts/ncu_stalls.sh, bf16 and tf32 defaults).
 # Part a: 1-5; part b: the channel min's DRAM writes (3) and 6. Part c (session 42): the wgmma dW by default, grad
 # from zero-padded rows where OW is not 16 bytes (seed 1's own dW): the dW GPU tests, the backward GPU tests and
-# examples, seed 1's dW (bf16) against mma.sync, then seed 1's training step against torch.compile. Logs go to $OUT (or ./gpu-out). AB_ITERS
+# examples, seed 1's dW (bf16) against mma.sync, then seed 1's training step against torch.compile. Part d (queued
+# in session 42, never run): the tf32 swap-AB dW (wgmma_swap_ab=1: x read in place into registers): its GPU tests,
+# then seed 1's tf32 dW and 128x64x128^2 p1's against the default mma.sync dW (flip the default if it wins, then
+# bench_backward_seeds.py --seeds 1 --modes tf32). Logs go to $OUT (or ./gpu-out). AB_ITERS
 # (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?usage: scripts/ab_conv_paths.sh a|b|c}
-case $part in a|b|c) ;; *) echo "unknown part '$part' (a, b or c)" >&2; exit 2 ;; esac
+part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
+case $part in a|b|c|d) ;; *) echo "unknown part '$part' (a, b, c or d)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -72,6 +75,15 @@ c)
   BACKWARD_BENCH_ARGS="--seeds 1 --modes bf16 --rounds 2 --tag wgmma_dw" timeout 200 scripts/gpu_check.sh backbench \
     | grep -E '^\|' | tail -4
   logs="ab_wgrad_seed1" ;;
+d)
+  timeout 240 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.SwapAb*' > "$out/wgrad_swap_tests.log" 2>&1
+  echo "swap-AB dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_swap_tests.log") passed)"
+  grep -E '^\[  FAILED  \]|Failure|error' -A4 "$out/wgrad_swap_tests.log" | head -30
+  w=bench/specs_wgrad
+  sed 's/bf16/tf32/g; s/dtype: tf32/dtype: f32/g' $w/wgrad_c64_128_p1_bf16.yaml > /tmp/wgrad_c64_128_p1_tf32.yaml
+  ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_tf32.yaml /tmp/wgrad_c64_128_p1_tf32.yaml" \
+    ABRUN_CONFIGS=";wgmma_swap_ab=1;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k=14" abrun ab_wgrad_swap 200
+  logs="ab_wgrad_swap" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'

@@ -64,7 +64,7 @@ namespace fj {
 // kSwapAB_: tf32 with B [K][N] (N-major) as wgmma's register operand
 // (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
-          int kClusterM_ = 1, bool kSwapAB_ = false>
+          int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
@@ -78,7 +78,10 @@ struct WgmmaTile {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
-  static constexpr int kBytesA = BM * 128, kBytesB = BN * 128;  // one operand tile of a stage
+  // One operand tile of a stage; kBRowBytes_: a swap-AB dW's B rows of x are wider than 128 bytes
+  // (wgrad_swap_ab.cuh: a tap's shifted pixels and up to 3 before them).
+  static constexpr int kBRowBytes = kBRowBytes_;
+  static constexpr int kBytesA = BM * 128, kBytesB = BN * kBRowBytes;
   // Tiles per operand and stage: F32x3 loads the residuals too.
   static constexpr int kOperandCopies = kKind == MmaKind::F32x3 ? 2 : 1;
   // Shared memory of the ring; the kernel's dynamic shared memory adds the
@@ -94,6 +97,8 @@ struct WgmmaTile {
                              !kBNMajor),
                 "swap-AB: tf32 or 3xTF32, the cooperative schedule, no clusters");
   static_assert(!kSwapAB || kKind != MmaKind::F32x3 || BM <= 128, "3xTF32 swap-AB: BM at most 128 (two accumulators)");
+  static_assert(kBRowBytes == 128 || (kSwapAB && kKind == MmaKind::TF32 && kBRowBytes % 128 == 16),
+                "B rows wider than 128 bytes: the tf32 swap-AB dW's (a multiple of 128 plus 16)");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
   static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");
@@ -493,7 +498,12 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
           for (int j = 0; j < Tile::BN / 4; ++j) frag.acc[i][j] += frag.tile_sum[i][j];  // fp32, nearest
       }
     } else if constexpr (Tile::kSwapAB) {
-      swap_ab_k_tiles<Tile>(frag, StageRing{a_ring, b_ring, nullptr, nullptr}, full, w.kt0, w.kt1, it, consumer, release);
+      if constexpr (SwapLoadsX<Operands>::value)  // a dW's x rows into registers (wgrad_swap_ab.cuh)
+        swap_ab_k_tiles<Tile>(frag, StageRing{a_ring, b_ring, nullptr, nullptr}, full, w.kt0, w.kt1, it, release,
+                              ops.register_loader(tile_at(w.tile), consumer));
+      else
+        swap_ab_k_tiles<Tile>(frag, StageRing{a_ring, b_ring, nullptr, nullptr}, full, w.kt0, w.kt1, it, release,
+                              SwapLoadsB<Tile>(consumer));
     } else {
 #pragma unroll 1
       for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {

@@ -114,23 +114,49 @@ struct WgmmaSwapFragment {
   }
 };
 
+// The default register loader of swap_ab_k_tiles: this warp's 16 output
+// columns of B's N-major k-tile (stage_b: the stage's B tile).
+template <class Tile>
+struct SwapLoadsB {
+  int box, col_off, kq;
+  __device__ __forceinline__ explicit SwapLoadsB(int consumer) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    box = (2 * consumer + warp / 2) * Tile::kBColumnBytes;
+    col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+    kq = lane % 4;
+  }
+  template <int kSteps>
+  __device__ __forceinline__ void operator()(unsigned (&a)[kSteps][4], const char* stage_b, int /*kt*/) const {
+    swap_ab_load_a(a, stage_b + box, col_off, kq);
+  }
+};
+
+// Operands that load wgmma's A registers themselves (register_loader(tile, consumer)): the swap-AB dW.
+template <class O, class = void>
+struct SwapLoadsX {
+  static constexpr bool value = false;
+};
+template <class O>
+struct SwapLoadsX<O, decltype(void(O::kRegisterX))> {
+  static constexpr bool value = O::kRegisterX;
+};
+
 // One unit of work's k-tiles [kt0, kt1) on a tf32 swap-AB tile (`it`: the
 // block's k-tiles consumed so far, advanced; release(s) frees stage s).
-// wgmma's A: this warp's 16 output columns of B's k-tile, loaded into
-// registers (two buffers: a k-tile's wgmmas read one while the next k-tile
-// loads the other); wgmma's B: A's K-major tile, all BM rows.
-template <class Tile, class Frag, class Release>
+// wgmma's A: this warp's 16 output columns, loaded into registers by
+// load_a(regs, stage's B tile, kt) (two buffers: a k-tile's wgmmas read one
+// while the next k-tile loads the other); wgmma's B: A's K-major tile, all BM
+// rows.
+template <class Tile, class Frag, class Release, class LoadA>
 __device__ __forceinline__ void swap_ab_k_tiles(Frag& frag, const StageRing& ring, unsigned long long* full, int kt0,
-                                                int kt1, int& it, int consumer, const Release& release) {
+                                                int kt1, int& it, const Release& release, const LoadA& load_a) {
   constexpr int S = Tile::kStages, kSteps = Tile::BK / Tile::kStepK, kStep16 = 32 >> 4;  // a k8 step: 32 bytes
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  const int box = (2 * consumer + warp / 2) * Tile::kBColumnBytes, col_off = 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
   unsigned a_regs[2][kSteps][4];
   auto k_tile = [&](auto buf, int kt) {
     constexpr int b = decltype(buf)::value;
     const int s = it % S;
     sm90::mbar_wait(&full[s], (it / S) & 1);
-    swap_ab_load_a(a_regs[b], ring.b + s * Tile::kBytesB + box, col_off, lane % 4);
+    load_a(a_regs[b], ring.b + s * Tile::kBytesB, kt);
     const unsigned long long b_desc = sm90::sw128_desc(ring.a + s * Tile::kBytesA);
     sm90::wgmma_fence();
 #pragma unroll

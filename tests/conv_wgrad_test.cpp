@@ -235,6 +235,59 @@ TEST(ConvWgrad, WgmmaCompilesForSm90a) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
+// The tf32 dW on the swap-AB wgmma tile (wgmma_swap_ab=1; templates/wgrad_swap_ab.cuh, not yet the default): grad's
+// boxes of 32 pixels as wgmma's B, x read in place (rows of 36 pixels, unswizzled) into registers as wgmma's A; every
+// eligible geometry compiles for sm_90a; the others get errors that say why.
+TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
+  std::vector<test_util::CompileJob> jobs;
+  for (const WgradGeom& g : test_util::wgrad_wgmma_geoms()) {
+    if (g.w % 4) continue;  // x's rows not a TMA stride (below)
+    auto graph = wgrad_graph(g, Precision::TF32, /*epilogue=*/(&g - test_util::wgrad_wgmma_geoms().data()) % 2 == 1);
+    ASSERT_TRUE(graph) << graph.error().str();
+    const std::string label = "tf32 " + g.str();
+    auto prog = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1"});
+    ASSERT_TRUE(prog) << label << ": " << prog.error().str();
+    EXPECT_NE(prog->source.find("fj::WgradSwapOperands<Tile, ConvShape>{maps}"), std::string::npos) << label;
+    EXPECT_NE(prog->source.find("/*kSwapAB=*/true, /*kBRowBytes=*/144>"), std::string::npos) << label;
+    EXPECT_NE(prog->plan_text.find("swap-AB"), std::string::npos) << prog->plan_text;
+    const auto& maps = prog->launches.back().tensor_maps;
+    ASSERT_EQ(maps.size(), 2u) << label << ": grad and x";
+    const bool padded = g.ow() % 4 != 0;
+    EXPECT_EQ(maps[0].image, (std::array<int64_t, 4>{(g.ow() + 3) / 4 * 4, g.oh(), g.cout, g.n})) << label;
+    EXPECT_EQ(maps[0].image_box[0], 32) << label;
+    EXPECT_EQ(maps[0].buffer.kind, padded ? BufferKind::Scratch : BufferKind::Input) << label;
+    EXPECT_EQ(maps[1].image, (std::array<int64_t, 4>{g.w, g.h, g.cin, g.n})) << label << ": x in place";
+    EXPECT_EQ(maps[1].image_box, (std::array<int, 4>{36, 1, 64, 1})) << label;
+    EXPECT_EQ(maps[1].buffer.kind, BufferKind::Input) << label;
+    EXPECT_FALSE(maps[1].swizzle128) << label;
+    ASSERT_EQ(prog->launches.size(), padded ? 2u : 1u) << label << ": grad's padded rows (where OW needs them), the dW";
+    if (padded) EXPECT_EQ(prog->launches[0].kernel, "fj_grad_rows_padded") << label;
+    jobs.push_back({label + " swap-AB", "sm_90a", prog->launches.back().kernel, prog->source});
+    if (padded) jobs.push_back({label + " staging", "sm_90a", prog->launches[0].kernel, prog->source});
+  }
+  for (const auto& [what, geo, p, config] : std::vector<std::tuple<std::string, WgradGeom, Precision, std::string>>{
+           {"W=66: x's rows of 264 bytes", {2, 64, 16, 66, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32, ""},
+           {"wgrad_nhwc=1 (the swap-AB dW reads x in place)", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+            Precision::TF32, ",wgrad_nhwc=1"},
+           {"or a tf32 conv2d_weight_grad", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::BF16, ""},
+           {"strided", {2, 64, 16, 128, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}, Precision::TF32, ""},
+           {"takes cooperative tiles", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32,
+            ",wgmma_schedule=pingpong"}}) {
+    auto graph = wgrad_graph(geo, p);
+    ASSERT_TRUE(graph) << graph.error().str();
+    auto prog = generate_program(*graph, {"sm_90a", "mainloop=wgmma,wgmma_swap_ab=1" + config});
+    ASSERT_FALSE(prog.ok()) << what;
+    EXPECT_NE(prog.error().message.find(what), std::string::npos) << prog.error().message;
+  }
+  auto dflt = wgrad_graph(test_util::wgrad_wgmma_geoms()[0], Precision::TF32);  // by default: mma.sync
+  ASSERT_TRUE(dflt) << dflt.error().str();
+  auto mma = generate_program(*dflt, {"sm_90a", ""});
+  ASSERT_TRUE(mma) << mma.error().str();
+  EXPECT_EQ(mma->source.find("WgradSwapOperands"), std::string::npos) << mma->plan_text;
+  const std::vector<std::string> failures = test_util::compile_all(std::move(jobs));
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
 // A conv chain's backward: the dW stage.
 Graph conv_chain() {
   GraphBuilder g(Precision::FP32, "conv_chain");

@@ -40,7 +40,10 @@ void run(const std::string& config, const std::vector<WgradGeom>& geoms = test_u
       ASSERT_TRUE(g) << g.error().str();
       auto kernel = engine.compile(*g, opts);
       if (!kernel && kernel.error().message.find("wgrad_nhwc=1, but") != std::string::npos) continue;  // not eligible
-      if (!kernel && wgmma && kernel.error().message.find("16-bit only") != std::string::npos) continue;  // tf32, fp32
+      if (!kernel && wgmma && (kernel.error().message.find("16-bit only") != std::string::npos ||
+                               kernel.error().message.find("wgmma_swap_ab=1, but") != std::string::npos ||
+                               kernel.error().message.find("x's rows of") != std::string::npos))
+        continue;  // not the precision (or x's rows) the config's wgmma dW takes
       if (!kernel) {
         ADD_FAILURE() << label(p, geo, config) << " does not compile: " << kernel.error().str();
         ++failures;
@@ -81,6 +84,13 @@ TEST(GpuConvWgrad, NhwcMatchesReference) { run("wgrad_nhwc=1"); }
 // and an uneven one).
 TEST(GpuConvWgrad, WgmmaMatchesReference) { run("mainloop=wgmma", test_util::wgrad_wgmma_geoms()); }
 TEST(GpuConvWgrad, WgmmaUnevenSplitsMatchReference) { run("mainloop=wgmma,split_k=5", test_util::wgrad_wgmma_geoms()); }
+// The tf32 dW on the swap-AB tile (wgmma_swap_ab=1, opt-in): x read in place into registers at each tap's shift.
+TEST(GpuConvWgrad, SwapAbTf32MatchesReference) {
+  run("mainloop=wgmma,wgmma_swap_ab=1", test_util::wgrad_wgmma_geoms());
+}
+TEST(GpuConvWgrad, SwapAbTf32UnevenSplitsMatchReference) {
+  run("mainloop=wgmma,wgmma_swap_ab=1,split_k=5", test_util::wgrad_wgmma_geoms());
+}
 
 }  // namespace
 }  // namespace fusejit

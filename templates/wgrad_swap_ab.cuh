@@ -1,0 +1,86 @@
+// fusejit/wgrad_swap_ab.cuh — conv2d_weight_grad in tf32 on the swap-AB
+// wgmma mainloop (gemm_wgmma.cuh + wgmma_swap_ab.cuh), x read in place.
+//
+// dW[co][(kh, kw, ci)] = sum over the output pixels p of grad[co][p] *
+// x[ci][p shifted by the tap]: output rows m = co (wgmma's N, Tile::BM),
+// columns n = (kh, kw, ci) (wgmma's M, 64 per consumer warpgroup: one tap,
+// 64 channels), K = the pixels, k-tile kt = 32 consecutive pixels of one
+// output row (n, oh, ow0 = 32 * owb; the last of a row ragged).
+// - wgmma's B is grad's box {32 ow, 1 oh, BM channels, 1 n}: K-major rows of
+//   128 bytes, 128-byte swizzle (grad in place, or a copy whose rows are
+//   padded with zeros to 16 bytes; zeros past OW).
+// - wgmma's A comes from registers: tf32 wgmma reads only K-major operands
+//   from shared memory, and a tap's shifted pixel cannot be TMA's innermost
+//   coordinate (it must be a multiple of 16 bytes). So the producer loads,
+//   per consumer, x's box {36 w, 1 h, 64 ci, 1 n} (no swizzle: rows of 144
+//   bytes) at the tap's shift rounded down to 4 pixels, and each thread
+//   reads its elements at the remaining shift (0..3) into registers,
+//   zeroing pixels past OW (so no Inf or NaN of x there meets a zero of grad:
+//   0 * Inf). TMA zero-fills the padding and pixels outside x.
+// The fragment is WgmmaSwapFragment: the epilogue sees C[co][(kh, kw, ci)].
+#pragma once
+
+#include "fusejit/conv_simt.cuh"
+#include "fusejit/gemm_wgmma.cuh"
+
+namespace fj {
+
+template <class Tile, class S>
+struct WgradSwapOperands {
+  static constexpr bool kProducesA = false;
+  static constexpr bool kRegisterX = true;  // wgmma_swap_ab.cuh: register_loader feeds wgmma's A
+  static constexpr int kRowBytes = Tile::kBRowBytes, kPixels = kRowBytes / 4;
+  static_assert(Tile::kSwapAB && Tile::kKind == MmaKind::TF32 && Tile::BK == 32 && Tile::BN % 64 == 0,
+                "tf32 swap-AB tiles of whole 64-column boxes");
+  static_assert(kPixels == Tile::BK + 4, "x's rows: a k-tile's pixels and the 3 a shift may reach past them");
+  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
+                "stride 1, one group, whole 64-channel boxes");
+  static constexpr int kOWBlocks = (S::kOW + 31) / 32;
+  static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
+  static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
+  GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x {W, H, Cin, N}
+  __device__ __forceinline__ int k_tiles() const { return S::kBatch * S::kOH * kOWBlocks; }
+  // Kernel column kw's pixel shift, and that shift rounded down to a multiple of 4 (16 bytes).
+  static __device__ __forceinline__ int shift(int tap) { return (tap % S::kKW) * S::kDW - S::kPW; }
+  static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
+  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
+    const int ow0 = (kt % kOWBlocks) * 32, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
+    sm90::tma_load_4d(st.a, maps.a, bar, ow0, oh, c.m * Tile::BM, n);
+#pragma unroll
+    for (int j = 0; j < Tile::BN / 64; ++j) {
+      const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, ow0 + aligned(shift(tap)),
+                        oh + (tap / S::kKW) * S::kDH - S::kPH, col % S::kCin, col < kColumns ? n : S::kBatch);
+    }
+  }
+  // A consumer thread's loader: its two output columns (adjacent channels of the consumer's tap: rows `row` and
+  // row + 1 of the box, as WgmmaSwapFragment numbers them), k rows 8s + kq and 8s + kq + 4 of each k8 step.
+  struct XRegisters {
+    int box;    // the thread's first row in the stage's B tile, in bytes, past the tap's residual shift
+    int kq;
+    template <int kSteps>
+    __device__ __forceinline__ void operator()(unsigned (&a)[kSteps][4], const char* stage_b, int kt) const {
+      const int valid = S::kOW - (kt % kOWBlocks) * 32;  // pixels of this k-tile inside the row (>= 32: all)
+      const char* p = stage_b + box;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int k = 8 * s + kq + 4 * h;
+          float v0 = *reinterpret_cast<const float*>(p + 4 * k);
+          float v1 = *reinterpret_cast<const float*>(p + kRowBytes + 4 * k);
+          if (k >= valid) v0 = v1 = 0.f;
+          a[s][2 * h] = __float_as_uint(v0);
+          a[s][2 * h + 1] = __float_as_uint(v1);
+        }
+    }
+  };
+  __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int tap = (c.n * Tile::BN + 64 * consumer) / S::kCin, v = shift(tap);
+    const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+    return XRegisters{consumer * kBoxBytes + row * kRowBytes + 4 * (v - aligned(v)), lane % 4};
+  }
+};
+
+}  // namespace fj
