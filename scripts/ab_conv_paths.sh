@@ -24,8 +24,8 @@
 # examples, seed 1's dW (bf16) against mma.sync, then seed 1's training step against torch.compile. Part d (queued
 # in session 42, never run): the tf32 swap-AB dW (wgmma_swap_ab=1: x read in place into registers): its GPU tests,
 # then seed 1's tf32 dW and 128x64x128^2 p1's against the default mma.sync dW (flip the default if it wins, then
-# bench_backward_seeds.py --seeds 1 --modes tf32). Logs go to $OUT (or ./gpu-out). AB_ITERS
-# (default 20) trials a run.
+# bench_backward_seeds.py --seeds 1 --modes tf32), and seed 1's kernel tables (tf32, bf16; BUILD_EXTRA=" fusejit_c").
+# Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
@@ -83,6 +83,10 @@ d)
   sed 's/bf16/tf32/g; s/dtype: tf32/dtype: f32/g' $w/wgrad_c64_128_p1_bf16.yaml > /tmp/wgrad_c64_128_p1_tf32.yaml
   ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_tf32.yaml /tmp/wgrad_c64_128_p1_tf32.yaml" \
     ABRUN_CONFIGS=";wgmma_swap_ab=1;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k=14" abrun ab_wgrad_swap 200
+  # where seed 1's tf32 and bf16 steps spend their time now (torch.profiler's kernel table, fusejit side)
+  PROFILE_RUNS="--seed 1 --mode tf32 --gaps --flush;--seed 1 --mode bf16 --gaps --flush" timeout 200 \
+    scripts/gpu_check.sh profile > /dev/null 2>&1
+  grep -hE '^== |^ +[0-9.]+ +[0-9.]+ +' "$out"/profile*.log 2>/dev/null | head -60
   logs="ab_wgrad_swap" ;;
 esac
 for f in $logs; do

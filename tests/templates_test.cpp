@@ -397,6 +397,25 @@ extern "C" __global__ void __launch_bounds__(384, 1) k_f32x3(const __grid_consta
   const Pool::Window w = Pool::window(128, 3);
   c[Pool::row(3, 2)] = w.ok ? w.ph + w.pw : 0;
 })"},
+      {"wgrad_swap_ab.cuh", R"(
+#include "fusejit/epilogue.cuh"
+// A tf32 dW, padded and dilated 3x3 (shifts -2, 0, 2: aligned down to -4 and 0), on a 128x128 swap-AB tile.
+struct S {
+  static constexpr int kBatch = 2, kCin = 64, kH = 9, kW = 68, kCout = 96, kKH = 3, kKW = 3, kSH = 1, kSW = 1,
+                       kPH = 2, kPW = 2, kDH = 2, kDW = 2, kGroups = 1, kOH = 9, kOW = 68;
+};
+using Tile = fj::WgmmaTile<128, 128, 4, fj::MmaKind::TF32, false, false, 1, true, 144>;
+extern "C" __global__ void __launch_bounds__(384, 1) k(const __grid_constant__ fj::TmaDescriptor grad,
+                                                       const __grid_constant__ fj::TmaDescriptor x, float* dw) {
+  extern __shared__ __align__(1024) char smem[];
+  char* ring = fj::align_smem_1024(smem);
+  using Ops = fj::WgradSwapOperands<Tile, S>;
+  fj::wgmma_mainloop<Tile>(Ops{fj::GemmMaps{&grad, &x}}, fj::TileOrder{1, 5, 8}, fj::SplitK{}, ring,
+                           [&](auto& f, int m0, int n0, int) {
+                             fj::tile_pointwise(f, m0, n0, S::kCout, Ops::kColumns,
+                                                [&](float v, int m, int n) { dw[m * Ops::kColumns + n] = v; });
+                           });
+})"},
       {"conv_wgmma_halo.cuh", R"(
 #include "fusejit/epilogue.cuh"
 #include "fusejit/fj_half.cuh"
@@ -545,6 +564,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
                           files[i] == "conv_wgmma_halo.cuh" || files[i] == "conv_wgmma_store.cuh" ||
                           files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
+                          files[i] == "wgrad_swap_ab.cuh" ||
                           files[i] == "wgmma_sm90.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
