@@ -76,9 +76,8 @@ c)
     | grep -E '^\|' | tail -4
   logs="ab_wgrad_seed1" ;;
 d)
-  timeout 240 build/tests/fusejit_tests --gtest_filter='GpuConvWgrad.SwapAb*' > "$out/wgrad_swap_tests.log" 2>&1
-  echo "swap-AB dW GPU tests: rc=$? ($(grep -cE '^\[       OK \]' "$out/wgrad_swap_tests.log") passed)"
-  grep -E '^\[  FAILED  \]|Failure|error' -A4 "$out/wgrad_swap_tests.log" | head -30
+  # the swap-AB dW's tests, and the GEMM tests (swap_ab_k_tiles, which the matmul swap-AB shares, changed with it)
+  TEST_REGEX='GpuConvWgrad|GpuGemm' GTEST_JOBS=14 timeout 260 scripts/gpu_check.sh gtest | tail -12
   w=bench/specs_wgrad
   sed 's/bf16/tf32/g; s/dtype: tf32/dtype: f32/g' $w/wgrad_c64_128_p1_bf16.yaml > /tmp/wgrad_c64_128_p1_tf32.yaml
   ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_tf32.yaml /tmp/wgrad_c64_128_p1_tf32.yaml" \
