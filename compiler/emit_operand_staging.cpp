@@ -103,7 +103,6 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
   // A wgmma dW's grad [N*Cout*OH][OW] -> rows of grad_pitch, by the last blocks (the widest unit dividing a row)
   int64_t grad_blocks = 0;
   int grad_unit = 0;
-  std::vector<std::string> grad_body;
   if (grad) {
     const int64_t eb = dtype_size(ctx.g.node(a.operands[1]).type.dtype), row_bytes = geo.ow * eb;
     const int unit = grad_unit = row_bytes % 8 == 0 ? 8 : row_bytes % 4 == 0 ? 4 : 2;
@@ -113,13 +112,12 @@ Expected<EmittedKernel> emit_conv_staging(const PlanContext& ctx, const Plan& pl
     grad_blocks = std::clamp<int64_t>((rows * kp.grad_pitch * eb / unit + 8 * kStagingThreads - 1) / (8 * kStagingThreads), 1, cap);
     s.constants.push_back({"kGradBlocks", grad_blocks, "blocks that pad grad's rows (the last)"});
     const std::string src = em.load_param(a.operands[1]);
-    grad_body = {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded with zeros to a TMA stride",
-                 std::string("fj::pad_rows<") + u + ", " + std::to_string(row_bytes / unit) + ", " +
-                     std::to_string(kp.grad_pitch * eb / unit) + ">(reinterpret_cast<const " + u + "*>(" + src +
-                     "), reinterpret_cast<" + u + "*>(" + scratch(kp.grad_padded) +
-                     "), kGradRows, blockIdx.x - (gridDim.x - kGradBlocks), kGradBlocks);",
-                 "return;", "}"};
-    body.insert(body.begin(), grad_body.begin(), grad_body.end());
+    const std::string copy = std::string("fj::pad_rows<") + u + ", " + std::to_string(row_bytes / unit) + ", " +
+                             std::to_string(kp.grad_pitch * eb / unit) + ">(reinterpret_cast<const " + u + "*>(" + src +
+                             "), reinterpret_cast<" + u + "*>(" + scratch(kp.grad_padded) +
+                             "), kGradRows, blockIdx.x - (gridDim.x - kGradBlocks), kGradBlocks);";
+    body.insert(body.begin(), {"if (blockIdx.x >= gridDim.x - kGradBlocks) {  // grad's rows padded with zeros to a "
+                               "TMA stride", copy, "return;", "}"});
   }
   auto finish = [&](int64_t blocks) {  // grad's rows copied in units of grad_unit bytes: its address a multiple
     EmittedKernel out = finish_staging(em, name, std::move(body), blocks);
