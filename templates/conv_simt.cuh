@@ -215,4 +215,15 @@ struct ConvA {
   }
 };
 
+// A dW's k-tiles over the output pixels (conv_wgmma.cuh, wgrad_swap_ab.cuh): kt is kPixels consecutive pixels of
+// one output row, rows image-major; the last of a row ragged.
+template <class S, int kPixels>
+struct WgradRowTile {
+  static constexpr int kPerRow = (S::kOW + kPixels - 1) / kPixels;
+  static constexpr int kCount = S::kBatch * S::kOH * kPerRow;
+  int ow0, oh, n;
+  __device__ __forceinline__ explicit WgradRowTile(int kt)
+      : ow0((kt % kPerRow) * kPixels), oh((kt / kPerRow) % S::kOH), n(kt / (kPerRow * S::kOH)) {}
+};
+
 }  // namespace fj

@@ -81,11 +81,11 @@ struct WgradOperands {
                 "16-bit, B N-major in 64-column boxes, no clusters");
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
-  static constexpr int kOWBlocks = (S::kOW + 63) / 64;
+  using RowTile = WgradRowTile<S, 64>;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x_cols[0] (prefetched with a)
   const TmaDescriptor* x_cols[S::kKW];  // x in NHWC {C, W, H, N}, W cut for kernel column kw
-  __device__ __forceinline__ int k_tiles() const { return S::kBatch * S::kOH * kOWBlocks; }
+  __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
   __device__ __forceinline__ const TmaDescriptor* column_map(int kw) const {  // selects (no indexed local array)
     const TmaDescriptor* m = x_cols[0];
 #pragma unroll
@@ -94,14 +94,14 @@ struct WgradOperands {
     return m;
   }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
-    const int ow0 = (kt % kOWBlocks) * 64, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
-    sm90::tma_load_4d(st.a, maps.a, bar, ow0, oh, c.m * Tile::BM, n);
+    const RowTile t(kt);
+    sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
       const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
       sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, column_map(tap % S::kKW), bar, col % S::kCin,
-                        ow0 + (tap % S::kKW) * S::kDW - S::kPW, oh + (tap / S::kKW) * S::kDH - S::kPH,
-                        col < kColumns ? n : S::kBatch);
+                        t.ow0 + (tap % S::kKW) * S::kDW - S::kPW, t.oh + (tap / S::kKW) * S::kDH - S::kPH,
+                        col < kColumns ? t.n : S::kBatch);
     }
   }
 };

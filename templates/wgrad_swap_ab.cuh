@@ -35,22 +35,22 @@ struct WgradSwapOperands {
   static_assert(kPixels == Tile::BK + 4, "x's rows: a k-tile's pixels and the 3 a shift may reach past them");
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
-  static constexpr int kOWBlocks = (S::kOW + 31) / 32;
+  using RowTile = WgradRowTile<S, 32>;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
   static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x {W, H, Cin, N}
-  __device__ __forceinline__ int k_tiles() const { return S::kBatch * S::kOH * kOWBlocks; }
+  __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
   // Kernel column kw's pixel shift, and that shift rounded down to a multiple of 4 (16 bytes).
   static __device__ __forceinline__ int shift(int tap) { return (tap % S::kKW) * S::kDW - S::kPW; }
   static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
-    const int ow0 = (kt % kOWBlocks) * 32, oh = (kt / kOWBlocks) % S::kOH, n = kt / (kOWBlocks * S::kOH);
-    sm90::tma_load_4d(st.a, maps.a, bar, ow0, oh, c.m * Tile::BM, n);
+    const RowTile t(kt);
+    sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
       const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
-      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, ow0 + aligned(shift(tap)),
-                        oh + (tap / S::kKW) * S::kDH - S::kPH, col % S::kCin, col < kColumns ? n : S::kBatch);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(shift(tap)),
+                        t.oh + (tap / S::kKW) * S::kDH - S::kPH, col % S::kCin, col < kColumns ? t.n : S::kBatch);
     }
   }
   // A consumer thread's loader: its two output columns (adjacent channels of the consumer's tap: rows `row` and
@@ -60,7 +60,7 @@ struct WgradSwapOperands {
     int kq;
     template <int kSteps>
     __device__ __forceinline__ void operator()(unsigned (&a)[kSteps][4], const char* stage_b, int kt) const {
-      const int valid = S::kOW - (kt % kOWBlocks) * 32;  // pixels of this k-tile inside the row (>= 32: all)
+      const int valid = S::kOW - RowTile(kt).ow0;  // pixels of this k-tile inside the row (>= 32: all)
       const char* p = stage_b + box;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
