@@ -224,6 +224,17 @@ struct WgradRowTile {
   int ow0, oh, n;
   __device__ __forceinline__ explicit WgradRowTile(int kt)
       : ow0((kt % kPerRow) * kPixels), oh((kt / kPerRow) % S::kOH), n(kt / (kPerRow * S::kOH)) {}
+  // What a box of B reads for the 64 GEMM columns from `col` (one tap (kh, kw), channels from ci): x's row ih,
+  // pixels shifted by `shift` from this tile's, image `image` (past the batch where the columns are past N).
+  struct Columns {
+    int kw, shift, ih, ci, image;
+  };
+  static __device__ __forceinline__ int shift_of(int col) { return (col / S::kCin % S::kKW) * S::kDW - S::kPW; }
+  __device__ __forceinline__ Columns columns(int col) const {
+    const int tap = col / S::kCin;
+    return {tap % S::kKW, shift_of(col), oh + (tap / S::kKW) * S::kDH - S::kPH, col % S::kCin,
+            col < S::kKH * S::kKW * S::kCin ? n : S::kBatch};
+  }
 };
 
 }  // namespace fj

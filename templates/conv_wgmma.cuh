@@ -82,7 +82,6 @@ struct WgradOperands {
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
   using RowTile = WgradRowTile<S, 64>;
-  static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x_cols[0] (prefetched with a)
   const TmaDescriptor* x_cols[S::kKW];  // x in NHWC {C, W, H, N}, W cut for kernel column kw
   __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
@@ -98,10 +97,9 @@ struct WgradOperands {
     sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
-      const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
-      sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, column_map(tap % S::kKW), bar, col % S::kCin,
-                        t.ow0 + (tap % S::kKW) * S::kDW - S::kPW, t.oh + (tap / S::kKW) * S::kDH - S::kPH,
-                        col < kColumns ? t.n : S::kBatch);
+      const typename RowTile::Columns b = t.columns(c.n * Tile::BN + 64 * j);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, column_map(b.kw), bar, b.ci,
+                        t.ow0 + b.shift, b.ih, b.image);
     }
   }
 };

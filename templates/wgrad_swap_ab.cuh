@@ -40,17 +40,16 @@ struct WgradSwapOperands {
   static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x {W, H, Cin, N}
   __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
-  // Kernel column kw's pixel shift, and that shift rounded down to a multiple of 4 (16 bytes).
-  static __device__ __forceinline__ int shift(int tap) { return (tap % S::kKW) * S::kDW - S::kPW; }
+  // A tap's pixel shift rounded down to a multiple of 4 (16 bytes): TMA's innermost coordinate.
   static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
     const RowTile t(kt);
     sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::BN / 64; ++j) {
-      const int col = c.n * Tile::BN + 64 * j, tap = col / S::kCin;
-      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(shift(tap)),
-                        t.oh + (tap / S::kKW) * S::kDH - S::kPH, col % S::kCin, col < kColumns ? t.n : S::kBatch);
+      const typename RowTile::Columns b = t.columns(c.n * Tile::BN + 64 * j);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(b.shift), b.ih, b.ci,
+                        b.image);
     }
   }
   // A consumer thread's loader: its two output columns (adjacent channels of the consumer's tap: rows `row` and
@@ -77,7 +76,7 @@ struct WgradSwapOperands {
   };
   __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int tap = (c.n * Tile::BN + 64 * consumer) / S::kCin, v = shift(tap);
+    const int v = RowTile::shift_of(c.n * Tile::BN + 64 * consumer);
     const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
     return XRegisters{consumer * kBoxBytes + row * kRowBytes + 4 * (v - aligned(v)), lane % 4};
   }
