@@ -27,7 +27,8 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_
                      ", fj::MmaKind::" + kind_enum(kind);
   if (t.swap_ab)
     args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true" +
-            (t.b_row_bytes != 128 ? ", /*kBRowBytes=*/" + std::to_string(t.b_row_bytes) : std::string());
+            (t.b_row_bytes != 128 ? ", /*kBRowBytes=*/" + std::to_string(t.b_row_bytes) : std::string()) +
+            (t.b_rows != 0 ? ", /*kBRows=*/" + std::to_string(t.b_rows) : std::string());
   else if (b_n_major || t.pingpong || t.cluster_m > 1)
     args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
             (t.pingpong ? "true" : "false");
@@ -61,9 +62,15 @@ int64_t wgmma_epilogue_room(const WgmmaConfig& t, bool three_tf32, int64_t reser
 
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved) {
   const int64_t left = wgmma_epilogue_room(t, three_tf32, reserved);
-  int chunk = 64;
-  while (chunk > 16 && (t.bn % chunk || int64_t{t.bm} * (chunk + 8) * 4 > left)) chunk /= 2;
-  return chunk;
+  // Chunks that divide the tile's columns and its elements among the consumer threads (the swap-AB dW's 192
+  // columns over 384 threads: 48 or 24; thirds only where the threads need them).
+  const int threads = 128 * t.consumers() / (t.pingpong ? 2 : 1);
+  for (int chunk : {64, 48, 32, 24}) {
+    if (chunk % 3 == 0 && threads % 3) continue;
+    if (t.bn % chunk == 0 && int64_t{t.bm} * chunk % threads == 0 && int64_t{t.bm} * (chunk + 8) * 4 <= left)
+      return chunk;
+  }
+  return 16;
 }
 
 std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, const KernelPlan& kp,

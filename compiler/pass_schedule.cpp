@@ -174,16 +174,34 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
   return Status::success();
 }
 
+// Whether a swap-AB dW's consumers can share one box of x: the block's 192 columns are one kernel row's three
+// taps over all 64 channels (Cin 64, KW 3), whose shifts lie within the 4 pixels past a box's 32 (wgrad_swap_ab.cuh).
+bool wgrad_swap_shares_x(const AnchorGeometry& geo) {
+  const int64_t first = -geo.pw, aligned = first >= 0 ? first & ~int64_t{3} : -((3 - first) & ~int64_t{3});
+  return geo.cin == 64 && geo.kw == 3 && geo.groups == 1 && first + 2 * geo.dw - aligned <= 4;
+}
+
 // A tf32 dW on the swap-AB tile (wgmma_swap_ab=1, templates/wgrad_swap_ab.cuh): Cout as wgmma's N (the least
-// waste among 256, 192, 128 and 64 rows), (kh, kw, ci) 64 columns a consumer (two where N is wider), x's rows of
-// 36 pixels (144 bytes) in the ring, split-K over the pixels. Not yet run on a GPU.
+// waste among 256, 192, 128 and 64 rows), (kh, kw, ci) 64 columns a consumer, x's rows of 36 pixels (144 bytes)
+// in the ring, split-K over the pixels. Where one kernel row's taps fit a block (wgrad_swap_shares_x: 192 columns,
+// Cout at most 128), its three consumers read one box of x: a third of the x traffic, and grad's read by 3 column
+// tiles instead of 5 or 9. H200 (seed 1's tf32 dW, `fusejit run`; bench/results/ab_conv_paths_d_H200_20261129.log):
+// 128x128 (a box per consumer) 3.53 ms, 128x64 split 14 3.14, mma.sync 2.50; ncu of the 128x64 kernel: L2 95% busy,
+// DRAM 76% (the blocks' shared operands are re-read from DRAM).
 Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   WgmmaConfig tile;
+  const bool shared_x = wgrad_swap_shares_x(geo);
   if (ctx.heur.wgmma) {
     tile = *ctx.heur.wgmma;
-    if (tile.bn % 64)  // (wgmma_tile's swap-AB check allows 64 or 128 only)
-      return Error("codegen config: the swap-AB dW takes tiles of 64 or 128 columns (a consumer's 64 columns are one "
-                   "tap), got wgmma_tile " + tile.str());
+    if (tile.bn % 64)  // (wgmma_tile's swap-AB check allows 64, 128 or 192 only)
+      return Error("codegen config: the swap-AB dW takes tiles of 64, 128 or 192 columns (a consumer's 64 columns are "
+                   "one tap), got wgmma_tile " + tile.str());
+    if (tile.bn == 192 && !shared_x)
+      return Error("codegen config: a swap-AB dW tile of 192 columns takes one kernel row's taps (Cin 64, KW 3, their "
+                   "shifts within 4 pixels), got Cin " + std::to_string(geo.cin) + ", KW " + std::to_string(geo.kw));
+  } else if (shared_x && geo.m <= 128) {
+    tile.bm = geo.m <= 64 ? 64 : 128;
+    tile.bn = 192;
   } else {
     int64_t best = 0;
     for (int bm : {256, 192, 128, 64})
@@ -194,6 +212,7 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
   if (ctx.heur.wgmma_schedule == "pingpong") return Error("codegen config: the swap-AB dW takes cooperative tiles");
   tile.swap_ab = true;
   tile.b_row_bytes = 144;
+  tile.b_rows = tile.bn == 192 ? 64 : 0;
   if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, false);
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);

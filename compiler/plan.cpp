@@ -24,7 +24,8 @@ std::string WgmmaConfig::str() const {
       << (stages > 1 ? "s" : "") << ")";
     return s.str();
   }
-  s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "") << ", " << stages << " stages, raster group " << raster_group;
+  s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "")
+    << (b_rows > 0 ? " (one box of x)" : "") << ", " << stages << " stages, raster group " << raster_group;
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   if (cluster_m > 1) s << ", " << cluster_m << "-block clusters sharing B";
@@ -87,7 +88,7 @@ Status validate_mma(const MmaConfig& t) {
 
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   if (t.conv_halo) return t.conv_halo_bytes + 1024;
-  const int64_t stage = int64_t{128} * t.bm + int64_t{t.b_row_bytes} * t.bn;  // 128-byte rows of K (B: or wider)
+  const int64_t stage = int64_t{128} * t.bm + int64_t{t.b_row_bytes} * t.b_stage_rows();  // 128-byte rows of K (B: or wider)
   return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
 
@@ -107,9 +108,12 @@ int64_t wgmma_store_tile_bytes(const WgmmaConfig& t) { return t.tma_slots * int6
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   auto bad = [&](const std::string& why) { return Error("invalid wgmma tile " + t.str() + ": " + why); };
   const int consumer_rows = t.swap_ab ? t.bn : t.bm, wgmma_n = t.swap_ab ? t.bm : t.bn;  // wgmma's M and N
-  if (consumer_rows != 64 && consumer_rows != 128)
+  const bool wgrad_swap = t.swap_ab && t.b_row_bytes != 128;  // the tf32 swap-AB dW (x's rows in the ring)
+  if (consumer_rows != 64 && consumer_rows != 128 && !(wgrad_swap && consumer_rows == 192 && wgmma_n <= 128))
     return bad(std::string(t.swap_ab ? "bn (swap-AB: the consumers' wgmma rows)" : "bm") +
-               " must be 64 or 128 (one or two consumer warpgroups)");
+               " must be 64 or 128 (one or two consumer warpgroups; the swap-AB dW: also 192 with bm at most 128)");
+  if (t.b_rows != 0 && !(wgrad_swap && t.b_rows == 64))
+    return bad("a shared box of B rows: the swap-AB dW's 64 channels of x only");
   if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
     return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
   if (t.swap_ab && (t.pingpong || t.cluster_m > 1))

@@ -48,6 +48,8 @@ struct WgmmaConfig {
   int cluster_m = 1;       // blocks per cluster along M (1 or 2)
   bool swap_ab = false;    // tf32 matmul, B [K, N] as wgmma's register operand: bm rows x bn (64 a consumer) columns
   int b_row_bytes = 128;   // B's rows in a stage (144: the tf32 swap-AB dW's rows of x, templates/wgrad_swap_ab.cuh)
+  int b_rows = 0;          // B's rows a stage holds (0: bn; 64: the swap-AB dW's consumers share one box of x)
+  int b_stage_rows() const { return b_rows > 0 ? b_rows : bn; }
   // conv2d (templates/conv_wgmma_halo.cuh): the column tile's filter resident in shared memory and one TMA box of
   // input halo per patch; `stages` counts halo buffers, conv_halo_bytes the filter and them.
   bool conv_halo = false;

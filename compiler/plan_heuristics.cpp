@@ -54,8 +54,11 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (parts.size() == 4) t.raster_group = static_cast<int>(parts[3]);
       WgmmaConfig swapped = t;  // (valid as either: whether the tile is swap-AB is known once planned)
       swapped.swap_ab = true;
+      WgmmaConfig swapped_dw = swapped;  // the swap-AB dW's: 192 columns over one box of x
+      swapped_dw.b_row_bytes = 144;
+      swapped_dw.b_rows = 64;
       if (Status s = validate_wgmma(t, false); !s)
-        if (Status sw = validate_wgmma(swapped, false); !sw)
+        if (Status sw = validate_wgmma(swapped, false); !sw && !(t.bn == 192 && validate_wgmma(swapped_dw, false)))
           return Error("codegen config: " + s.error().message + " (as a swap-AB tile: " + sw.error().message + ")");
       h.wgmma = t;
     } else if (key == "wgmma_schedule") {

@@ -25,11 +25,14 @@
 # in session 42, never run): the tf32 swap-AB dW (wgmma_swap_ab=1: x read in place into registers): its GPU tests,
 # then seed 1's tf32 dW and 128x64x128^2 p1's against the default mma.sync dW (flip the default if it wins, then
 # bench_backward_seeds.py --seeds 1 --modes tf32), and seed 1's kernel tables (tf32, bf16; BUILD_EXTRA=" fusejit_c").
+# (Ran in session 43: bench/results/ab_conv_paths_d_H200_20261129.log.) Part e: the swap-AB dW on 192-column tiles
+# (one kernel row's taps over one box of x): its GPU tests, seed 1's tf32 dW against mma.sync and the 128x64 tile,
+# and ncu's throughput figures of its kernel.
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
-case $part in a|b|c|d) ;; *) echo "unknown part '$part' (a, b, c or d)" >&2; exit 2 ;; esac
+case $part in a|b|c|d|e) ;; *) echo "unknown part '$part' (a to e)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -87,6 +90,15 @@ d)
     scripts/gpu_check.sh profile > /dev/null 2>&1
   grep -hE '^== |^ +[0-9.]+ +[0-9.]+ +' "$out"/profile*.log 2>/dev/null | head -60
   logs="ab_wgrad_swap" ;;
+e)
+  TEST_REGEX='GpuConvWgrad' GTEST_JOBS=14 timeout 200 scripts/gpu_check.sh gtest | tail -6
+  w=bench/specs_wgrad
+  ABRUN_SAMPLES=500 ABRUN_SPECS="$w/wgrad_seed1_tf32.yaml" ABRUN_CONFIGS=";wgmma_swap_ab=1;wgmma_swap_ab=1,split_k=22;\
+wgmma_swap_ab=1,wgmma_tile=128x192x6;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k=14" abrun ab_wgrad_swap192 150
+  KERNEL_REGEX=fj_conv2d_weight_grad timeout 150 scripts/ncu_stalls.sh $w/wgrad_seed1_tf32.yaml wgmma_swap_ab=1 \
+    > "$out/ncu_wgrad_swap192.log" 2>&1
+  grep -E "Throughput|Duration|Eligible|long_scoreboard|gmma|wait_per" "$out/ncu_wgrad_swap192.log"
+  logs="ab_wgrad_swap192" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'

@@ -63,8 +63,10 @@ namespace fj {
 // __cluster_dims__(2, 1, 1)); K-major B's tensor map box then has BN / 2 rows.
 // kSwapAB_: tf32 with B [K][N] (N-major) as wgmma's register operand
 // (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
+// kBRows_: B's rows a stage holds (0: BN; 64: a swap-AB dW whose consumers
+// share one box of x, wgrad_swap_ab.cuh).
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
-          int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128>
+          int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128, int kBRows_ = 0>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
@@ -80,19 +82,24 @@ struct WgmmaTile {
   static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
   // One operand tile of a stage; kBRowBytes_: a swap-AB dW's B rows of x are wider than 128 bytes
   // (wgrad_swap_ab.cuh: a tap's shifted pixels and up to 3 before them).
-  static constexpr int kBRowBytes = kBRowBytes_;
-  static constexpr int kBytesA = BM * 128, kBytesB = BN * kBRowBytes;
+  static constexpr int kBRowBytes = kBRowBytes_, kBRows = kBRows_ ? kBRows_ : BN;
+  static constexpr int kBytesA = BM * 128, kBytesB = kBRows * kBRowBytes;
   // Tiles per operand and stage: F32x3 loads the residuals too.
   static constexpr int kOperandCopies = kKind == MmaKind::F32x3 ? 2 : 1;
   // Shared memory of the ring; the kernel's dynamic shared memory adds the
   // epilogue's and 1 KiB of slack to align the ring.
   static constexpr int kRingBytes = kStages * kOperandCopies * (kBytesA + kBytesB);
   // Registers per thread after setmaxnreg (producer / consumers).
-  static constexpr int kProducerRegs = 56, kConsumerRegs = kConsumers == 1 ? 232 : 224;
+  // Three consumers (the swap-AB dW's 192 columns): 128 x 40 + 384 x 152 of the 64K.
+  static constexpr int kProducerRegs = kConsumers == 3 ? 40 : 56;
+  static constexpr int kConsumerRegs = kConsumers == 1 ? 232 : kConsumers == 2 ? 224 : 152;
   static_assert(kSwapAB || BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
   static_assert(kSwapAB || BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
-  static_assert(!kSwapAB || ((BN == 64 || BN == 128) && (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
-                "swap-AB: BN 64 or 128 (the consumers' wgmma rows), BM 64, 128, 176, 192 or 256");
+  static_assert(!kSwapAB || ((BN == 64 || BN == 128 || (BN == 192 && kBRowBytes != 128 && BM <= 128)) &&
+                             (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
+                "swap-AB: BN 64 or 128 (the consumers' wgmma rows; the dW: 192, BM at most 128), BM 64, 128, 176, "
+                "192 or 256");
+  static_assert(kBRows == BN || (kSwapAB && kBRowBytes != 128 && kBRows == 64), "a shared B box: the swap-AB dW's x");
   static_assert(!kSwapAB || ((kKind == MmaKind::TF32 || kKind == MmaKind::F32x3) && !kPingPong && kClusterM == 1 &&
                              !kBNMajor),
                 "swap-AB: tf32 or 3xTF32, the cooperative schedule, no clusters");

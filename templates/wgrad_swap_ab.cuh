@@ -17,6 +17,10 @@
 //   reads its elements at the remaining shift (0..3) into registers,
 //   zeroing pixels past OW (so no Inf or NaN of x there meets a zero of grad:
 //   0 * Inf). TMA zero-fills the padding and pixels outside x.
+// - A tile of 192 columns (Tile::kBRows == 64) is one kernel row's three taps
+//   over 64 channels: its consumers share one box of x (the planner's
+//   wgrad_swap_shares_x: the taps' shifts lie within the box's 4 extra
+//   pixels), each reading it at its own residual shift.
 // The fragment is WgmmaSwapFragment: the epilogue sees C[co][(kh, kw, ci)].
 #pragma once
 
@@ -35,6 +39,8 @@ struct WgradSwapOperands {
   static_assert(kPixels == Tile::BK + 4, "x's rows: a k-tile's pixels and the 3 a shift may reach past them");
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
+  static constexpr bool kSharedX = Tile::kBRows == 64 && Tile::BN > 64;  // the consumers' taps: one row of x
+  static_assert(!kSharedX || (Tile::BN == 64 * S::kKW && S::kCin == 64), "a shared box: one kernel row's taps");
   using RowTile = WgradRowTile<S, 32>;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
   static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
@@ -46,7 +52,7 @@ struct WgradSwapOperands {
     const RowTile t(kt);
     sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
-    for (int j = 0; j < Tile::BN / 64; ++j) {
+    for (int j = 0; j < Tile::kBRows / 64; ++j) {  // shared: the first tap's box (the others' shifts lie in it)
       const typename RowTile::Columns b = t.columns(c.n * Tile::BN + 64 * j);
       sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(b.shift), b.ih, b.ci,
                         b.image);
@@ -77,8 +83,9 @@ struct WgradSwapOperands {
   __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int v = RowTile::shift_of(c.n * Tile::BN + 64 * consumer);
+    const int base = aligned(kSharedX ? RowTile::shift_of(c.n * Tile::BN) : v);  // where the consumer's box starts
     const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
-    return XRegisters{consumer * kBoxBytes + row * kRowBytes + 4 * (v - aligned(v)), lane % 4};
+    return XRegisters{(kSharedX ? 0 : consumer * kBoxBytes) + row * kRowBytes + 4 * (v - base), lane % 4};
   }
 };
 

@@ -248,7 +248,13 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     auto prog = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1"});
     ASSERT_TRUE(prog) << label << ": " << prog.error().str();
     EXPECT_NE(prog->source.find("fj::WgradSwapOperands<Tile, ConvShape>{maps}"), std::string::npos) << label;
-    EXPECT_NE(prog->source.find("/*kSwapAB=*/true, /*kBRowBytes=*/144>"), std::string::npos) << label;
+    // one kernel row's taps (Cin 64, KW 3, shifts within a box's 4 extra pixels): 192 columns over one box of x
+    const int first = -static_cast<int>(g.pw), aligned = first >= 0 ? first & ~3 : -((3 - first) & ~3);
+    const bool shared = g.cin == 64 && g.kw == 3 && first + 2 * static_cast<int>(g.dw) - aligned <= 4 && g.cout <= 128;
+    EXPECT_NE(prog->source.find(shared ? "/*kSwapAB=*/true, /*kBRowBytes=*/144, /*kBRows=*/64>"
+                                       : "/*kSwapAB=*/true, /*kBRowBytes=*/144>"),
+              std::string::npos)
+        << label << (shared ? ": one box of x" : ": a box per consumer");
     EXPECT_NE(prog->plan_text.find("swap-AB"), std::string::npos) << prog->plan_text;
     const auto& maps = prog->launches.back().tensor_maps;
     ASSERT_EQ(maps.size(), 2u) << label << ": grad and x";
@@ -263,6 +269,12 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     ASSERT_EQ(prog->launches.size(), padded ? 2u : 1u) << label << ": grad's padded rows (where OW needs them), the dW";
     if (padded) EXPECT_EQ(prog->launches[0].kernel, "fj_grad_rows_padded") << label;
     jobs.push_back({label + " swap-AB", "sm_90a", prog->launches.back().kernel, prog->source});
+    if (shared) {  // the same geometry on 128-column tiles: a box of x per consumer
+      auto boxes = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgmma_tile=128x128x6"});
+      ASSERT_TRUE(boxes) << label << ": " << boxes.error().str();
+      EXPECT_NE(boxes->source.find("/*kSwapAB=*/true, /*kBRowBytes=*/144>"), std::string::npos) << label;
+      jobs.push_back({label + " swap-AB, a box per consumer", "sm_90a", boxes->launches.back().kernel, boxes->source});
+    }
     if (padded) jobs.push_back({label + " staging", "sm_90a", prog->launches[0].kernel, prog->source});
   }
   for (const auto& [what, geo, p, config] : std::vector<std::tuple<std::string, WgradGeom, Precision, std::string>>{
@@ -272,7 +284,9 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
            {"or a tf32 conv2d_weight_grad", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::BF16, ""},
            {"strided", {2, 64, 16, 128, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}, Precision::TF32, ""},
            {"takes cooperative tiles", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32,
-            ",wgmma_schedule=pingpong"}}) {
+            ",wgmma_schedule=pingpong"},
+           {"192 columns takes one kernel row's taps", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+            Precision::TF32, ",wgmma_tile=128x192x4"}}) {
     auto graph = wgrad_graph(geo, p);
     ASSERT_TRUE(graph) << graph.error().str();
     auto prog = generate_program(*graph, {"sm_90a", "mainloop=wgmma,wgmma_swap_ab=1" + config});

@@ -84,12 +84,17 @@ TEST(GpuConvWgrad, NhwcMatchesReference) { run("wgrad_nhwc=1"); }
 // and an uneven one).
 TEST(GpuConvWgrad, WgmmaMatchesReference) { run("mainloop=wgmma", test_util::wgrad_wgmma_geoms()); }
 TEST(GpuConvWgrad, WgmmaUnevenSplitsMatchReference) { run("mainloop=wgmma,split_k=5", test_util::wgrad_wgmma_geoms()); }
-// The tf32 dW on the swap-AB tile (wgmma_swap_ab=1, opt-in): x read in place into registers at each tap's shift.
+// The tf32 dW on the swap-AB tile (wgmma_swap_ab=1, opt-in): x read in place into registers at each tap's shift
+// (Cin 64, KW 3 unpadded or dilated: 192 columns over one box of x; else, and with 128-column tiles, a box per
+// consumer).
 TEST(GpuConvWgrad, SwapAbTf32MatchesReference) {
   run("mainloop=wgmma,wgmma_swap_ab=1", test_util::wgrad_wgmma_geoms());
 }
 TEST(GpuConvWgrad, SwapAbTf32UnevenSplitsMatchReference) {
   run("mainloop=wgmma,wgmma_swap_ab=1,split_k=5", test_util::wgrad_wgmma_geoms());
+}
+TEST(GpuConvWgrad, SwapAbTf32BoxPerConsumerMatchesReference) {
+  run("mainloop=wgmma,wgmma_swap_ab=1,wgmma_tile=128x128x6", test_util::wgrad_wgmma_geoms());
 }
 
 }  // namespace
