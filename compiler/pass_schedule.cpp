@@ -174,20 +174,15 @@ Status choose_swap_ab_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometr
   return Status::success();
 }
 
-// Whether a swap-AB dW's consumers can share one box of x: the block's 192 columns are one kernel row's three
-// taps over all 64 channels (Cin 64, KW 3), whose shifts lie within the 4 pixels past a box's 32 (wgrad_swap_ab.cuh).
-bool wgrad_swap_shares_x(const AnchorGeometry& geo) {
-  const int64_t first = -geo.pw, aligned = first >= 0 ? first & ~int64_t{3} : -((3 - first) & ~int64_t{3});
-  return geo.cin == 64 && geo.kw == 3 && geo.groups == 1 && first + 2 * geo.dw - aligned <= 4;
-}
-
-// A tf32 dW on the swap-AB tile (wgmma_swap_ab=1, templates/wgrad_swap_ab.cuh): Cout as wgmma's N (the least
+// A tf32 dW on the swap-AB tile (templates/wgrad_swap_ab.cuh; pass_mainloop.cpp says when): Cout as wgmma's N (the least
 // waste among 256, 192, 128 and 64 rows), (kh, kw, ci) 64 columns a consumer, x's rows of 36 pixels (144 bytes)
 // in the ring, split-K over the pixels. Where one kernel row's taps fit a block (wgrad_swap_shares_x: 192 columns,
 // Cout at most 128), its three consumers read one box of x: a third of the x traffic, and grad's read by 3 column
-// tiles instead of 5 or 9. H200 (seed 1's tf32 dW, `fusejit run`; bench/results/ab_conv_paths_d_H200_20261129.log):
-// 128x128 (a box per consumer) 3.53 ms, 128x64 split 14 3.14, mma.sync 2.50; ncu of the 128x64 kernel: L2 95% busy,
-// DRAM 76% (the blocks' shared operands are re-read from DRAM).
+// tiles instead of 5 or 9. H200, seed 1's tf32 dW (`fusejit run`, bench/results/ab_conv_paths_{d,e}_H200_20261129.log):
+// 192 columns 1.63 ms, 128x128 (a box per consumer) 3.53, 128x64 split 14 3.14, mma.sync 2.50; ncu: the 128x64 kernel
+// L2 95% busy, DRAM 76% (the blocks' shared operands re-read from DRAM); the 192-column kernel 1.06 ms (the grad
+// copy aside), L2 81%, DRAM 54%, SM 71%. (Without split-K, 3 blocks: rel L2 6e-3 over K = 2M pixels, over tf32's
+// 2e-3: the tensor core's fp32 accumulation over so long a chain; the default splits.)
 Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo) {
   WgmmaConfig tile;
   const bool shared_x = wgrad_swap_shares_x(geo);
@@ -199,7 +194,7 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
     if (tile.bn == 192 && !shared_x)
       return Error("codegen config: a swap-AB dW tile of 192 columns takes one kernel row's taps (Cin 64, KW 3, their "
                    "shifts within 4 pixels), got Cin " + std::to_string(geo.cin) + ", KW " + std::to_string(geo.kw));
-  } else if (shared_x && geo.m <= 128) {
+  } else if (shared_x) {
     tile.bm = geo.m <= 64 ? 64 : 128;
     tile.bn = 192;
   } else {

@@ -221,6 +221,12 @@ Status validate_tile(const TileConfig& t) {
   return Status::success();
 }
 
+bool wgrad_swap_shares_x(const AnchorGeometry& geo) {
+  const int64_t first = -geo.pw, aligned = first >= 0 ? first & ~int64_t{3} : -((3 - first) & ~int64_t{3});
+  return geo.op == OpKind::Conv2dWeightGrad && geo.cin == 64 && geo.kw == 3 && geo.groups == 1 && geo.m <= 128 &&
+         first + 2 * geo.dw - aligned <= 4;
+}
+
 AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
   const Node& a = g.node(anchor);
   AnchorGeometry geo;

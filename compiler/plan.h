@@ -195,6 +195,10 @@ struct AnchorGeometry {
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor);
+// Whether a tf32 swap-AB dW's block can take one kernel row's taps over all of Cout (at most 128) as 192 columns
+// whose consumers share one box of x (Cin 64, KW 3, the taps' shifts within the box's 4 extra pixels;
+// templates/wgrad_swap_ab.cuh).
+bool wgrad_swap_shares_x(const AnchorGeometry& geo);
 // A matmul whose B has no batch dims as one GEMM: x's leading dims flattened
 // into M (as linear's), batch 1. Other anchors unchanged.
 AnchorGeometry flatten_batch_rows(AnchorGeometry geo);

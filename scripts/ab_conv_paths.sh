@@ -27,12 +27,13 @@
 # bench_backward_seeds.py --seeds 1 --modes tf32), and seed 1's kernel tables (tf32, bf16; BUILD_EXTRA=" fusejit_c").
 # (Ran in session 43: bench/results/ab_conv_paths_d_H200_20261129.log.) Part e: the swap-AB dW on 192-column tiles
 # (one kernel row's taps over one box of x): its GPU tests, seed 1's tf32 dW against mma.sync and the 128x64 tile,
-# and ncu's throughput figures of its kernel.
+# and ncu's throughput figures of its kernel. Part f: that dW by default (tf32, one box of x): the dW, backward and
+# example GPU tests, then seed 1's tf32 training step against torch.compile (BUILD_EXTRA=" fusejit_c").
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
-case $part in a|b|c|d|e) ;; *) echo "unknown part '$part' (a to e)" >&2; exit 2 ;; esac
+case $part in a|b|c|d|e|f) ;; *) echo "unknown part '$part' (a to f)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -99,6 +100,11 @@ wgmma_swap_ab=1,wgmma_tile=128x192x6;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k
     > "$out/ncu_wgrad_swap192.log" 2>&1
   grep -E "Throughput|Duration|Eligible|long_scoreboard|gmma|wait_per" "$out/ncu_wgrad_swap192.log"
   logs="ab_wgrad_swap192" ;;
+f)
+  TEST_REGEX='GpuConvWgrad|GpuBackward|GpuExamples' GTEST_JOBS=14 timeout 240 scripts/gpu_check.sh gtest | tail -8
+  BACKWARD_BENCH_ARGS="--seeds 1 --modes tf32 --rounds 2 --tag swap_dw" timeout 240 scripts/gpu_check.sh backbench \
+    | grep -E '^\|' | tail -4
+  logs="" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'
