@@ -154,7 +154,7 @@ WgmmaMapParams wgmma_map_params(const KernelPlan& kp, int x_cols) {
   WgmmaMapParams m;
   m.params = {"const __grid_constant__ fj::TmaDescriptor tma_a", "const __grid_constant__ fj::TmaDescriptor tma_b"};
   m.operands = "&tma_a, &tma_b";  // fj::GemmMaps
-  if (kp.conv_nchw || kp.grad_threads) {  // B's map alone: the producer's threads read NCHW x (or a dW's grad)
+  if (kp.conv_nchw) {  // B's map alone: the producer's threads read NCHW x
     m.params.erase(m.params.begin());
     m.operands = "nullptr, &tma_b";
   }
@@ -236,10 +236,10 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
     x.swizzle128 = false;
     maps = {grad, x};
     coords();
-    if (kp.grad_threads) {  // grad copied by the producer threads: x's map only (GemmMaps' b, wgmma_map_params)
+    if (kp.grad_threads) {  // grad copied by the producer threads: x's map only (GemmMaps' b)
       maps = {x};
-      return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape, /*kThreadGrad=*/true>{maps, " +
-             grad_ptr + "}, order, split, ring, ";
+      return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape, /*kThreadGrad=*/true>{fj::GemmMaps{"
+             "nullptr, maps.a}, " + grad_ptr + "}, order, split, ring, ";
     }
     return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape>{maps}, order, split, ring, ";
   }
