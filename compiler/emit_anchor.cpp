@@ -179,12 +179,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     auto x = [&] { return em.load_param(a.operands[0]); };
     auto w = [&] { return em.load_param(a.operands[1]); };
     if (wgmma) {  // linear / matmul (or a dW: wgrad_wgmma_setup) on TMA + wgmma; grouped rasterization over a 1-D grid
-      if (wgrad) {
-        wgmma_call = wgrad_wgmma_setup(g, plan, kp, geo, s, shape, tensor_maps,
-                                       kp.grad_threads ? em.load_param(a.operands[1]) : "");
-        if (kp.grad_threads) launch.aligned.push_back({plan.buffer.at(a.operands[1]), 8});  // 8-byte cp.async
-      }
-      if (!wgrad) tensor_maps = gemm_tensor_maps(g, plan, kp, geo, rows);
+      if (wgrad) wgmma_call = wgrad_wgmma_setup(g, plan, kp, geo, s, shape, tensor_maps);
+      else tensor_maps = gemm_tensor_maps(g, plan, kp, geo, rows);
       s.constants.push_back({"kMTiles", m_tiles, "row tiles"});
       s.constants.push_back({"kNTiles", n_tiles, "column tiles"});
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});

@@ -209,8 +209,7 @@ std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp
 }
 
 std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan& kp, const AnchorGeometry& geo,
-                              KernelSource& s, AnchorShape& shape, std::vector<TensorMapSpec>& maps,
-                              const std::string& grad_ptr) {
+                              KernelSource& s, AnchorShape& shape, std::vector<TensorMapSpec>& maps) {
   const Node& a = g.node(kp.root);
   CudaStruct cs = conv_shape_struct(g, a, geo);
   cs.comment = "the conv whose weight gradient this is: x " + shape_str(g.node(a.operands[0]).type.shape) + ", grad " +
@@ -236,11 +235,6 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
     x.swizzle128 = false;
     maps = {grad, x};
     coords();
-    if (kp.grad_threads) {  // grad copied by the producer threads: x's map only (GemmMaps' b)
-      maps = {x};
-      return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape, /*kThreadGrad=*/true>{fj::GemmMaps{"
-             "nullptr, maps.a}, " + grad_ptr + "}, order, split, ring, ";
-    }
     return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape>{maps}, order, split, ring, ";
   }
   // grad {OW, OH, Cout, N}: 64 pixels of a row x BM channels; in place, or rows padded with zeros to grad_pitch

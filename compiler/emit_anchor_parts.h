@@ -106,10 +106,8 @@ struct AnchorShape {
 
 // conv2d_weight_grad on wgmma (conv_wgmma.cuh WgradOperands): the conv's shape struct, the tensor maps of grad (in
 // place) and of x in NHWC, the dW coordinates of a tile's (m, n); returns the mainloop call up to its epilogue.
-// grad_ptr: grad's pointer where the producer threads copy it (KernelPlan::grad_threads).
 std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan& kp, const AnchorGeometry& geo,
-                              KernelSource& s, AnchorShape& shape, std::vector<TensorMapSpec>& maps,
-                              const std::string& grad_ptr = "");
+                              KernelSource& s, AnchorShape& shape, std::vector<TensorMapSpec>& maps);
 
 // The wgmma conv's runs epilogue (KernelPlan::conv_runs, conv_wgmma_store.cuh):
 // the stored value's function, its per-channel inputs staged for the tile

@@ -393,9 +393,6 @@ struct KernelPlan {
   // its rows padded to grad_pitch elements (written by the staging kernel), A's TMA boxes read from it.
   int grad_padded = -1;
   int64_t grad_pitch = 0;
-  // The tf32 swap-AB dW where grad's rows are not a TMA stride but OW is even: the producer threads copy grad's
-  // k-tiles by cp.async instead (templates/wgrad_swap_ab.cuh kThreadGrad; no padded copy).
-  bool grad_threads = false;
   // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
   // instead of x's im2col rows gathered from NCHW.
   bool wgrad_nhwc = false;

@@ -287,16 +287,6 @@ __device__ __forceinline__ void prefetch_maps(const GemmMaps& maps) {
   if (maps.b_lo) asm volatile("prefetch.tensormap [%0];" ::"l"(maps.b_lo) : "memory");
 }
 
-// Operands whose producer threads copy A by cp.async (copy_a: no registers in flight, no Pending to store).
-template <class O, class = void>
-struct AsyncA {
-  static constexpr bool value = false;
-};
-template <class O>
-struct AsyncA<O, decltype(void(O::kAsyncA))> {
-  static constexpr bool value = O::kAsyncA;
-};
-
 // Registers after setmaxnreg: the tile's, or those of operands whose producer threads write A themselves.
 template <class Tile, class Operands, bool = Operands::kProducesA>
 struct MainloopRegs {
@@ -398,13 +388,9 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
           sm90::mbar_expect_tx(&full[s], kB * Tile::kOperandCopies);
           ops.load_b(b_ring + s * kB, b_lo_ring + s * kB, &full[s], kt, c);
         }
-        if constexpr (AsyncA<Operands>::value) {
-          ops.copy_a(a_ring + s * kA, &full[s], kt, c);  // cp.async, arriving when it lands (the consumers fence)
-        } else {
-          ops.store_a(p, a_ring + s * kA, a_lo_ring + s * kA);
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
-          sm90::mbar_arrive(&full[s]);                                   // (release: after them)
-        }
+        ops.store_a(p, a_ring + s * kA, a_lo_ring + s * kA);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, visible to wgmma
+        sm90::mbar_arrive(&full[s]);                                   // (release: after them)
         advance(u, kt);
         if (lu < work.count()) {  // its registers take the k-tile L ahead
           ops.load_a(p, lkt, tile_at(work.unit(lu).tile));

@@ -118,7 +118,6 @@ struct WgmmaSwapFragment {
 // columns of B's N-major k-tile (stage_b: the stage's B tile).
 template <class Tile>
 struct SwapLoadsB {
-  static constexpr bool kProxyFence = false;  // (stages written by TMA only)
   int box, col_off, kq;
   __device__ __forceinline__ explicit SwapLoadsB(int consumer) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -157,7 +156,6 @@ __device__ __forceinline__ void swap_ab_k_tiles(Frag& frag, const StageRing& rin
     constexpr int b = decltype(buf)::value;
     const int s = it % S;
     sm90::mbar_wait(&full[s], (it / S) & 1);
-    if constexpr (LoadA::kProxyFence) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     load_a(a_regs[b], ring.b + s * Tile::kBytesB, kt);
     const unsigned long long b_desc = sm90::sw128_desc(ring.a + s * Tile::kBytesA);
     sm90::wgmma_fence();

@@ -21,11 +21,6 @@
 //   over 64 channels: its consumers share one box of x (the planner's
 //   wgrad_swap_shares_x: the taps' shifts lie within the box's 4 extra
 //   pixels), each reading it at its own residual shift.
-// - kThreadGrad: grad's rows are not a TMA stride (OW * 4 not a multiple of
-//   16, OW even): the producer warpgroup's threads copy its k-tile into the
-//   stage by 8-byte cp.async (128-byte swizzle, zeros past OW and Cout), each
-//   thread's copies arriving on the stage's barrier when they land; the
-//   consumers fence the async proxy after the wait. No padded copy of grad.
 // The fragment is WgmmaSwapFragment: the epilogue sees C[co][(kh, kw, ci)].
 #pragma once
 
@@ -34,12 +29,9 @@
 
 namespace fj {
 
-template <class Tile, class S, bool kThreadGrad = false>
+template <class Tile, class S>
 struct WgradSwapOperands {
-  static constexpr bool kProducesA = kThreadGrad, kAsyncA = kThreadGrad;  // gemm_wgmma.cuh: copy_a by the producers
-  static constexpr int kLookahead = 1;
-  static constexpr int kProducerRegs = 56, kConsumerRegs = Tile::kConsumers == 3 ? 144 : Tile::kConsumerRegs;
-  static_assert(!kThreadGrad || S::kOW % 2 == 0, "8-byte copies of grad's rows: OW even");
+  static constexpr bool kProducesA = false;
   static constexpr bool kRegisterX = true;  // wgmma_swap_ab.cuh: register_loader feeds wgmma's A
   static constexpr int kRowBytes = Tile::kBRowBytes, kPixels = kRowBytes / 4;
   static_assert(Tile::kSwapAB && Tile::kKind == MmaKind::TF32 && Tile::BK == 32 && Tile::BN % 64 == 0,
@@ -52,47 +44,23 @@ struct WgradSwapOperands {
   using RowTile = WgradRowTile<S, 32>;
   static constexpr int kColumns = S::kKH * S::kKW * S::kCin;  // GEMM N
   static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
-  GemmMaps maps;  // a: grad {OW, OH, Cout, N} (kThreadGrad: none); b: x {W, H, Cin, N}
-  const float* __restrict__ grad = nullptr;  // kThreadGrad: read by the producer threads
-  struct Pending {};
+  GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x {W, H, Cin, N}
   __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
   // A tap's pixel shift rounded down to a multiple of 4 (16 bytes): TMA's innermost coordinate.
   static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
-    sm90::tma_load_4d(st.a, maps.a, bar, RowTile(kt).ow0, RowTile(kt).oh, c.m * Tile::BM, RowTile(kt).n);
-    load_b(st.b, nullptr, bar, kt, c);
-  }
-  // x's box(es) of k-tile kt (a thread of the producer warpgroup).
-  __device__ __forceinline__ void load_b(void* stage_b, void*, unsigned long long* bar, int kt, TileCoord c) const {
     const RowTile t(kt);
+    sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::kBRows / 64; ++j) {  // shared: the first tap's box (the others' shifts lie in it)
       const typename RowTile::Columns b = t.columns(c.n * Tile::BN + 64 * j);
-      sm90::tma_load_4d(static_cast<char*>(stage_b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(b.shift), b.ih,
-                        b.ci, b.image);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(b.shift), b.ih, b.ci,
+                        b.image);
     }
-  }
-  // kThreadGrad: grad's k-tile kt (BM channels x 32 pixels) into the stage's A tile by the 128 producer threads,
-  // 8 bytes a copy (16 consecutive threads a 128-byte row), arriving on bar when they land.
-  __device__ __forceinline__ void load_a(Pending&, int, TileCoord) const {}
-  __device__ __forceinline__ void copy_a(char* a, unsigned long long* bar, int kt, TileCoord c) const {
-    const RowTile t(kt);
-    const int valid = S::kOW - t.ow0, thread = threadIdx.x % 128;
-    const unsigned base = sm90::smem_addr(a);
-#pragma unroll 4
-    for (int i = 0; i < Tile::BM * 16 / 128; ++i) {
-      const int piece = thread + 128 * i, row = piece / 16, pair = piece % 16, co = c.m * Tile::BM + row;
-      const bool in = co < S::kCout && 2 * pair < valid;
-      const float* src = grad + ((long long)(t.n * S::kCout + (in ? co : 0)) * S::kOH + t.oh) * S::kOW +
-                         (in ? t.ow0 + 2 * pair : 0);
-      sm90::cp_async_8(base + row * 128 + (((pair / 2) ^ (row % 8)) << 4) + (pair % 2) * 8, src, in);
-    }
-    sm90::mbar_arrive_cp_async(bar);
   }
   // A consumer thread's loader: its two output columns (adjacent channels of the consumer's tap: rows `row` and
   // row + 1 of the box, as WgmmaSwapFragment numbers them), k rows 8s + kq and 8s + kq + 4 of each k8 step.
   struct XRegisters {
-    static constexpr bool kProxyFence = kThreadGrad;  // grad's tile written by cp.async (the generic proxy)
     int box;    // the thread's first row in the stage's B tile, in bytes, past the tap's residual shift
     int kq;
     template <int kSteps>
