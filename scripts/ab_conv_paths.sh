@@ -28,12 +28,15 @@
 # (Ran in session 43: bench/results/ab_conv_paths_d_H200_20261129.log.) Part e: the swap-AB dW on 192-column tiles
 # (one kernel row's taps over one box of x): its GPU tests, seed 1's tf32 dW against mma.sync and the 128x64 tile,
 # and ncu's throughput figures of its kernel. Part f: that dW by default (tf32, one box of x): the dW, backward and
-# example GPU tests, then seed 1's tf32 training step against torch.compile (BUILD_EXTRA=" fusejit_c").
+# example GPU tests, then seed 1's tf32 training step against torch.compile (BUILD_EXTRA=" fusejit_c"). Part g: grad
+# copied by the swap-AB dW's producer threads (cp.async; no padded copy where OW is even): the same tests, seed 1's
+# tf32 dW against mma.sync, the training step. (Ran: correct, but slower: the dW 1.98 ms against 1.63 with the
+# padded copy, the step 8.32 against 8.07 ms; reverted, so part g no longer applies: ab_conv_paths_g_H200_20261129.log.)
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
-case $part in a|b|c|d|e|f) ;; *) echo "unknown part '$part' (a to f)" >&2; exit 2 ;; esac
+case $part in a|b|c|d|e|f|g) ;; *) echo "unknown part '$part' (a to g)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -105,6 +108,14 @@ f)
   BACKWARD_BENCH_ARGS="--seeds 1 --modes tf32 --rounds 2 --tag swap_dw" timeout 240 scripts/gpu_check.sh backbench \
     | grep -E '^\|' | tail -4
   logs="" ;;
+g)
+  TEST_REGEX='GpuConvWgrad|GpuBackward|GpuExamples' GTEST_JOBS=14 timeout 240 scripts/gpu_check.sh gtest | tail -8
+  grep -E '^\[  FAILED  \]|Failure' -A6 "$out/gtest.log" 2>/dev/null | head -30
+  ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_seed1_tf32.yaml" ABRUN_CONFIGS=";mainloop=mma" \
+    abrun ab_wgrad_thread_grad 60
+  BACKWARD_BENCH_ARGS="--seeds 1 --modes tf32 --rounds 2 --tag thread_grad" timeout 200 scripts/gpu_check.sh backbench \
+    | grep -E '^\|' | tail -4
+  logs="ab_wgrad_thread_grad" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'
