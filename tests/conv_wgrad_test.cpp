@@ -235,9 +235,10 @@ TEST(ConvWgrad, WgmmaCompilesForSm90a) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
-// The tf32 dW on the swap-AB wgmma tile (wgmma_swap_ab=1; templates/wgrad_swap_ab.cuh, not yet the default): grad's
-// boxes of 32 pixels as wgmma's B, x read in place (rows of 36 pixels, unswizzled) into registers as wgmma's A; every
-// eligible geometry compiles for sm_90a; the others get errors that say why.
+// The tf32 dW on the swap-AB wgmma tile (wgmma_swap_ab=1, the default where one box of x serves a kernel row's taps;
+// templates/wgrad_swap_ab.cuh): grad's boxes of 32 pixels as wgmma's B, x read in place (rows of 36 pixels,
+// unswizzled) into registers as wgmma's A; every eligible geometry compiles for sm_90a; the others get errors that
+// say why.
 TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
   std::vector<test_util::CompileJob> jobs;
   for (const WgradGeom& g : test_util::wgrad_wgmma_geoms()) {
@@ -269,6 +270,11 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     ASSERT_EQ(prog->launches.size(), padded ? 2u : 1u) << label << ": grad's padded rows (where OW needs them), the dW";
     if (padded) EXPECT_EQ(prog->launches[0].kernel, "fj_grad_rows_padded") << label;
     jobs.push_back({label + " swap-AB", "sm_90a", prog->launches.back().kernel, prog->source});
+    if (shared) {  // the default there too (mma.sync elsewhere, below)
+      auto dflt = generate_program(*graph, {"sm_90a", ""});
+      ASSERT_TRUE(dflt) << label << ": " << dflt.error().str();
+      EXPECT_NE(dflt->source.find("/*kBRows=*/64>"), std::string::npos) << label << ": " << dflt->plan_text;
+    }
     if (shared) {  // the same geometry on 128-column tiles: a box of x per consumer
       auto boxes = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgmma_tile=128x128x6"});
       ASSERT_TRUE(boxes) << label << ": " << boxes.error().str();
