@@ -1,5 +1,7 @@
 #include "compiler/tuning_space.h"
 
+#include <algorithm>
+
 #include "compiler/codegen.h"
 #include "compiler/plan.h"
 
@@ -10,6 +12,42 @@ namespace {
 bool uses(const Graph& g, const std::string& arch, const char* mainloop) {
   auto p = generate_program(g, {arch, ""});
   return p && p->name.find(mainloop) != std::string::npos;
+}
+
+// A dW on wgmma (sm_90a; tf32: the swap-AB dW, x in registers): its K (the pixels) is deep, so each tile comes with
+// the split that fills the SMs, and half of it (an explicit wgmma_tile is not split by default). 16-bit: BN 64 / 128
+// / 256 columns; tf32: 64 / 128, and 192 where one box of x serves a kernel row's taps; the deepest two rings.
+void wgrad_wgmma_candidates(const Graph& g, const std::string& arch, const cg::AnchorGeometry& geo,
+                            std::vector<std::string>& out) {
+  if (arch != "sm_90a" || g.precision == Precision::FP32) return;
+  const bool tf32 = g.precision == Precision::TF32;
+  const std::string swap = tf32 ? "wgmma_swap_ab=1," : "";
+  auto on_wgmma = [&](const std::string& c) {  // (a dW the wgmma path cannot take stays on mma.sync)
+    auto p = generate_program(g, {arch, c});
+    return p && p->name.find("_wgmma_") != std::string::npos;
+  };
+  if (tf32) {  // the swap-AB dW's default tile and split, and the mma.sync dW (where the other is the default)
+    const bool swap_default = on_wgmma("");
+    if (!swap_default && on_wgmma("wgmma_swap_ab=1")) out.push_back("wgmma_swap_ab=1");
+    if (swap_default) out.push_back("wgmma_swap_ab=0");
+  }
+  const int64_t sms = cg::sm_count_guess(arch);
+  for (int bm : {128, 64}) {
+    if (bm > 2 * geo.m && bm > 64) continue;
+    for (int bn : tf32 ? std::vector<int>{192, 128, 64} : std::vector<int>{256, 128, 64}) {
+      const int64_t tiles = (geo.m + bm - 1) / bm * ((geo.n + bn - 1) / bn);
+      const int64_t fill = std::max<int64_t>(1, sms / tiles);
+      int found = 0;
+      for (int stages = 8; stages >= 2 && found < 2; --stages) {
+        const std::string tile = swap + "wgmma_tile=" + std::to_string(bm) + "x" + std::to_string(bn) + "x" +
+                                 std::to_string(stages);
+        if (!on_wgmma(tile + ",split_k=" + std::to_string(fill))) continue;
+        ++found;
+        for (int64_t split : {fill, fill / 2})
+          if (split >= 1) out.push_back(tile + ",split_k=" + std::to_string(split));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -59,6 +97,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       const bool nhwc = p && p->name.find("_nhwc") != std::string::npos;
       const std::string other = nhwc ? "wgrad_nhwc=0" : "wgrad_nhwc=1";
       if (generate_program(g, {arch, other})) out.push_back(other);
+      wgrad_wgmma_candidates(g, arch, geo, out);  // (where the default is mma.sync: the tf32 swap-AB dW's)
     } else if (g.node(*anchor).op != OpKind::Conv2d) {
       const int64_t k_tiles = (geo.k * 4 + 127) / 128;  // fp32 k tiles (16-bit: half as many, still legal)
       for (int split : {1, 2, 4, 8, 16})
@@ -71,7 +110,9 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     // 176 / 192 columns: K-major B only (linear; tf32 / fp32 matmul reads B transposed), not conv
     const OpKind op = g.node(*anchor).op;
     const bool k_major_b = op == OpKind::Linear || (op == OpKind::Matmul && (g.precision == Precision::TF32 || three_tf32));
+    if (op == OpKind::Conv2dWeightGrad) wgrad_wgmma_candidates(g, arch, geo, out);
     for (int bm : {128, 64}) {
+      if (op == OpKind::Conv2dWeightGrad) break;  // (its tiles with splits, above)
       if (bm > 2 * rows && bm > 64) continue;
       for (int bn : {256, 192, 176, 128, 64}) {
         if (bn > 2 * geo.n && bn > 64) continue;
@@ -124,7 +165,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       out.push_back("conv_runs=0");  // the fp32-staged epilogue storing element by element (and its cooperative tile)
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
-    if (!three_tf32)  // ping-pong: two consumers taking turns, a whole tile each
+    if (!three_tf32 && op != OpKind::Conv2dWeightGrad)  // ping-pong: two consumers taking turns, a whole tile each
       for (auto [bm, bn] : {std::pair{64, 256}, std::pair{64, 128}, std::pair{128, 128}}) {
         if ((bn > 2 * geo.n && bn > 64) || (bm > 2 * rows && bm > 64)) continue;
         cg::WgmmaConfig t;
