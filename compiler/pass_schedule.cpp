@@ -192,8 +192,9 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
       return Error("codegen config: the swap-AB dW takes tiles of 64, 128 or 192 columns (a consumer's 64 columns are "
                    "one tap), got wgmma_tile " + tile.str());
     if (tile.bn == 192 && !shared_x)
-      return Error("codegen config: a swap-AB dW tile of 192 columns takes one kernel row's taps (Cin 64, KW 3, their "
-                   "shifts within 4 pixels), got Cin " + std::to_string(geo.cin) + ", KW " + std::to_string(geo.kw));
+      return Error("codegen config: a swap-AB dW tile of 192 columns takes one kernel row's taps (Cin 64, KW 3, Cout "
+                   "at most 128, their shifts within 12 pixels), got Cin " + std::to_string(geo.cin) + ", KW " +
+                   std::to_string(geo.kw) + ", Cout " + std::to_string(geo.m));
   } else if (shared_x) {
     tile.bm = geo.m <= 64 ? 64 : 128;
     tile.bn = 192;
@@ -206,8 +207,8 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
   if (ctx.heur.wgmma_cluster.value_or(1) > 1) return Error("codegen config: the wgmma dW runs without clusters");
   if (ctx.heur.wgmma_schedule == "pingpong") return Error("codegen config: the swap-AB dW takes cooperative tiles");
   tile.swap_ab = true;
-  tile.b_row_bytes = 144;
   tile.b_rows = tile.bn == 192 ? 64 : 0;
+  tile.b_row_bytes = tile.b_rows ? wgrad_swap_shared_box_bytes(geo) : 144;  // a box per consumer: shifts 0..3
   if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, false);
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);

@@ -221,11 +221,14 @@ Status validate_tile(const TileConfig& t) {
   return Status::success();
 }
 
-bool wgrad_swap_shares_x(const AnchorGeometry& geo) {
+int wgrad_swap_shared_box_bytes(const AnchorGeometry& geo) {
+  if (geo.op != OpKind::Conv2dWeightGrad || geo.cin != 64 || geo.kw != 3 || geo.groups != 1 || geo.m > 128) return 0;
   const int64_t first = -geo.pw, aligned = first >= 0 ? first & ~int64_t{3} : -((3 - first) & ~int64_t{3});
-  return geo.op == OpKind::Conv2dWeightGrad && geo.cin == 64 && geo.kw == 3 && geo.groups == 1 && geo.m <= 128 &&
-         first + 2 * geo.dw - aligned <= 4;
+  const int64_t reach = first + 2 * geo.dw - aligned;  // the last tap's shift past the box's start
+  return reach <= 4 ? 144 : reach <= 12 ? 176 : 0;
 }
+
+bool wgrad_swap_shares_x(const AnchorGeometry& geo) { return wgrad_swap_shared_box_bytes(geo) > 0; }
 
 AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor) {
   const Node& a = g.node(anchor);

@@ -196,8 +196,10 @@ struct AnchorGeometry {
 };
 AnchorGeometry analyze_anchor(const Graph& g, ValueId anchor);
 // Whether a tf32 swap-AB dW's block can take one kernel row's taps over all of Cout (at most 128) as 192 columns
-// whose consumers share one box of x (Cin 64, KW 3, the taps' shifts within the box's 4 extra pixels;
-// templates/wgrad_swap_ab.cuh).
+// whose consumers share one box of x (Cin 64, KW 3; templates/wgrad_swap_ab.cuh), and that box's rows: 36 pixels
+// (144 bytes) where the taps' shifts reach at most 4 past the box's start (unpadded, dilated 2), 44 (176 bytes,
+// also conflict-free: a stride of 4 banks mod 8) up to 12 (padded 1 or 2); 0 where the block cannot share one.
+int wgrad_swap_shared_box_bytes(const AnchorGeometry& geo);
 bool wgrad_swap_shares_x(const AnchorGeometry& geo);
 // A matmul whose B has no batch dims as one GEMM: x's leading dims flattened
 // into M (as linear's), batch 1. Other anchors unchanged.

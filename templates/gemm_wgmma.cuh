@@ -81,7 +81,7 @@ struct WgmmaTile {
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kTileThreads = kPingPong ? 128 : kConsumerThreads;  // the threads of one tile's fragment
   // One operand tile of a stage; kBRowBytes_: a swap-AB dW's B rows of x are wider than 128 bytes
-  // (wgrad_swap_ab.cuh: a tap's shifted pixels and up to 3 before them).
+  // (wgrad_swap_ab.cuh: a tap's shifted pixels and up to 3 before them; 12 for a kernel row's taps).
   static constexpr int kBRowBytes = kBRowBytes_, kBRows = kBRows_ ? kBRows_ : BN;
   static constexpr int kBytesA = BM * 128, kBytesB = kBRows * kBRowBytes;
   // Tiles per operand and stage: F32x3 loads the residuals too.
@@ -104,8 +104,8 @@ struct WgmmaTile {
                              !kBNMajor),
                 "swap-AB: tf32 or 3xTF32, the cooperative schedule, no clusters");
   static_assert(!kSwapAB || kKind != MmaKind::F32x3 || BM <= 128, "3xTF32 swap-AB: BM at most 128 (two accumulators)");
-  static_assert(kBRowBytes == 128 || (kSwapAB && kKind == MmaKind::TF32 && kBRowBytes % 128 == 16),
-                "B rows wider than 128 bytes: the tf32 swap-AB dW's (a multiple of 128 plus 16)");
+  static_assert(kBRowBytes == 128 || (kSwapAB && kKind == MmaKind::TF32 && kBRowBytes > 128 && kBRowBytes % 32 == 16),
+                "B rows wider than 128 bytes: the tf32 swap-AB dW's (16 bytes past a multiple of 32: conflict-free)");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
   static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
   static_assert(kStages >= 2, "at least two stages");

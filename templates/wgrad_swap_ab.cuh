@@ -18,9 +18,10 @@
 //   zeroing pixels past OW (so no Inf or NaN of x there meets a zero of grad:
 //   0 * Inf). TMA zero-fills the padding and pixels outside x.
 // - A tile of 192 columns (Tile::kBRows == 64) is one kernel row's three taps
-//   over 64 channels: its consumers share one box of x (the planner's
-//   wgrad_swap_shares_x: the taps' shifts lie within the box's 4 extra
-//   pixels), each reading it at its own residual shift.
+//   over 64 channels: its consumers share one box of x, each reading it at its
+//   own residual shift: rows of 36 pixels where the shifts reach at most 4
+//   past the box's start, 44 up to 12 (padded convs; the planner's
+//   wgrad_swap_shared_box_bytes).
 // The fragment is WgmmaSwapFragment: the epilogue sees C[co][(kh, kw, ci)].
 #pragma once
 
@@ -36,7 +37,7 @@ struct WgradSwapOperands {
   static constexpr int kRowBytes = Tile::kBRowBytes, kPixels = kRowBytes / 4;
   static_assert(Tile::kSwapAB && Tile::kKind == MmaKind::TF32 && Tile::BK == 32 && Tile::BN % 64 == 0,
                 "tf32 swap-AB tiles of whole 64-column boxes");
-  static_assert(kPixels == Tile::BK + 4, "x's rows: a k-tile's pixels and the 3 a shift may reach past them");
+  static_assert(kPixels >= Tile::BK + 4, "x's rows: a k-tile's pixels and those a shift may reach past them");
   static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && S::kCin % 64 == 0,
                 "stride 1, one group, whole 64-channel boxes");
   static constexpr bool kSharedX = Tile::kBRows == 64 && Tile::BN > 64;  // the consumers' taps: one row of x
