@@ -32,11 +32,15 @@
 # copied by the swap-AB dW's producer threads (cp.async; no padded copy where OW is even): the same tests, seed 1's
 # tf32 dW against mma.sync, the training step. (Ran: correct, but slower: the dW 1.98 ms against 1.63 with the
 # padded copy, the step 8.32 against 8.07 ms; reverted, so part g no longer applies: ab_conv_paths_g_H200_20261129.log.)
+# Part h (queued in session 43, never run): the swap-AB dW's 192-column tiles for padded convs (44-pixel rows of x,
+# opt-in): the dW GPU tests (SwapAb* now run them on the padded geometries), then 128x64x128^2 p1 tf32 on mma.sync
+# (the default) against wgmma_swap_ab=1 and the tuning space's swap-AB tiles; flip the default where it wins
+# (pass_mainloop.cpp wgrad_wgmma_blocker: box bytes 176 too).
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
-case $part in a|b|c|d|e|f|g) ;; *) echo "unknown part '$part' (a to g)" >&2; exit 2 ;; esac
+case $part in a|b|c|d|e|f|g|h) ;; *) echo "unknown part '$part' (a to h)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -116,6 +120,12 @@ g)
   BACKWARD_BENCH_ARGS="--seeds 1 --modes tf32 --rounds 2 --tag thread_grad" timeout 200 scripts/gpu_check.sh backbench \
     | grep -E '^\|' | tail -4
   logs="ab_wgrad_thread_grad" ;;
+h)
+  TEST_REGEX='GpuConvWgrad' GTEST_JOBS=14 timeout 200 scripts/gpu_check.sh gtest | tail -6
+  grep -E '^\[  FAILED  \]|Failure' -A6 "$out/gtest.log" 2>/dev/null | head -30
+  ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_tf32.yaml" ABRUN_CONFIGS=";wgmma_swap_ab=1;\
+wgmma_swap_ab=1,wgmma_tile=128x192x6,split_k=22;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k=14" abrun ab_wgrad_swap_p1 120
+  logs="ab_wgrad_swap_p1" ;;
 esac
 for f in $logs; do
   [ -f "$out/$f.log" ] && grep -hE '^==|median|FAIL|error' "$out/$f.log" | sed 's/ --backend cuda --samples [0-9]* --iters [0-9]*//'
