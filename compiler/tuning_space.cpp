@@ -26,11 +26,8 @@ void wgrad_wgmma_candidates(const Graph& g, const std::string& arch, const cg::A
     auto p = generate_program(g, {arch, c});
     return p && p->name.find("_wgmma_") != std::string::npos;
   };
-  if (tf32) {  // the swap-AB dW's default tile and split, and the mma.sync dW (where the other is the default)
-    const bool swap_default = on_wgmma("");
-    if (!swap_default && on_wgmma("wgmma_swap_ab=1")) out.push_back("wgmma_swap_ab=1");
-    if (swap_default) out.push_back("wgmma_swap_ab=0");
-  }
+  // tf32 on mma.sync by default: the swap-AB dW's default tile and split (the other way: `mainloop=mma`, below)
+  if (tf32 && !on_wgmma("") && on_wgmma("wgmma_swap_ab=1")) out.push_back("wgmma_swap_ab=1");
   const int64_t sms = cg::sm_count_guess(arch);
   for (int bm : {128, 64}) {
     if (bm > 2 * geo.m && bm > 64) continue;
