@@ -13,11 +13,9 @@
 namespace fusejit::cg {
 using namespace anchor;  // the pieces in emit_anchor_parts.h
 
-namespace {
 // conv2d from halo patches: the grid asks for as many blocks as an SM's
 // threads (each loops over pixel tiles; the filters are copied once per block).
-constexpr int64_t kSmThreads = 2048;
-}  // namespace
+static constexpr int64_t kSmThreads = 2048;
 
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
@@ -524,9 +522,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
     const WgmmaMapParams maps = wgmma_map_params(kp, wgrad && !wt.swap_ab ? static_cast<int>(geo.kw) : 0);
     const std::vector<std::string>& map_params = maps.params;
-    if (map_params.size() != tensor_maps.size())  // each map a kernel parameter, in order
-      return Error("codegen: internal: " + std::to_string(tensor_maps.size()) + " tensor maps for " +
-                   std::to_string(map_params.size()) + " map parameters of " + name);
+    if (Status st = check_map_params(maps, tensor_maps, name); !st) return st.error();
     const std::string &operand_maps = maps.operands, &out_maps = maps.out_maps, &out_map_args = maps.out_args;
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";
     fn.body = {std::string("static_assert(kRingBytes == ") + (wt.conv_halo ? "Halo" : "Tile") +

@@ -176,6 +176,12 @@ WgmmaMapParams wgmma_map_params(const KernelPlan& kp, int x_cols) {
   return m;
 }
 
+Status check_map_params(const WgmmaMapParams& m, const std::vector<TensorMapSpec>& maps, const std::string& kernel) {
+  if (m.params.size() == maps.size()) return Status::success();
+  return Error("codegen: internal: " + std::to_string(maps.size()) + " tensor maps for " +
+               std::to_string(m.params.size()) + " map parameters of " + kernel);
+}
+
 std::vector<TensorMapSpec> conv_tensor_maps(const Graph& g, const KernelPlan& kp, const AnchorGeometry& geo,
                                             const ConvPatch& patch) {
   const DType dt = g.node(g.node(kp.root).operands[0]).type.dtype;

@@ -51,6 +51,8 @@ struct WgmmaMapParams {
   std::string operands, out_maps, out_args;
 };
 WgmmaMapParams wgmma_map_params(const KernelPlan& kp, int x_cols = 0);
+// An internal error unless each tensor map has its kernel parameter, in order.
+Status check_map_params(const WgmmaMapParams& m, const std::vector<TensorMapSpec>& maps, const std::string& kernel);
 
 // A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
 // persistent pixel-tile loop up to the accumulation (`prefetch`: through
