@@ -156,7 +156,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     const AnchorGeometry geo = analyze_anchor(g, kp.root);
     const Node& grad = g.node(g.node(kp.root).operands[1]);
     const int64_t eb = dtype_size(grad.type.dtype), per16 = 16 / eb;
-    if (geo.ow % per16) {
+    if (geo.ow % per16 && !kp.grad_flat) {  // (flattened planes: read in place)
       kp.grad_pitch = (geo.ow + per16 - 1) / per16 * per16;
       plan.scratch.push_back({grad.type.numel() / geo.ow * kp.grad_pitch * eb,
                               "grad with rows padded with zeros to " + std::to_string(kp.grad_pitch) + " elements for the TMA "

@@ -209,6 +209,15 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
   tile.swap_ab = true;
   tile.b_rows = tile.bn == 192 ? 64 : 0;
   tile.b_row_bytes = tile.b_rows ? wgrad_swap_shared_box_bytes(geo) : 144;  // a box per consumer: shifts 0..3
+  if (ctx.heur.wgrad_flat) {  // grad's planes flattened (WgradFlatSwapOperands): two boxes of x's 44-pixel rows
+    if (tile.bn != 192 || (geo.oh * geo.ow) % 4 || geo.dw > 4)
+      return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (one kernel row's taps) whose grad "
+                   "planes are whole 16 bytes (OH * OW a multiple of 4), got " + tile.str() + ", OH * OW = " +
+                   std::to_string(geo.oh * geo.ow));
+    tile.b_rows = 128;
+    tile.b_row_bytes = 176;
+    kp.grad_flat = true;
+  }
   if (!ctx.heur.wgmma) tile.stages = wgmma_max_stages(tile, false);
   tile = with_wgmma_split_k(ctx, geo, kp.mma_kind, tile);
   if (Status s = validate_wgmma(tile, false); !s) return Error("codegen: " + s.error().message);
@@ -453,6 +462,11 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  if (ctx.heur.wgrad_flat && !(kp.mainloop == Mainloop::Wgmma && geo.op == OpKind::Conv2dWeightGrad &&
+                               kp.mma_kind == "tf32"))
+    return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (a tf32 conv2d_weight_grad on wgmma); "
+                 "the anchor is " + ctx.g.describe(kp.root) + " on " + std::string(mainloop_name(kp.mainloop)) +
+                 (kp.mma_kind.empty() ? std::string() : " " + kp.mma_kind));
   if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, flatten_batch_rows(geo));
   if (ctx.heur.conv_halo == true)
     return Error(std::string("codegen config: conv_halo=1 applies to conv2d on wgmma; this anchor runs ") +

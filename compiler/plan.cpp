@@ -25,7 +25,7 @@ std::string WgmmaConfig::str() const {
     return s.str();
   }
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "")
-    << (b_rows > 0 ? " (one box of x)" : "") << ", " << stages << " stages, raster group " << raster_group;
+    << (b_rows == 64 ? " (one box of x)" : b_rows == 128 ? " (grad's planes flattened)" : "") << ", " << stages << " stages, raster group " << raster_group;
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   if (cluster_m > 1) s << ", " << cluster_m << "-block clusters sharing B";
@@ -112,8 +112,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (consumer_rows != 64 && consumer_rows != 128 && !(wgrad_swap && consumer_rows == 192 && wgmma_n <= 128))
     return bad(std::string(t.swap_ab ? "bn (swap-AB: the consumers' wgmma rows)" : "bm") +
                " must be 64 or 128 (one or two consumer warpgroups; the swap-AB dW: also 192 with bm at most 128)");
-  if (t.b_rows != 0 && !(wgrad_swap && t.b_rows == 64))
-    return bad("a shared box of B rows: the swap-AB dW's 64 channels of x only");
+  if (t.b_rows != 0 && !(wgrad_swap && (t.b_rows == 64 || (t.b_rows == 128 && t.bn == 192))))
+    return bad("a shared box of B rows: the swap-AB dW's 64 channels of x only (two boxes: flattened grad planes)");
   if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
     return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
   if (t.swap_ab && (t.pingpong || t.cluster_m > 1))

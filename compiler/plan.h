@@ -104,6 +104,7 @@ struct Heuristics {
   std::optional<bool> conv_halo;     // wgmma conv2d: 1 = filter resident, a halo box per patch (else an error)
   bool conv_halo_stream = false;     // conv_halo=2: a halo per patch and channel block, the filter streamed
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
+  bool wgrad_flat = false;           // the tf32 swap-AB dW over flattened grad planes (no padded copy; opt-in)
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
@@ -131,7 +132,7 @@ struct Heuristics {
 // wgmma_tile=BMxBNxSTAGES[xGROUP], wgmma_schedule=auto|cooperative|pingpong, tma_store=0|1, mma_tile=BMxBNxSTAGES,
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
-// wgrad_nhwc=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
+// wgrad_nhwc=0|1, wgrad_flat=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
 // fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
@@ -395,6 +396,7 @@ struct KernelPlan {
   // its rows padded to grad_pitch elements (written by the staging kernel), A's TMA boxes read from it.
   int grad_padded = -1;
   int64_t grad_pitch = 0;
+  bool grad_flat = false;  // the tf32 swap-AB dW reads grad's planes flattened (wgrad_flat=1: no padded copy)
   // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
   // instead of x's im2col rows gathered from NCHW.
   bool wgrad_nhwc = false;

@@ -150,6 +150,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "halo_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: halo_prefetch must be 0 or 1, got '" + val + "'");
       h.halo_prefetch = val == "1";
+    } else if (key == "wgrad_flat") {
+      if (val != "0" && val != "1") return Error("codegen config: wgrad_flat must be 0 or 1, got '" + val + "'");
+      h.wgrad_flat = val == "1";
     } else if (key == "wgrad_nhwc") {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
       h.wgrad_nhwc = val == "1";
@@ -176,7 +179,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

@@ -35,7 +35,9 @@
 # Part h (queued in session 43, never run): the swap-AB dW's 192-column tiles for padded convs (44-pixel rows of x,
 # opt-in): the dW GPU tests (SwapAb* now run them on the padded geometries), then 128x64x128^2 p1 tf32 on mma.sync
 # (the default) against wgmma_swap_ab=1 and the tuning space's swap-AB tiles; flip the default where it wins
-# (pass_mainloop.cpp wgrad_wgmma_blocker: box bytes 176 too). Part i: the training steps at the tree's defaults
+# (pass_mainloop.cpp wgrad_wgmma_blocker: box bytes 176 too); and seed 1's tf32 dW over flattened grad planes
+# (wgrad_flat=1: no padded copy; GpuConvWgrad.SwapAbTf32FlatPlanes* first): if it wins, make it the default where
+# grad's rows need the copy (pass_schedule.cpp choose_wgrad_swap_tile), then part f's training step. Part i: the training steps at the tree's defaults
 # that issue 11 has least margin on, seed 1 bf16 and seed 2 bf16 (BUILD_EXTRA=" fusejit_c"; one call each).
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
@@ -125,7 +127,10 @@ h)
   gtests GpuConvWgrad 200
   ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_c64_128_p1_tf32.yaml" ABRUN_CONFIGS=";wgmma_swap_ab=1;\
 wgmma_swap_ab=1,wgmma_tile=128x192x6,split_k=22;wgmma_swap_ab=1,wgmma_tile=128x64x8,split_k=14" abrun ab_wgrad_swap_p1 120
-  logs="ab_wgrad_swap_p1" ;;
+  # grad's planes flattened (no padded copy) on seed 1's tf32 dW: the default (1.63 ms in session 43) against it
+  ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_seed1_tf32.yaml" ABRUN_CONFIGS=";wgrad_flat=1" \
+    abrun ab_wgrad_flat 60
+  logs="ab_wgrad_swap_p1 ab_wgrad_flat" ;;
 i)
   training "--seeds 1 --modes bf16 --rounds 2 --tag margin"
   training "--seeds 2 --modes bf16 --rounds 2 --tag margin"

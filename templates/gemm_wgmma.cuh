@@ -64,7 +64,7 @@ namespace fj {
 // kSwapAB_: tf32 with B [K][N] (N-major) as wgmma's register operand
 // (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
 // kBRows_: B's rows a stage holds (0: BN; 64: a swap-AB dW whose consumers
-// share one box of x, wgrad_swap_ab.cuh).
+// share one box of x; 128: two such boxes, wgrad_swap_ab.cuh).
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
           int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128, int kBRows_ = 0>
 struct WgmmaTile {
@@ -99,7 +99,8 @@ struct WgmmaTile {
                              (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
                 "swap-AB: BN 64 or 128 (the consumers' wgmma rows; the dW: 192, BM at most 128), BM 64, 128, 176, "
                 "192 or 256");
-  static_assert(kBRows == BN || (kSwapAB && kBRowBytes != 128 && kBRows == 64), "a shared B box: the swap-AB dW's x");
+  static_assert(kBRows == BN || (kSwapAB && kBRowBytes != 128 && (kBRows == 64 || (kBRows == 128 && BN == 192))),
+                "a shared B box (or two: flattened grad planes): the swap-AB dW's x");
   static_assert(!kSwapAB || ((kKind == MmaKind::TF32 || kKind == MmaKind::F32x3) && !kPingPong && kClusterM == 1 &&
                              !kBNMajor),
                 "swap-AB: tf32 or 3xTF32, the cooperative schedule, no clusters");

@@ -90,4 +90,74 @@ struct WgradSwapOperands {
   }
 };
 
+// The 192-column swap-AB dW with grad's rows flattened: where grad's rows are not a TMA stride (OW * 4 not a
+// multiple of 16) but an image's channel plane is (OH * OW a multiple of 4), a k-tile is 32 consecutive pixels of
+// one image's plane, p0 = 32 * i: grad's box {32 p, 1, BM co, 1 n} over the view {OH * OW, 1, Cout, N}, in place
+// (no padded copy). Its pixels lie in output row oh from column ow0 (`run` of them) and, past the row's end, in
+// row oh + 1 from column 0: x's box A (row oh's input row, from ow0 + the first tap's shift rounded down to 4) and,
+// only for a k-tile that crosses a row, box B (the next input row, from the first tap's shift rounded down); the
+// stage holds room for both, and a k-tile without B completes B's bytes on the barrier itself. Each thread reads its
+// pixel k from A at k + (its tap's shift from A's start) or from B at k - run + (its shift from B's start), zero past
+// the plane (44-pixel rows: a pixel lies at most 34 + 2 * DW past A's start).
+template <class Tile, class S>
+struct WgradFlatSwapOperands {
+  static constexpr bool kProducesA = false;
+  static constexpr bool kRegisterX = true;
+  static constexpr int kRowBytes = Tile::kBRowBytes, kBoxBytes = 64 * kRowBytes;
+  static constexpr int kPlane = S::kOH * S::kOW, kPerImage = (kPlane + 31) / 32;
+  static_assert(Tile::kSwapAB && Tile::kKind == MmaKind::TF32 && Tile::BN == 64 * S::kKW && S::kKW == 3 &&
+                    S::kCin == 64 && Tile::kBRows == 128,
+                "one kernel row's three taps over 64 channels, room for two boxes of x");
+  static_assert(S::kSH == 1 && S::kSW == 1 && S::kGroups == 1 && kPlane % 4 == 0, "stride 1, planes of 16 bytes");
+  static_assert(kRowBytes / 4 >= 35 + 2 * S::kDW, "x's rows: a k-tile's 32 pixels and the shifts past them");
+  struct Tile32 {  // k-tile kt: image n, first pixel p0 at (oh, ow0), `run` pixels in row oh
+    int n, p0, oh, ow0, run;
+    __device__ __forceinline__ explicit Tile32(int kt)
+        : n(kt / kPerImage), p0((kt % kPerImage) * 32), oh(p0 / S::kOW), ow0(p0 % S::kOW), run(min(32, S::kOW - ow0)) {}
+  };
+  GemmMaps maps;  // a: grad {OH * OW, 1, Cout, N}; b: x {W, H, Cin, N}
+  __device__ __forceinline__ int k_tiles() const { return S::kBatch * kPerImage; }
+  static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
+  static constexpr int kFirstShift = -S::kPW;  // the block's first tap: kw = 0
+  __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
+    const Tile32 t(kt);
+    sm90::tma_load_4d(st.a, maps.a, bar, t.p0, 0, c.m * Tile::BM, t.n);
+    const int ih = t.oh + c.n * S::kDH - S::kPH;  // column tile c.n: kernel row kh = c.n
+    sm90::tma_load_4d(st.b, maps.b, bar, aligned(t.ow0 + kFirstShift), ih, 0, t.n);
+    if (t.run < 32)
+      sm90::tma_load_4d(static_cast<char*>(st.b) + kBoxBytes, maps.b, bar, aligned(kFirstShift), ih + 1, 0, t.n);
+    else
+      sm90::mbar_complete_tx(bar, kBoxBytes);  // no box B: its bytes count as arrived
+  }
+  struct XRegisters {
+    int row;    // the thread's first row in a box, in bytes
+    int shift;  // its tap's pixel shift
+    int kq;
+    template <int kSteps>
+    __device__ __forceinline__ void operator()(unsigned (&a)[kSteps][4], const char* stage_b, int kt) const {
+      const Tile32 t(kt);
+      const int past = kPlane - t.p0;  // pixels of this k-tile inside the plane
+      const char* pa = stage_b + row + 4 * (t.ow0 + shift - aligned(t.ow0 + kFirstShift));
+      const char* pb = stage_b + kBoxBytes + row + 4 * (shift - aligned(kFirstShift) - t.run);
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int k = 8 * s + kq + 4 * h;
+          const char* p = (k < t.run ? pa : pb) + 4 * k;
+          float v0 = *reinterpret_cast<const float*>(p);
+          float v1 = *reinterpret_cast<const float*>(p + kRowBytes);
+          if (k >= past) v0 = v1 = 0.f;
+          a[s][2 * h] = __float_as_uint(v0);
+          a[s][2 * h + 1] = __float_as_uint(v1);
+        }
+    }
+  };
+  __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+    return XRegisters{row * kRowBytes, consumer * S::kDW + kFirstShift, lane % 4};
+  }
+};
+
 }  // namespace fj

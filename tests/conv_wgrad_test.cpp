@@ -280,6 +280,19 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
       EXPECT_EQ(dflt->source.find("/*kBRowBytes=*/144, /*kBRows=*/64>") != std::string::npos, box == 36)
           << label << ": " << dflt->plan_text;
     }
+    if (shared && (g.oh() * g.ow()) % 4 == 0) {  // grad's planes flattened (wgrad_flat=1): no padded copy
+      auto flat = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgrad_flat=1"});
+      ASSERT_TRUE(flat) << label << ": " << flat.error().str();
+      EXPECT_NE(flat->source.find("fj::WgradFlatSwapOperands<Tile, ConvShape>{maps}"), std::string::npos) << label;
+      EXPECT_NE(flat->source.find("/*kBRowBytes=*/176, /*kBRows=*/128>"), std::string::npos) << label;
+      ASSERT_EQ(flat->launches.size(), 1u) << label << ": grad read in place";
+      const auto& fm = flat->launches[0].tensor_maps;
+      ASSERT_EQ(fm.size(), 2u) << label;
+      EXPECT_EQ(fm[0].image, (std::array<int64_t, 4>{g.oh() * g.ow(), 1, g.cout, g.n})) << label;
+      EXPECT_EQ(fm[0].buffer.kind, BufferKind::Input) << label;
+      EXPECT_EQ(fm[1].image_box, (std::array<int, 4>{44, 1, 64, 1})) << label;
+      jobs.push_back({label + " swap-AB, flattened grad", "sm_90a", flat->launches[0].kernel, flat->source});
+    }
     if (shared) {  // the same geometry on 128-column tiles: a box of x per consumer
       auto boxes = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgmma_tile=128x128x6"});
       ASSERT_TRUE(boxes) << label << ": " << boxes.error().str();
@@ -297,7 +310,9 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
            {"takes cooperative tiles", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32,
             ",wgmma_schedule=pingpong"},
            {"192 columns takes one kernel row's taps", {2, 128, 6, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-            Precision::TF32, ",wgmma_tile=128x192x4"}}) {
+            Precision::TF32, ",wgmma_tile=128x192x4"},
+           {"wgrad_flat=1 takes a 192-column swap-AB dW", {2, 64, 7, 8, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1},
+            Precision::TF32, ",wgrad_flat=1"}}) {
     auto graph = wgrad_graph(geo, p);
     ASSERT_TRUE(graph) << graph.error().str();
     auto prog = generate_program(*graph, {"sm_90a", "mainloop=wgmma,wgmma_swap_ab=1" + config});

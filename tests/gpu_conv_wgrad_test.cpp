@@ -42,7 +42,8 @@ void run(const std::string& config, const std::vector<WgradGeom>& geoms = test_u
       if (!kernel && kernel.error().message.find("wgrad_nhwc=1, but") != std::string::npos) continue;  // not eligible
       if (!kernel && wgmma && (kernel.error().message.find("16-bit only") != std::string::npos ||
                                kernel.error().message.find("wgmma_swap_ab=1, but") != std::string::npos ||
-                               kernel.error().message.find("x's rows of") != std::string::npos))
+                               kernel.error().message.find("x's rows of") != std::string::npos ||
+                               kernel.error().message.find("wgrad_flat=1 takes") != std::string::npos))
         continue;  // not the precision (or x's rows) the config's wgmma dW takes
       if (!kernel) {
         ADD_FAILURE() << label(p, geo, config) << " does not compile: " << kernel.error().str();
@@ -95,6 +96,10 @@ TEST(GpuConvWgrad, SwapAbTf32UnevenSplitsMatchReference) {
 }
 TEST(GpuConvWgrad, SwapAbTf32BoxPerConsumerMatchesReference) {
   run("mainloop=wgmma,wgmma_swap_ab=1,wgmma_tile=128x128x6", test_util::wgrad_wgmma_geoms());
+}
+// ... and over grad's planes flattened (wgrad_flat=1, opt-in: k-tiles that cross rows, x's second box, no copy).
+TEST(GpuConvWgrad, SwapAbTf32FlatPlanesMatchReference) {
+  run("mainloop=wgmma,wgmma_swap_ab=1,wgrad_flat=1", test_util::wgrad_wgmma_geoms());
 }
 
 }  // namespace
