@@ -239,15 +239,11 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
     x.image = {geo.w, geo.h, geo.cin, geo.batch_n};
     x.image_box = {kp.wgmma.b_row_bytes / 4, 1, 64, 1};
     x.swizzle128 = false;
-    if (kp.grad_flat) {  // grad's planes flattened: {OH * OW, 1, Cout, N}, read in place
-      grad.image = {geo.oh * geo.ow, 1, geo.cout, geo.batch_n};
-      maps = {grad, x};
-      coords();
-      return "fj::wgmma_mainloop<Tile>(fj::WgradFlatSwapOperands<Tile, ConvShape>{maps}, order, split, ring, ";
-    }
+    if (kp.grad_flat) grad.image = {geo.oh * geo.ow, 1, geo.cout, geo.batch_n};  // planes flattened, in place
     maps = {grad, x};
     coords();
-    return "fj::wgmma_mainloop<Tile>(fj::WgradSwapOperands<Tile, ConvShape>{maps}, order, split, ring, ";
+    return std::string("fj::wgmma_mainloop<Tile>(fj::") + (kp.grad_flat ? "WgradFlatSwapOperands" : "WgradSwapOperands") +
+           "<Tile, ConvShape>{maps}, order, split, ring, ";
   }
   // grad {OW, OH, Cout, N}: 64 pixels of a row x BM channels; in place, or rows padded with zeros to grad_pitch
   TensorMapSpec grad{grad_buffer, 2, bf16};
