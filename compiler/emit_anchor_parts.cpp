@@ -230,8 +230,7 @@ std::string wgrad_wgmma_setup(const Graph& g, const Plan& plan, const KernelPlan
   };
   const BufferRef grad_buffer =
       kp.grad_padded >= 0 ? BufferRef{BufferKind::Scratch, kp.grad_padded} : plan.buffer.at(a.operands[1]);
-  if (kp.wgmma.swap_ab) {  // tf32 (wgrad_swap_ab.cuh): grad {OW, OH, Cout, N} boxes of 32 pixels x BM channels,
-    // x {W, H, Cin, N} boxes of 36 (or 44: a kernel row's taps of a padded conv) pixels x 64 channels, unswizzled
+  if (kp.wgmma.swap_ab) {  // tf32 (wgrad_swap_ab.cuh): grad's boxes of 32 pixels x BM channels, x's of 36 or 44 x 64
     TensorMapSpec grad{grad_buffer, 4, false};
     grad.image = {kp.grad_padded >= 0 ? kp.grad_pitch : geo.ow, geo.oh, geo.cout, geo.batch_n};
     grad.image_box = {32, 1, kp.wgmma.bm, 1};
