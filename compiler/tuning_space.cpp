@@ -107,9 +107,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     // 176 / 192 columns: K-major B only (linear; tf32 / fp32 matmul reads B transposed), not conv
     const OpKind op = g.node(*anchor).op;
     const bool k_major_b = op == OpKind::Linear || (op == OpKind::Matmul && (g.precision == Precision::TF32 || three_tf32));
-    if (op == OpKind::Conv2dWeightGrad) wgrad_wgmma_candidates(g, arch, geo, out);
-    for (int bm : {128, 64}) {
-      if (op == OpKind::Conv2dWeightGrad) break;  // (its tiles with splits, above)
+    if (op == OpKind::Conv2dWeightGrad) wgrad_wgmma_candidates(g, arch, geo, out);  // (tiles with their splits)
+    for (int bm : op == OpKind::Conv2dWeightGrad ? std::vector<int>{} : std::vector<int>{128, 64}) {
       if (bm > 2 * rows && bm > 64) continue;
       for (int bn : {256, 192, 176, 128, 64}) {
         if (bn > 2 * geo.n && bn > 64) continue;

@@ -30,6 +30,14 @@
 
 namespace fj {
 
+// A pixel shift rounded down to a multiple of 4 (16 bytes of fp32): TMA's innermost coordinate.
+__device__ __forceinline__ int wgrad_aligned4(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
+// A consumer thread's first output column within its 64 (WgmmaSwapFragment's numbering; warp of its warpgroup,
+// lane): its row of x's box.
+__device__ __forceinline__ int swap_ab_thread_col(int warp, int lane) {
+  return 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+}
+
 template <class Tile, class S>
 struct WgradSwapOperands {
   static constexpr bool kProducesA = false;
@@ -47,15 +55,13 @@ struct WgradSwapOperands {
   static constexpr int kBoxBytes = 64 * kRowBytes;             // one consumer's x box
   GemmMaps maps;  // a: grad {OW, OH, Cout, N}; b: x {W, H, Cin, N}
   __device__ __forceinline__ int k_tiles() const { return RowTile::kCount; }
-  // A tap's pixel shift rounded down to a multiple of 4 (16 bytes): TMA's innermost coordinate.
-  static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
     const RowTile t(kt);
     sm90::tma_load_4d(st.a, maps.a, bar, t.ow0, t.oh, c.m * Tile::BM, t.n);
 #pragma unroll
     for (int j = 0; j < Tile::kBRows / 64; ++j) {  // shared: the first tap's box (the others' shifts lie in it)
       const typename RowTile::Columns b = t.columns(c.n * Tile::BN + 64 * j);
-      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + aligned(b.shift), b.ih, b.ci,
+      sm90::tma_load_4d(static_cast<char*>(st.b) + j * kBoxBytes, maps.b, bar, t.ow0 + wgrad_aligned4(b.shift), b.ih, b.ci,
                         b.image);
     }
   }
@@ -84,8 +90,8 @@ struct WgradSwapOperands {
   __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int v = RowTile::shift_of(c.n * Tile::BN + 64 * consumer);
-    const int base = aligned(kSharedX ? RowTile::shift_of(c.n * Tile::BN) : v);  // where the consumer's box starts
-    const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
+    const int base = wgrad_aligned4(kSharedX ? RowTile::shift_of(c.n * Tile::BN) : v);  // where its box starts
+    const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);  // = swap_ab_thread_col(warp, lane)
     return XRegisters{(kSharedX ? 0 : consumer * kBoxBytes) + row * kRowBytes + 4 * (v - base), lane % 4};
   }
 };
@@ -117,15 +123,14 @@ struct WgradFlatSwapOperands {
   };
   GemmMaps maps;  // a: grad {OH * OW, 1, Cout, N}; b: x {W, H, Cin, N}
   __device__ __forceinline__ int k_tiles() const { return S::kBatch * kPerImage; }
-  static __device__ __forceinline__ int aligned(int v) { return v >= 0 ? v & ~3 : -((3 - v) & ~3); }
   static constexpr int kFirstShift = -S::kPW;  // the block's first tap: kw = 0
   __device__ __forceinline__ void load(const StageTiles& st, unsigned long long* bar, int kt, TileCoord c) const {
     const Tile32 t(kt);
     sm90::tma_load_4d(st.a, maps.a, bar, t.p0, 0, c.m * Tile::BM, t.n);
     const int ih = t.oh + c.n * S::kDH - S::kPH;  // column tile c.n: kernel row kh = c.n
-    sm90::tma_load_4d(st.b, maps.b, bar, aligned(t.ow0 + kFirstShift), ih, 0, t.n);
+    sm90::tma_load_4d(st.b, maps.b, bar, wgrad_aligned4(t.ow0 + kFirstShift), ih, 0, t.n);
     if (t.run < 32)
-      sm90::tma_load_4d(static_cast<char*>(st.b) + kBoxBytes, maps.b, bar, aligned(kFirstShift), ih + 1, 0, t.n);
+      sm90::tma_load_4d(static_cast<char*>(st.b) + kBoxBytes, maps.b, bar, wgrad_aligned4(kFirstShift), ih + 1, 0, t.n);
     else
       sm90::mbar_complete_tx(bar, kBoxBytes);  // no box B: its bytes count as arrived
   }
@@ -137,8 +142,8 @@ struct WgradFlatSwapOperands {
     __device__ __forceinline__ void operator()(unsigned (&a)[kSteps][4], const char* stage_b, int kt) const {
       const Tile32 t(kt);
       const int past = kPlane - t.p0;  // pixels of this k-tile inside the plane
-      const char* pa = stage_b + row + 4 * (t.ow0 + shift - aligned(t.ow0 + kFirstShift));
-      const char* pb = stage_b + kBoxBytes + row + 4 * (shift - aligned(kFirstShift) - t.run);
+      const char* pa = stage_b + row + 4 * (t.ow0 + shift - wgrad_aligned4(t.ow0 + kFirstShift));
+      const char* pb = stage_b + kBoxBytes + row + 4 * (shift - wgrad_aligned4(kFirstShift) - t.run);
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
@@ -155,8 +160,7 @@ struct WgradFlatSwapOperands {
   };
   __device__ __forceinline__ XRegisters register_loader(TileCoord c, int consumer) const {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int row = 32 * (warp / 2) + 8 * (warp % 2) + swap_ab_lane_col(lane / 4);
-    return XRegisters{row * kRowBytes, consumer * S::kDW + kFirstShift, lane % 4};
+    return XRegisters{swap_ab_thread_col(warp, lane) * kRowBytes, consumer * S::kDW + kFirstShift, lane % 4};
   }
 };
 
