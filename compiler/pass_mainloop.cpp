@@ -91,13 +91,13 @@ std::string wgrad_nhwc_blocker(const AnchorGeometry& geo, int elem_bytes, const 
 // (pass_buffers.cpp). x cannot be read in place as K-major B: a tap's shift would be TMA's innermost coordinate.
 // A tf32 dW takes the swap-AB form (templates/wgrad_swap_ab.cuh: x read in place into registers as wgmma's A; W a
 // multiple of 4 for x's TMA rows) on request (wgmma_swap_ab=1), and by default where a block's 192 columns share one
-// box of x of 36-pixel rows (wgrad_swap_shared_box_bytes 144). H200, seed 1's tf32 dW (`fusejit run`, the grad copy
-// included; bench/results/ab_conv_paths_e_H200_20261129.log): mma.sync 2.498 ms, swap-AB on 192 columns 1.628; on
-// 128 columns (a box of x per consumer) 3.53 (ab_conv_paths_d_H200_20261129.log), so those stay opt-in, as do the
-// 192-column tiles of padded convs (44-pixel rows: not yet run on a GPU).
+// box of x (wgrad_swap_shares_x: rows of 36 pixels, or 44 where padded). H200 (`fusejit run`, the grad copy
+// included): seed 1's tf32 dW mma.sync 2.498 ms, swap-AB on 192 columns 1.628 (bench/results/
+// ab_conv_paths_e_H200_20261129.log); 128x64x128^2 padded 1: 3.556 -> 1.106 (ab_conv_paths_h_H200_20261129.log); on
+// 128 columns (a box of x per consumer) 3.53 (ab_conv_paths_d_H200_20261129.log), so those stay opt-in.
 std::string wgrad_wgmma_blocker(const AnchorGeometry& geo, const std::string& kind, const Heuristics& heur) {
   const bool swap = kind == "tf32" && (heur.wgmma_swap_ab == true || (!heur.wgmma_swap_ab.has_value() &&
-                                                                      wgrad_swap_shared_box_bytes(geo) == 144));
+                                                                      wgrad_swap_shares_x(geo)));
   if (kind != "bf16" && kind != "f16" && !swap)
     return "a " + kind + " dW (B from x in NHWC is N-major: 16-bit only" +
            (kind == "tf32" ? std::string("; wgmma_swap_ab=1 reads x into registers instead)") : std::string(")"));

@@ -209,8 +209,11 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
   tile.swap_ab = true;
   tile.b_rows = tile.bn == 192 ? 64 : 0;
   tile.b_row_bytes = tile.b_rows ? wgrad_swap_shared_box_bytes(geo) : 144;  // a box per consumer: shifts 0..3
-  if (ctx.heur.wgrad_flat) {  // grad's planes flattened (WgradFlatSwapOperands): two boxes of x's 44-pixel rows
-    if (tile.bn != 192 || (geo.oh * geo.ow) % 4 || geo.dw > 4)
+  // grad's planes flattened (WgradFlatSwapOperands: two boxes of x's 44-pixel rows), by default where grad's rows
+  // are not whole 16 bytes (the padded copy it saves: seed 1's dW 1.60 -> 1.39 ms, ab_conv_paths_h_H200_20261129.log)
+  const bool flat_fits = tile.bn == 192 && (geo.oh * geo.ow) % 4 == 0 && geo.dw <= 4;
+  if (ctx.heur.wgrad_flat == true || (!ctx.heur.wgrad_flat && !ctx.heur.wgmma && flat_fits && geo.ow % 4)) {
+    if (!flat_fits)
       return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (one kernel row's taps) whose grad "
                    "planes are whole 16 bytes (OH * OW a multiple of 4), got " + tile.str() + ", OH * OW = " +
                    std::to_string(geo.oh * geo.ow));
@@ -462,7 +465,7 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  if (ctx.heur.wgrad_flat && !(kp.mainloop == Mainloop::Wgmma && geo.op == OpKind::Conv2dWeightGrad &&
+  if (ctx.heur.wgrad_flat == true && !(kp.mainloop == Mainloop::Wgmma && geo.op == OpKind::Conv2dWeightGrad &&
                                kp.mma_kind == "tf32"))
     return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (a tf32 conv2d_weight_grad on wgmma); "
                  "the anchor is " + ctx.g.describe(kp.root) + " on " + std::string(mainloop_name(kp.mainloop)) +

@@ -104,7 +104,7 @@ struct Heuristics {
   std::optional<bool> conv_halo;     // wgmma conv2d: 1 = filter resident, a halo box per patch (else an error)
   bool conv_halo_stream = false;     // conv_halo=2: a halo per patch and channel block, the filter streamed
   std::optional<bool> wgrad_nhwc;    // mma.sync conv2d_weight_grad: x staged to NHWC (where eligible) or gathered
-  bool wgrad_flat = false;           // the tf32 swap-AB dW over flattened grad planes (no padded copy; opt-in)
+  std::optional<bool> wgrad_flat;    // the tf32 swap-AB dW over flattened grad planes (default: where grad's rows need a copy)
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
@@ -396,7 +396,7 @@ struct KernelPlan {
   // its rows padded to grad_pitch elements (written by the staging kernel), A's TMA boxes read from it.
   int grad_padded = -1;
   int64_t grad_pitch = 0;
-  bool grad_flat = false;  // the tf32 swap-AB dW reads grad's planes flattened (wgrad_flat=1: no padded copy)
+  bool grad_flat = false;  // the tf32 swap-AB dW reads grad's planes flattened (wgrad_flat: no padded copy)
   // Mma conv2d_weight_grad: B [pixels][(kh, kw, ci)] from x in NHWC (a_staged)
   // instead of x's im2col rows gathered from NCHW.
   bool wgrad_nhwc = false;

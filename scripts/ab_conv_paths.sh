@@ -39,11 +39,13 @@
 # (wgrad_flat=1: no padded copy; GpuConvWgrad.SwapAbTf32FlatPlanes* first): if it wins, make it the default where
 # grad's rows need the copy (pass_schedule.cpp choose_wgrad_swap_tile), then part f's training step. Part i: the training steps at the tree's defaults
 # that issue 11 has least margin on, seed 1 bf16 and seed 2 bf16 (BUILD_EXTRA=" fusejit_c"; one call each).
+# (Part h ran in session 44: ab_conv_paths_h_H200_20261129.log; both won and are the defaults since.) Part j: the
+# dW, backward and example GPU tests at those defaults, then seed 1's tf32 training step (BUILD_EXTRA=" fusejit_c").
 # Logs go to $OUT (or ./gpu-out). AB_ITERS (default 20) trials a run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: scripts/ab_conv_paths.sh a|b|c|d}
-case $part in a|b|c|d|e|f|g|h|i) ;; *) echo "unknown part '$part' (a to i)" >&2; exit 2 ;; esac
+case $part in a|b|c|d|e|f|g|h|i|j) ;; *) echo "unknown part '$part' (a to j)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export OUT=$out ABRUN_ITERS=${AB_ITERS:-20}
@@ -131,6 +133,10 @@ wgmma_swap_ab=1,wgmma_tile=128x192x6,split_k=22;wgmma_swap_ab=1,wgmma_tile=128x6
   ABRUN_SAMPLES=500 ABRUN_SPECS="bench/specs_wgrad/wgrad_seed1_tf32.yaml" ABRUN_CONFIGS=";wgrad_flat=1" \
     abrun ab_wgrad_flat 60
   logs="ab_wgrad_swap_p1 ab_wgrad_flat" ;;
+j)
+  gtests 'GpuConvWgrad|GpuBackward|GpuExamples' 240
+  training "--seeds 1 --modes tf32 --rounds 2 --tag flat_dw"
+  logs="" ;;
 i)
   training "--seeds 1 --modes bf16 --rounds 2 --tag margin"
   training "--seeds 2 --modes bf16 --rounds 2 --tag margin"

@@ -213,7 +213,7 @@ TEST(ConvWgrad, WgmmaCompilesForSm90a) {
       jobs.push_back({label + " staging", "sm_90a", prog->launches[0].kernel, prog->source});
     }
   for (const auto& [what, geo, p, config] : std::vector<std::tuple<std::string, WgradGeom, Precision, std::string>>{
-           {"16-bit only", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32, ""},
+           {"16-bit only", {2, 128, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::TF32, ""},  // (Cin 64: swap-AB)
            {"16-bit only", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, Precision::FP32, ""},
            {"wgrad_nhwc=0 (the wgmma dW reads x in NHWC)", {2, 64, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
             Precision::BF16, "wgrad_nhwc=0"},
@@ -246,7 +246,7 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     auto graph = wgrad_graph(g, Precision::TF32, /*epilogue=*/(&g - test_util::wgrad_wgmma_geoms().data()) % 2 == 1);
     ASSERT_TRUE(graph) << graph.error().str();
     const std::string label = "tf32 " + g.str();
-    auto prog = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1"});
+    auto prog = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgrad_flat=0"});
     ASSERT_TRUE(prog) << label << ": " << prog.error().str();
     EXPECT_NE(prog->source.find("fj::WgradSwapOperands<Tile, ConvShape>{maps}"), std::string::npos) << label;
     // one kernel row's taps (Cin 64, KW 3, shifts within a box's 4 extra pixels): 192 columns over one box of x
@@ -274,13 +274,18 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     ASSERT_EQ(prog->launches.size(), padded ? 2u : 1u) << label << ": grad's padded rows (where OW needs them), the dW";
     if (padded) EXPECT_EQ(prog->launches[0].kernel, "fj_grad_rows_padded") << label;
     jobs.push_back({label + " swap-AB", "sm_90a", prog->launches.back().kernel, prog->source});
-    if (shared) {  // the default where the rows are 36 pixels (measured; mma.sync elsewhere, below)
+    const bool flat_fits = shared && (g.oh() * g.ow()) % 4 == 0 && g.dw <= 4;
+    if (shared) {  // the default (measured; mma.sync elsewhere, below): grad's planes flattened where its rows need a copy
       auto dflt = generate_program(*graph, {"sm_90a", ""});
       ASSERT_TRUE(dflt) << label << ": " << dflt.error().str();
-      EXPECT_EQ(dflt->source.find("/*kBRowBytes=*/144, /*kBRows=*/64>") != std::string::npos, box == 36)
+      const bool flat = flat_fits && padded;
+      EXPECT_NE(dflt->source.find(flat ? std::string("/*kBRowBytes=*/176, /*kBRows=*/128>")
+                                       : "/*kBRowBytes=*/" + std::to_string(4 * box) + ", /*kBRows=*/64>"),
+                std::string::npos)
           << label << ": " << dflt->plan_text;
+      EXPECT_EQ(dflt->launches.size(), padded && !flat ? 2u : 1u) << label;
     }
-    if (shared && (g.oh() * g.ow()) % 4 == 0) {  // grad's planes flattened (wgrad_flat=1): no padded copy
+    if (flat_fits) {  // grad's planes flattened (wgrad_flat=1): no padded copy
       auto flat = generate_program(*graph, {"sm_90a", "wgmma_swap_ab=1,wgrad_flat=1"});
       ASSERT_TRUE(flat) << label << ": " << flat.error().str();
       EXPECT_NE(flat->source.find("fj::WgradFlatSwapOperands<Tile, ConvShape>{maps}"), std::string::npos) << label;
@@ -319,7 +324,7 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
     ASSERT_FALSE(prog.ok()) << what;
     EXPECT_NE(prog.error().message.find(what), std::string::npos) << prog.error().message;
   }
-  auto dflt = wgrad_graph(test_util::wgrad_wgmma_geoms()[0], Precision::TF32);  // by default: mma.sync
+  auto dflt = wgrad_graph(test_util::wgrad_wgmma_geoms()[2], Precision::TF32);  // Cin 128: mma.sync by default
   ASSERT_TRUE(dflt) << dflt.error().str();
   auto mma = generate_program(*dflt, {"sm_90a", ""});
   ASSERT_TRUE(mma) << mma.error().str();
