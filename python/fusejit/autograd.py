@@ -43,6 +43,9 @@ class DifferentiableSpec:
         self._arch, self._config = arch, config
         self._programs = {}  # (frozenset(no_grad), backend, use_ops) -> _Program
         self._by_needs = {}  # (needs_input_grad, device type, direct) -> _Program: a step's one lookup
+        self._launchers = {}
+        self._read_outputs = {}  # (needs_input_grad, device type) -> read_outputs  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
+        self._n_outputs = len(self.spec.outputs)
         self._lock = threading.Lock()
         try:
             self.forward_spec = Backward(self.spec).forward  # the same for every no_grad set
@@ -95,7 +98,8 @@ class DifferentiableSpec:
         return entry
 
     def _op_backward(self, ctx, *grads):
-        inputs, outs = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        saved = ctx.saved_tensors  # (each access unpacks every saved tensor)
+        inputs, outs = saved[:ctx.n_inputs], saved[ctx.n_inputs:]
         needs = ctx.needs_input_grad
         direct = _eager(inputs)
         grads = self._backward(inputs, outs, grads, needs, direct=direct)
@@ -163,13 +167,63 @@ class DifferentiableSpec:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"fusejit '{self.spec.name}': input '{name}': expected a torch.Tensor, "
                                 f"got {type(t).__name__}")
-        n_out = len(self.spec.outputs)
+        return self._call(inputs, False)
+
+    def _call(self, inputs, checked):
+        """The forward on `inputs`; `checked`: the caller made them contiguous tensors of the spec's shapes and
+        dtypes (fusejit.models builds the spec from them), so the eager forward launches its kernel without a
+        Kernel call's argument checks (the device is still checked)."""
         if self._op is not None and not _eager(inputs):
             out = self._op(*inputs)
-            out = (out if isinstance(out, tuple) else (out,))[:n_out]
+            out = (out if isinstance(out, tuple) else (out,))[:self._n_outputs]
         else:
-            out = _FusedFunction.apply(self, *inputs)
+            out = _FusedFunction.apply(self, checked, *inputs)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _forward_launcher(self, device):
+        """The forward kernel on `device` as a raw launch: fj_kernel_launch, the kernel's handle, the pointer
+        array's type and length, its outputs' (shape, an empty tensor of the dtype), its device, and whether it
+        runs on the CPU backend (synchronous, no stream)."""
+        key = (device.type, device.index)
+        launcher = self._launchers.get(key)
+        if launcher is None:
+            k = self._forward_kernels.for_device(device)
+            k._torch_setup()
+            _, out_specs, kernel_device = k._torch_args
+            launcher = (k._lib.fj_kernel_launch, k._handle, k._pointer_array, len(k.args), out_specs, kernel_device,
+                        k.backend == "cpu", k)
+            self._launchers[key] = launcher
+        return launcher
+
+    def _run_forward(self, inputs, checked):
+        """The forward kernel's outputs (a tuple). Checked inputs (see _call) on one device skip the Kernel
+        call's checks; anything else goes through it, whose errors name the argument."""
+        device = inputs[0].device
+        launch, handle, array_type, count, out_specs, kernel_device, cpu, kernel = self._forward_launcher(device)
+        if checked:
+            for t in inputs:
+                if t.device != kernel_device:
+                    break
+            else:
+                outs = [like.new_empty(shape) for shape, like in out_specs]
+                check(launch(handle, array_type(*[t.data_ptr() for t in inputs], *[t.data_ptr() for t in outs]),
+                             count, None if cpu else _current_stream(torch, kernel_device.index)))
+                return tuple(outs)
+        outs = kernel(*inputs)
+        return outs if isinstance(outs, tuple) else (outs,)
+
+    def read_outputs(self, needs, device_type):
+        """The forward outputs the backward program for `needs` (needs_input_grad) reads, looked up once; all of
+        them where that program cannot be built (its backward raises the error, if a gradient is asked for)."""
+        key = (needs, device_type)
+        reads = self._read_outputs.get(key)
+        if reads is None:
+            try:
+                reads = self.program_for(needs, device_type, True).read_outputs
+            except SpecError:
+                reads = None  # every output
+            self._read_outputs[key] = reads
+        return reads
 
 
 class _Program:
@@ -232,8 +286,10 @@ def _eager(tensors):
 def _first_derivatives_only(grads, inputs):
     """The stages' kernels record no autograd graph. Under create_graph (grad mode on in the backward), the
     gradients raise when differentiated again, instead of a second derivative that would silently be missing."""
+    if not torch.is_grad_enabled():
+        return grads
     wanted = [t for t in inputs if t.requires_grad]
-    if not torch.is_grad_enabled() or not wanted:
+    if not wanted:
         return grads
     return [_NoSecondDerivative.apply(g, *wanted) for g in grads]
 
@@ -264,23 +320,22 @@ def function(spec, *, arch="auto", config=None):
 
 class _FusedFunction(torch.autograd.Function):  # eager calls, and torch < 2.4
     @staticmethod
-    def forward(ctx, fn, *inputs):
-        outs = fn._forward_kernels.for_device(inputs[0].device)(*inputs)
-        outs = outs if isinstance(outs, tuple) else (outs,)
+    def forward(ctx, fn, checked, *inputs):
+        outs = fn._run_forward(inputs, checked)
         ctx.fn, ctx.n_inputs, ctx.n_outs = fn, len(inputs), len(outs)
-        try:  # the outputs the backward reads (the program for this set of inputs wanting gradients)
-            ctx.read_outputs = fn.program_for(ctx.needs_input_grad[1:], inputs[0].device.type, True).read_outputs
-        except SpecError:  # a gradient fusejit cannot compute: backward raises it, if it is asked for
-            ctx.read_outputs = list(range(len(outs)))
+        # the outputs the backward reads (the program for this set of inputs wanting gradients)
+        reads = fn.read_outputs(ctx.needs_input_grad[2:], inputs[0].device.type)
+        ctx.read_outputs = range(len(outs)) if reads is None else reads
         ctx.save_for_backward(*inputs, *[outs[j] for j in ctx.read_outputs])
-        return tuple(outs[:len(fn.spec.outputs)])
+        return outs[:fn._n_outputs]
 
     @staticmethod
     def backward(ctx, *grads):
-        inputs, kept = ctx.saved_tensors[:ctx.n_inputs], ctx.saved_tensors[ctx.n_inputs:]
+        saved = ctx.saved_tensors  # (each access unpacks every saved tensor)
+        inputs, kept = saved[:ctx.n_inputs], saved[ctx.n_inputs:]
         outs = [None] * ctx.n_outs
         for j, out in zip(ctx.read_outputs, kept):
             outs[j] = out
-        needs = ctx.needs_input_grad[1:]
+        needs = ctx.needs_input_grad[2:]
         grads = _first_derivatives_only(ctx.fn._backward(inputs, outs, grads, needs, direct=True), inputs)
-        return (None,) + tuple(g if need else None for g, need in zip(grads, needs))
+        return (None, None) + tuple(g if need else None for g, need in zip(grads, needs))

@@ -22,12 +22,15 @@ from ._kernel import compile as _compile
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 _AUTO_PRECISION = {"f32": "fp32", "f16": "f16", "bf16": "bf16"}
 _PRECISIONS = ("fp32", "tf32", "bf16", "f16")
+_MISSING = object()
 
 
-def _desc(t, what):
-    if t.dtype not in _DTYPES:
+def _desc(t, name, module=None):
+    kind = _DTYPES.get(t.dtype)
+    if kind is None:
+        what = f"{type(module).__name__}.{name}" if module is not None else name
         raise TypeError(f"{what}: fusejit supports float32, float16 and bfloat16, got {t.dtype}")
-    return tuple(t.shape), _DTYPES[t.dtype]
+    return tuple(t.shape), kind
 
 
 def _conv_attrs(conv):
@@ -55,16 +58,17 @@ class _FusedModule(nn.Module):
         """Compiles (once per shapes/dtypes/device) and runs the chain: with autograd when gradients are wanted
         (fusejit.autograd's forward and backward kernels), else the forward kernel alone."""
         x = tensors[0]
-        if x.device.type not in ("cuda", "cpu"):
+        device = x.device
+        if device.type not in ("cuda", "cpu"):
             raise ValueError(f"{type(self).__name__}: input must be a CUDA or CPU tensor, "
-                             f"got {x.device}")
-        descs = [_desc(t, f"{type(self).__name__}.{n}") for t, n in zip(tensors, names)]
+                             f"got {device}")
+        descs = tuple([_desc(t, n, self) for t, n in zip(tensors, names)])
         precision = self.precision or _AUTO_PRECISION[descs[0][1]]
-        key = (tuple(descs), x.device.type, x.device.index, precision)
+        key = (descs, device.type, device.index, precision)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             differentiable = self._autograd(key, lambda: make_spec(descs, precision))
-            if differentiable is not None:
-                return differentiable(*[t.contiguous() for t in tensors])
+            if differentiable is not None:  # its spec is these tensors' shapes and dtypes: no Kernel call checks
+                return differentiable._call([t.contiguous() for t in tensors], True)
             if not self._warned_autograd:
                 warnings.warn(f"{type(self).__name__}: fusejit has no backward for this chain yet; the output "
                               "is not connected to autograd", stacklevel=3)
@@ -78,15 +82,18 @@ class _FusedModule(nn.Module):
 
     def _autograd(self, key, make_spec):
         """The chain's DifferentiableSpec for `key` (make_spec() builds its spec, the first time only), or None."""
-        if key not in self._differentiable:
-            spec = make_spec()
-            from . import autograd
-            from ._lib import SpecError
-            try:
-                self._differentiable[key] = autograd.function(spec, arch=self.arch, config=self.config)
-            except SpecError:
-                self._differentiable[key] = None
-        return self._differentiable[key]
+        found = self._differentiable.get(key, _MISSING)
+        if found is not _MISSING:
+            return found
+        spec = make_spec()
+        from . import autograd
+        from ._lib import SpecError
+        try:
+            found = autograd.function(spec, arch=self.arch, config=self.config)
+        except SpecError:
+            found = None
+        self._differentiable[key] = found
+        return found
 
     def spec_for(self, x):
         """The YAML spec this module would compile for input `x` (for inspection)."""
