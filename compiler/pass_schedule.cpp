@@ -215,8 +215,8 @@ Status choose_wgrad_swap_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeom
   if (ctx.heur.wgrad_flat == true || (!ctx.heur.wgrad_flat && !ctx.heur.wgmma && flat_fits && geo.ow % 4)) {
     if (!flat_fits)
       return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (one kernel row's taps) whose grad "
-                   "planes are whole 16 bytes (OH * OW a multiple of 4), got " + tile.str() + ", OH * OW = " +
-                   std::to_string(geo.oh * geo.ow));
+                   "planes are whole 16 bytes (OH * OW a multiple of 4) and dilation at most 4, got " + tile.str() +
+                   ", OH * OW = " + std::to_string(geo.oh * geo.ow) + ", dilation " + std::to_string(geo.dw));
     tile.b_rows = 128;
     tile.b_row_bytes = 176;
     kp.grad_flat = true;
