@@ -333,6 +333,41 @@ TEST(ConvWgrad, SwapAbTf32CompilesForSm90a) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
+// The default wgmma dWs at the seed models' sizes (seed 1's own, OW 126: the 16-bit dW over grad's padded rows,
+// the tf32 one over its planes flattened; padded 1, OW 128: the 16-bit dW in place, the tf32 one on 44-pixel rows
+// of x) compile for sm_90a without spills or serialized wgmma, and (where cuobjdump exists: the GPU machine) their
+// SASS holds HGMMA.
+TEST(ConvWgrad, DefaultWgmmaDwCompilesWithoutSpills) {
+  bool have_cuobjdump = false;
+  const WgradGeom seed1{128, 64, 128, 128, 128, 3, 3, 1, 1, 0, 0, 1, 1, 1};
+  const WgradGeom padded{128, 64, 128, 128, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  for (const auto& [g, p, form] : std::vector<std::tuple<WgradGeom, Precision, std::string>>{
+           {seed1, Precision::BF16, "fj::WgradOperands"},
+           {seed1, Precision::TF32, "fj::WgradFlatSwapOperands"},
+           {padded, Precision::BF16, "fj::WgradOperands"},
+           {padded, Precision::TF32, "fj::WgradSwapOperands"}}) {
+    auto graph = wgrad_graph(g, p);
+    ASSERT_TRUE(graph) << graph.error().str();
+    const std::string label = std::string(precision_name(p)) + " " + g.str();
+    auto prog = generate_program(*graph, {"sm_90a", ""});
+    ASSERT_TRUE(prog) << label << ": " << prog.error().str();
+    EXPECT_NE(prog->source.find(form + "<Tile, ConvShape>{maps"), std::string::npos) << label << "\n" << prog->plan_text;
+    auto cubin = compile_to_cubin(prog->source, prog->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << label << ": " << cubin.error().str();
+    const std::string& log = cubin->log;
+    int functions = 0;  // every kernel of the module (a staging kernel too): no spill stores
+    for (size_t at = log.find("bytes spill stores"); at != std::string::npos;
+         at = log.find("bytes spill stores", at + 1), ++functions)
+      EXPECT_EQ(log.compare(log.rfind(',', at) + 1, at - log.rfind(',', at) - 1, " 0 "), 0) << label << "\n" << log;
+    EXPECT_GE(functions, static_cast<int>(prog->launches.size())) << label << "\n" << log;
+    EXPECT_EQ(log.find("C7514"), std::string::npos) << label << ": wgmma serialized\n" << log;
+    const auto sass = test_util::sass_of(cubin->cubin, ::testing::TempDir(), prog->name);
+    have_cuobjdump = sass.has_value();
+    if (sass) EXPECT_NE(sass->find("HGMMA"), std::string::npos) << label << ": no HGMMA in the SASS";
+  }
+  if (!have_cuobjdump) GTEST_SKIP() << "spills checked; no cuobjdump here for the HGMMA check";
+}
+
 // A conv chain's backward: the dW stage.
 Graph conv_chain() {
   GraphBuilder g(Precision::FP32, "conv_chain");
