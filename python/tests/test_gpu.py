@@ -144,6 +144,18 @@ def test_model_warns_once_when_a_chain_has_no_backward(monkeypatch):
         fused(torch.rand(x_shape, device=DEV))
 
 
+def test_model_training_forward_checks_devices():
+    """The models' training forward launches without a Kernel call's checks (the spec is the tensors' own shapes
+    and dtypes); a parameter left on the CPU still gets the Kernel call's error, naming the argument."""
+    fused, _, x_shape = make_pair("gemm_bias_relu")
+    x = torch.rand(x_shape, device=DEV, requires_grad=True)
+    y = fused(x)  # the fast path, then the same call with the bias moved off the device
+    assert y.grad_fn is not None
+    fused.bias.data = fused.bias.data.cpu()
+    with pytest.raises(ValueError, match="bias.*expected a tensor on cuda"):
+        fused(x)
+
+
 def test_gemm_bias_relu_bf16():
     fused, ref, x_shape = make_pair("gemm_bias_relu")
     fused = fused.to(torch.bfloat16)
