@@ -23,6 +23,7 @@ import threading
 
 import torch
 
+from . import _launcher
 from . import torch as _fj_torch
 from ._kernel import DeviceKernels, _as_spec, _current_stream
 from ._lib import SpecError, check
@@ -122,6 +123,12 @@ class DifferentiableSpec:
         names = self._input_names
         device = inputs[0].device
         prog = self.program_for(tuple(needs), device.type, direct)
+        native = prog.native_for(device) if direct else None
+        if native is not None:  # the C++ launcher (FUSEJIT_LAUNCHER=cpp): the whole program in one call
+            stream = 0 if device.type == "cpu" else _current_stream(torch, device.index)
+            status, result = native.run(list(inputs), list(outs), list(grads[:len(prog.output_grad_names)]), stream)
+            check(status)
+            return result
         env = dict(zip(names, inputs))
         env.update((name, out) for name, out in zip(prog.saved_names, outs) if out is not None)
         for name, g, (shape, dtype) in zip(prog.output_grad_names, grads, prog.output_meta):
@@ -190,8 +197,12 @@ class DifferentiableSpec:
             k = self._forward_kernels.for_device(device)
             k._torch_setup()
             _, out_specs, kernel_device = k._torch_args
+            ext = _launcher.module()
+            native = None if ext is None else ext.Forward(
+                k._handle.value, [list(shape) for shape, _ in out_specs],
+                [_launcher.dtype_name(like.dtype) for _, like in out_specs])
             launcher = (k._lib.fj_kernel_launch, k._handle, k._pointer_array, len(k.args), out_specs, kernel_device,
-                        k.backend == "cpu", k)
+                        k.backend == "cpu", k, native)
             self._launchers[key] = launcher
         return launcher
 
@@ -199,15 +210,20 @@ class DifferentiableSpec:
         """The forward kernel's outputs (a tuple). Checked inputs (see _call) on one device skip the Kernel
         call's checks; anything else goes through it, whose errors name the argument."""
         device = inputs[0].device
-        launch, handle, array_type, count, out_specs, kernel_device, cpu, kernel = self._forward_launcher(device)
+        launch, handle, array_type, count, out_specs, kernel_device, cpu, kernel, native = self._forward_launcher(device)
         if checked:
             for t in inputs:
                 if t.device != kernel_device:
                     break
             else:
+                stream = 0 if cpu else _current_stream(torch, kernel_device.index)
+                if native is not None:  # the C++ launcher (FUSEJIT_LAUNCHER=cpp)
+                    status, outs = native.run(inputs, stream)
+                    check(status)
+                    return tuple(outs)
                 outs = [like.new_empty(shape) for shape, like in out_specs]
                 check(launch(handle, array_type(*[t.data_ptr() for t in inputs], *[t.data_ptr() for t in outs]),
-                             count, None if cpu else _current_stream(torch, kernel_device.index)))
+                             count, stream or None))
                 return tuple(outs)
         outs = kernel(*inputs)
         return outs if isinstance(outs, tuple) else (outs,)
@@ -234,6 +250,7 @@ class _Program:
         self.backward = bw
         self._kernels = kernels  # the stages' DeviceKernels on the direct path (no operators)
         self._launches = {}  # device -> launches_for's list
+        self._native = {}  # device -> the C++ launcher's Program, or None (native_for)
         self.saved_names = [a.name for a in bw.forward.outputs]
         self.output_grad_names = [b.name for b in bw.output_grads]
         # the spec outputs' shapes and dtypes: a gradient that is None becomes zeros of them
@@ -245,6 +262,36 @@ class _Program:
         # result where the backward recomputes from the anchor's output, would be kept alive for nothing)
         reads = {name for _, ins, _ in self.stages for name, _ in ins}
         self.read_outputs = [j for j, name in enumerate(self.saved_names) if name in reads]
+
+    def native_for(self, device):
+        """The program as the C++ launcher's Program on `device` (FUSEJIT_LAUNCHER=cpp), or None: buffers as slots
+        (the forward's inputs first, then its outputs, the output gradients and the stages' outputs)."""
+        key = (device.type, device.index)
+        if key in self._native:
+            return self._native[key]
+        native = None
+        ext = _launcher.module()
+        launches = self.launches_for(device) if ext is not None else None
+        if launches is not None:
+            slots = {}
+            inputs = [a.name for a in self.backward.spec.inputs]
+            for name in inputs:  # slots 0..n-1, in order
+                slots.setdefault(name, len(slots))
+            for name in self.saved_names + self.output_grad_names:
+                slots.setdefault(name, len(slots))
+            stages = []
+            for _, handle, in_names, out_specs, out_names, _, _ in launches:
+                for name in out_names:
+                    slots.setdefault(name, len(slots))
+                stages.append((handle.value, [slots[n] for n in in_names], [slots[n] for n in out_names],
+                               [list(shape) for shape, _ in out_specs],
+                               [_launcher.dtype_name(like.dtype) for _, like in out_specs]))
+            grads = [(slots[name], list(shape), _launcher.dtype_name(dtype))
+                     for name, (shape, dtype) in zip(self.output_grad_names, self.output_meta)]
+            native = ext.Program(len(slots), [slots[n] for n in self.saved_names], grads, stages,
+                                 [slots[self.input_grads[n]] if n in self.input_grads else -1 for n in inputs])
+        self._native[key] = native
+        return native
 
     def launches_for(self, device):
         """The stages as raw launches on `device` (None without direct kernels): per stage fj_kernel_launch, the

@@ -1,0 +1,82 @@
+"""The C++ launcher (FUSEJIT_LAUNCHER=cpp, python/fusejit/csrc/launcher.cpp) on a GPU: it builds where torch's
+C++ extensions build (the GPU machine: a compiler, ninja and torch's headers), and a training step through it gives
+the same outputs and gradients as the Python launcher (the same kernels on the same inputs: equal but for the
+order of a reduction's atomics, if any).
+Skips without torch or a CUDA device."""
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device for torch", allow_module_level=True)
+
+import fusejit  # noqa: E402
+import fusejit.models as fm  # noqa: E402
+from fusejit import _launcher  # noqa: E402
+
+if fusejit.device_count() == 0:
+    pytest.skip("fusejit sees no CUDA device", allow_module_level=True)
+
+DEV = torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture
+def launcher(monkeypatch):
+    """The C++ launcher, built (or taken from torch's extension cache) for this test; the state reset after."""
+    saved = dict(_launcher._state)
+    monkeypatch.setenv("FUSEJIT_LAUNCHER", "cpp")
+    _launcher._state.update(tried=False, module=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed build warns: make it this test's failure
+        ext = _launcher.module()
+    assert ext is not None
+    yield ext
+    _launcher._state.clear()
+    _launcher._state.update(saved)
+
+
+def step(model, x, gy):
+    for t in [x, *model.parameters()]:
+        t.grad = None
+    y = model(x)
+    (y * gy).sum().backward()
+    torch.cuda.synchronize()
+    return [y.detach().clone()] + [t.grad.clone() for t in [x, *model.parameters()]]
+
+
+@pytest.mark.parametrize("name", ["gemm_bias_relu", "conv_relu_bias", "conv_tanh_pool"])
+def test_training_step_matches_the_python_launcher(launcher, monkeypatch, name):
+    def make():
+        torch.manual_seed(0)
+        if name == "gemm_bias_relu":
+            return fm.GemmBiasRelu(64, 96, (96,)).to(DEV), torch.rand(16, 64, device=DEV)
+        if name == "conv_relu_bias":
+            return fm.ConvReluBias(8, 16, 3, (16, 1, 1)).to(DEV), torch.rand(2, 8, 12, 12, device=DEV)
+        return fm.ConvTanhScaleBiasMaxPool(8, 16, 3, 2.0, (16, 1, 1), 2).to(DEV), torch.rand(2, 8, 14, 14, device=DEV)
+
+    native_model, x = make()
+    x.requires_grad_()
+    gy = torch.randn_like(native_model(x))
+    native = step(native_model, x, gy)
+    assert native_model._differentiable, "the step went through fusejit.autograd"
+    diff = next(iter(native_model._differentiable.values()))
+    assert diff._launchers and all(entry[-1] is not None for entry in diff._launchers.values()), "the C++ forward"
+    programs = [p for p in diff._programs.values()]
+    assert programs and all(v is not None for p in programs for v in p._native.values()), "the C++ backward"
+
+    monkeypatch.setenv("FUSEJIT_LAUNCHER", "")
+    _launcher._state.update(tried=False, module=None)
+    python_model, _ = make()
+    python = step(python_model, x, gy)
+    for a, b in zip(native, python):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_zero_output_gradient_gives_zero_gradients(launcher):
+    torch.manual_seed(0)
+    model = fm.GemmBiasRelu(32, 48, (48,)).to(DEV)
+    x = torch.rand(8, 32, device=DEV, requires_grad=True)
+    (model(x) * 0).sum().backward()
+    assert x.grad is not None and torch.count_nonzero(x.grad) == 0
+    assert torch.count_nonzero(model.gemm.weight.grad) == 0 and torch.count_nonzero(model.bias.grad) == 0
