@@ -22,18 +22,17 @@ DEV = torch.device("cuda", torch.cuda.current_device())
 
 
 @pytest.fixture
-def launcher(monkeypatch):
-    """The C++ launcher, built (or taken from torch's extension cache) for this test; the state reset after."""
-    saved = dict(_launcher._state)
-    monkeypatch.setenv("FUSEJIT_LAUNCHER", "cpp")
-    _launcher._state.update(tried=False, module=None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a failed build warns: make it this test's failure
-        ext = _launcher.module()
-    assert ext is not None
-    yield ext
-    _launcher._state.clear()
-    _launcher._state.update(saved)
+def launcher():
+    """The C++ launcher (built, or taken from torch's extension cache) for the models this test sets up."""
+    _launcher.set_enabled(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a failed build warns: make it this test's failure
+            ext = _launcher.module()
+        assert ext is not None
+        yield ext
+    finally:
+        _launcher.set_enabled(None)
 
 
 def step(model, x, gy):
@@ -46,7 +45,7 @@ def step(model, x, gy):
 
 
 @pytest.mark.parametrize("name", ["gemm_bias_relu", "conv_relu_bias", "conv_tanh_pool"])
-def test_training_step_matches_the_python_launcher(launcher, monkeypatch, name):
+def test_training_step_matches_the_python_launcher(launcher, name):
     def make():
         torch.manual_seed(0)
         if name == "gemm_bias_relu":
@@ -63,10 +62,10 @@ def test_training_step_matches_the_python_launcher(launcher, monkeypatch, name):
     diff = next(iter(native_model._differentiable.values()))
     assert diff._launchers and all(entry[-1] is not None for entry in diff._launchers.values()), "the C++ forward"
     programs = [p for p in diff._programs.values()]
-    assert programs and all(v is not None for p in programs for v in p._native.values()), "the C++ backward"
+    natives = [v for p in programs for v in p._native.values()]
+    assert natives and all(v is not None for v in natives), "the C++ backward"
 
-    monkeypatch.setenv("FUSEJIT_LAUNCHER", "")
-    _launcher._state.update(tried=False, module=None)
+    _launcher.set_enabled(False)
     python_model, _ = make()
     python = step(python_model, x, gy)
     for a, b in zip(native, python):
