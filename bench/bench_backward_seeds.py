@@ -60,7 +60,8 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--modes", default="fp32,tf32,bf16")
     ap.add_argument("--sides", default="eager,compile,fusejit",
-                    help="also fusejit-cpp: the same model through the C++ launcher (FUSEJIT_LAUNCHER=cpp)")
+                    help="also fusejit-cpp, fusejit-cpp-autograd: the same model through a C++ launcher "
+                         "(FUSEJIT_LAUNCHER's modes)")
     ap.add_argument("--scale", type=int, default=1, help="divide the batch by this")
     ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")
     ap.add_argument("--iters", type=int, default=10)
@@ -89,12 +90,15 @@ def main():
             fns = {"eager": lambda: twin(x, *pt_params), "compile": lambda: compiled(x, *pt_params),
                    "fusejit": lambda: model(x)}
             grads_of = {"eager": [x] + pt_params, "compile": [x] + pt_params, "fusejit": [x] + fj_params}
-            if "fusejit-cpp" in sides:  # a twin of the fusejit model, set up with the C++ launcher
-                cpp_model, _, _, _ = seed(which, mode, a.scale)
-                cpp_model = cpp_model.to(dev, dtype)
-                cpp_model.load_state_dict(model.state_dict())
-                fns["fusejit-cpp"] = lambda: cpp_model(x)
-                grads_of["fusejit-cpp"] = [x] + params_of(cpp_model)
+            twins = {}  # a twin of the fusejit model a C++ launcher mode ("fusejit-<mode>" sides)
+            for side in sides:
+                if side.startswith("fusejit-"):
+                    twin_model, _, _, _ = seed(which, mode, a.scale)
+                    twin_model = twin_model.to(dev, dtype)
+                    twin_model.load_state_dict(model.state_dict())
+                    twins[side] = twin_model
+                    fns[side] = lambda m=twin_model: m(x)
+                    grads_of[side] = [x] + params_of(twin_model)
             # correctness first: fusejit's gradients against float64 autograd
             ref = [t.detach().double().requires_grad_() for t in [x] + pt_params]
             (twin(*ref) * gy.double()).sum().backward()
@@ -102,17 +106,18 @@ def main():
                 t.grad = None
             (model(x) * gy).sum().backward()
             errs = [rel_l2(t.grad, r.grad) for t, r in zip(grads_of["fusejit"], ref)]
-            if "fusejit-cpp" in sides:  # set up under the C++ launcher (its first call), checked against fusejit's
-                _launcher.set_enabled(True)
-                if _launcher.module() is None:
-                    raise SystemExit("fusejit-cpp: the C++ launcher did not build (the warning above says why)")
-                python_grads = [t.grad.clone() for t in grads_of["fusejit"]]
-                for t in grads_of["fusejit-cpp"]:
+            python_grads = [t.grad.clone() for t in grads_of["fusejit"]]
+            for side in twins:  # set up under its launcher mode (its first call), checked against fusejit's
+                _launcher.set_mode(side[len("fusejit-"):])
+                built = _launcher.module() if side == "fusejit-cpp" else _launcher.autograd_module()
+                if built is None:
+                    raise SystemExit(f"{side}: the C++ launcher did not build (the warning above says why)")
+                for t in grads_of[side]:
                     t.grad = None
-                (fns["fusejit-cpp"]() * gy).sum().backward()
-                _launcher.set_enabled(None)
-                cpp_errs = [rel_l2(t.grad, g) for t, g in zip(grads_of["fusejit-cpp"], python_grads)]
-                print(f"seed {which} {mode}: fusejit-cpp's gradients vs fusejit's, rel L2: " +
+                (fns[side]() * gy).sum().backward()
+                _launcher.set_mode(None)
+                cpp_errs = [rel_l2(t.grad, g) for t, g in zip(grads_of[side], python_grads)]
+                print(f"seed {which} {mode}: {side}'s gradients vs fusejit's, rel L2: " +
                       ", ".join(f"{v:.1e}" for v in cpp_errs), flush=True)
             for t in grads_of["eager"]:
                 t.grad = None
@@ -129,7 +134,7 @@ def main():
                   "; grad rel L2 vs fp64: fusejit " + ", ".join(f"{v:.1e}" for v in errs) +
                   "; eager " + ", ".join(f"{v:.1e}" for v in torch_errs), flush=True)
             del model, x, fj_params, pt_params, compiled, fns, grads_of
-            cpp_model = None
+            twins = None
             torch.cuda.empty_cache()
     lines = [f"# Training step of the seed models ({torch.cuda.get_device_name()}, torch {torch.__version__})", "",
              f"{datetime.datetime.now():%Y-%m-%d %H:%M}; command: bench/bench_backward_seeds.py --seeds {a.seeds} "

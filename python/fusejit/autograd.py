@@ -45,7 +45,8 @@ class DifferentiableSpec:
         self._programs = {}  # (frozenset(no_grad), backend, use_ops) -> _Program
         self._by_needs = {}  # (needs_input_grad, device type, direct) -> _Program: a step's one lookup
         self._launchers = {}
-        self._read_outputs = {}  # (needs_input_grad, device type) -> read_outputs  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
+        self._read_outputs = {}  # (needs_input_grad, device type) -> read_outputs
+        self._native_ag = {}  # (requires_grad flags, device) -> _native_autograd's entry  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
         self._n_outputs = len(self.spec.outputs)
         self._lock = threading.Lock()
         try:
@@ -184,8 +185,43 @@ class DifferentiableSpec:
             out = self._op(*inputs)
             out = (out if isinstance(out, tuple) else (out,))[:self._n_outputs]
         else:
-            out = _FusedFunction.apply(self, checked, *inputs)
+            native = self._native_autograd(inputs) if checked else None
+            if native is not None:  # FUSEJIT_LAUNCHER=cpp-autograd: forward and backward node in C++
+                ext, fwd, prog = native
+                out = ext.apply(fwd, prog, self._n_outputs, inputs)
+            else:
+                out = _FusedFunction.apply(self, checked, *inputs)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _native_autograd(self, inputs):
+        """(launcher_autograd's module, forward id, program id) for `inputs` (checked, eager) in mode
+        cpp-autograd, or None: another mode, a program fusejit cannot build (the Python path raises its error if
+        a gradient is asked for), or inputs on another device than the first's (the Python path names it)."""
+        device = inputs[0].device
+        key = (tuple(t.requires_grad for t in inputs), device.type, device.index)
+        native = self._native_ag.get(key, _UNSET)
+        if native is _UNSET:
+            native = None
+            ext = _launcher.autograd_module()
+            if ext is not None:
+                k = self._forward_launcher(device)[7]
+                _, out_specs, _ = k._torch_args
+                try:
+                    args = self.program_for(key[0], device.type, True).native_args(device)
+                except SpecError:
+                    args = None
+                if args is not None:
+                    fwd = ext.register_forward(k._handle.value, [list(shape) for shape, _ in out_specs],
+                                               [_launcher.dtype_name(like.dtype) for _, like in out_specs])
+                    native = (ext, fwd, ext.register_program(*args), self._forward_launcher(device)[5])
+            self._native_ag[key] = native
+        if native is None:
+            return None
+        ext, fwd, prog, kernel_device = native
+        for t in inputs:
+            if t.device != kernel_device:
+                return None
+        return ext, fwd, prog
 
     def _forward_launcher(self, device):
         """The forward kernel on `device` as a raw launch: fj_kernel_launch, the kernel's handle, the pointer
@@ -264,34 +300,38 @@ class _Program:
         self.read_outputs = [j for j, name in enumerate(self.saved_names) if name in reads]
 
     def native_for(self, device):
-        """The program as the C++ launcher's Program on `device` (FUSEJIT_LAUNCHER=cpp), or None: buffers as slots
-        (the forward's inputs first, then its outputs, the output gradients and the stages' outputs)."""
+        """The program as launcher.cpp's Program on `device` (FUSEJIT_LAUNCHER=cpp), or None."""
         key = (device.type, device.index)
-        if key in self._native:
-            return self._native[key]
-        native = None
-        ext = _launcher.module()
-        launches = self.launches_for(device) if ext is not None else None
-        if launches is not None:
-            slots = {}
-            inputs = [a.name for a in self.backward.spec.inputs]
-            for name in inputs:  # slots 0..n-1, in order
+        if key not in self._native:
+            ext = _launcher.module()
+            args = self.native_args(device) if ext is not None else None
+            self._native[key] = None if args is None else ext.Program(*args)
+        return self._native[key]
+
+    def native_args(self, device):
+        """The C++ launcher's Program arguments for `device`, or None without direct kernels: buffers as slots (the
+        forward's inputs first, then its outputs, the output gradients and the stages' outputs), the saved
+        outputs' slots, the output gradients' (slot, shape, dtype), the stages' (handle, input slots, output
+        slots, shapes, dtypes) and each input's gradient slot (-1: zeros)."""
+        launches = self.launches_for(device)
+        if launches is None:
+            return None
+        slots = {}
+        inputs = [a.name for a in self.backward.spec.inputs]
+        for name in inputs + self.saved_names + self.output_grad_names:  # the inputs: slots 0..n-1, in order
+            slots.setdefault(name, len(slots))
+        stages = []
+        for _, handle, in_names, out_specs, out_names, _, _ in launches:
+            for name in out_names:
                 slots.setdefault(name, len(slots))
-            for name in self.saved_names + self.output_grad_names:
-                slots.setdefault(name, len(slots))
-            stages = []
-            for _, handle, in_names, out_specs, out_names, _, _ in launches:
-                for name in out_names:
-                    slots.setdefault(name, len(slots))
-                stages.append((handle.value, [slots[n] for n in in_names], [slots[n] for n in out_names],
-                               [list(shape) for shape, _ in out_specs],
-                               [_launcher.dtype_name(like.dtype) for _, like in out_specs]))
-            grads = [(slots[name], list(shape), _launcher.dtype_name(dtype))
-                     for name, (shape, dtype) in zip(self.output_grad_names, self.output_meta)]
-            native = ext.Program(len(slots), [slots[n] for n in self.saved_names], grads, stages,
-                                 [slots[self.input_grads[n]] if n in self.input_grads else -1 for n in inputs])
-        self._native[key] = native
-        return native
+            stages.append((handle.value, [slots[n] for n in in_names], [slots[n] for n in out_names],
+                           [list(shape) for shape, _ in out_specs],
+                           [_launcher.dtype_name(like.dtype) for _, like in out_specs]))
+        grads = [(slots[name], list(shape), _launcher.dtype_name(dtype))
+                 for name, (shape, dtype) in zip(self.output_grad_names, self.output_meta)]
+        reads = set(self.read_outputs)  # (an output no stage reads is not saved)
+        return (len(slots), [slots[n] if j in reads else -1 for j, n in enumerate(self.saved_names)], grads, stages,
+                [slots[self.input_grads[n]] if n in self.input_grads else -1 for n in inputs])
 
     def launches_for(self, device):
         """The stages as raw launches on `device` (None without direct kernels): per stage fj_kernel_launch, the
@@ -315,6 +355,7 @@ class _Program:
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_UNSET = object()
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 

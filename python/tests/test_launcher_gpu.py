@@ -1,5 +1,5 @@
-"""The C++ launcher (FUSEJIT_LAUNCHER=cpp, python/fusejit/csrc/launcher.cpp) on a GPU: it builds where torch's
-C++ extensions build (the GPU machine: a compiler, ninja and torch's headers), and a training step through it gives
+"""The C++ launchers (FUSEJIT_LAUNCHER=cpp, cpp-autograd: python/fusejit/csrc/) on a GPU: they build where torch's
+C++ extensions build (the GPU machine: a compiler, ninja and torch's headers), and a training step through each gives
 the same outputs and gradients as the Python launcher (the same kernels on the same inputs: equal but for the
 order of a reduction's atomics, if any).
 Skips without torch or a CUDA device."""
@@ -21,18 +21,20 @@ if fusejit.device_count() == 0:
 DEV = torch.device("cuda", torch.cuda.current_device())
 
 
-@pytest.fixture
-def launcher():
-    """The C++ launcher (built, or taken from torch's extension cache) for the models this test sets up."""
-    _launcher.set_enabled(True)
+@pytest.fixture(params=["cpp", "cpp-autograd"])
+def launcher(request):
+    """The C++ launcher in each mode (built, or taken from torch's extension cache) for the models the test sets
+    up; the mode's name."""
+    _launcher.set_mode(request.param)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a failed build warns: make it this test's failure
-            ext = _launcher.module()
-        assert ext is not None
-        yield ext
+            assert _launcher.module() is not None
+            if request.param == "cpp-autograd":
+                assert _launcher.autograd_module() is not None
+        yield request.param
     finally:
-        _launcher.set_enabled(None)
+        _launcher.set_mode(None)
 
 
 def step(model, x, gy):
@@ -60,12 +62,16 @@ def test_training_step_matches_the_python_launcher(launcher, name):
     native = step(native_model, x, gy)
     assert native_model._differentiable, "the step went through fusejit.autograd"
     diff = next(iter(native_model._differentiable.values()))
-    assert diff._launchers and all(entry[-1] is not None for entry in diff._launchers.values()), "the C++ forward"
-    programs = [p for p in diff._programs.values()]
-    natives = [v for p in programs for v in p._native.values()]
-    assert natives and all(v is not None for v in natives), "the C++ backward"
+    if launcher == "cpp-autograd":  # forward and backward node in C++
+        assert diff._native_ag and all(v is not None for v in diff._native_ag.values())
+        grad_fn = native_model(x).grad_fn
+        assert grad_fn is not None and type(grad_fn).__name__ != "_FusedFunctionBackward", type(grad_fn).__name__
+    else:  # the C++ forward and backward program under Python's autograd Function
+        assert diff._launchers and all(entry[-1] is not None for entry in diff._launchers.values())
+        natives = [v for p in diff._programs.values() for v in p._native.values()]
+        assert natives and all(v is not None for v in natives)
 
-    _launcher.set_enabled(False)
+    _launcher.set_mode("python")
     python_model, _ = make()
     python = step(python_model, x, gy)
     for a, b in zip(native, python):
@@ -79,3 +85,18 @@ def test_zero_output_gradient_gives_zero_gradients(launcher):
     (model(x) * 0).sum().backward()
     assert x.grad is not None and torch.count_nonzero(x.grad) == 0
     assert torch.count_nonzero(model.gemm.weight.grad) == 0 and torch.count_nonzero(model.bias.grad) == 0
+
+
+def test_cpp_autograd_refuses_create_graph():
+    """Under create_graph the C++ node raises (its kernels record no graph) instead of a missing second
+    derivative."""
+    _launcher.set_mode("cpp-autograd")
+    try:
+        if _launcher.autograd_module() is None:
+            pytest.fail("launcher_autograd.cpp did not build")
+        model = fm.GemmBiasRelu(32, 48, (48,)).to(DEV)
+        x = torch.rand(8, 32, device=DEV, requires_grad=True)
+        with pytest.raises(RuntimeError, match="not differentiable"):
+            torch.autograd.grad(model(x).sum(), x, create_graph=True)
+    finally:
+        _launcher.set_mode(None)
