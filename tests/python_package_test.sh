@@ -24,6 +24,8 @@ import fusejit
 pkg = pathlib.Path(fusejit.__file__).parent
 assert "site-packages" in str(pkg), pkg
 assert (pkg / "libfusejit_c.so").exists(), list(pkg.iterdir())
+for source in ("launcher.h", "launcher.cpp", "launcher_autograd.cpp"):  # the opt-in C++ launchers' sources
+    assert (pkg / "csrc" / source).exists(), source
 spec = fusejit.Spec("""
 name: pip_linear_relu
 precision: fp32
