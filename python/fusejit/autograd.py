@@ -46,7 +46,8 @@ class DifferentiableSpec:
         self._by_needs = {}  # (needs_input_grad, device type, direct) -> _Program: a step's one lookup
         self._launchers = {}
         self._read_outputs = {}  # (needs_input_grad, device type) -> read_outputs
-        self._native_ag = {}  # (requires_grad flags, device) -> _native_autograd's entry  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
+        self._native_ag = {}  # (requires_grad flags, device) -> _native_autograd's entry
+        self._ag_module = _UNSET  # launcher_autograd's module or None, looked up at the first call  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
         self._n_outputs = len(self.spec.outputs)
         self._lock = threading.Lock()
         try:
@@ -185,7 +186,10 @@ class DifferentiableSpec:
             out = self._op(*inputs)
             out = (out if isinstance(out, tuple) else (out,))[:self._n_outputs]
         else:
-            native = self._native_autograd(inputs) if checked else None
+            ag = self._ag_module
+            if ag is _UNSET:  # set up once: the mode when this spec first runs
+                ag = self._ag_module = _launcher.autograd_module()
+            native = self._native_autograd(inputs, ag) if checked and ag is not None else None
             if native is not None:  # FUSEJIT_LAUNCHER=cpp-autograd: forward and backward node in C++
                 ext, fwd, prog = native
                 out = ext.apply(fwd, prog, self._n_outputs, inputs)
@@ -193,7 +197,7 @@ class DifferentiableSpec:
                 out = _FusedFunction.apply(self, checked, *inputs)
         return out[0] if len(out) == 1 else tuple(out)
 
-    def _native_autograd(self, inputs):
+    def _native_autograd(self, inputs, ext):
         """(launcher_autograd's module, forward id, program id) for `inputs` (checked, eager) in mode
         cpp-autograd, or None: another mode, a program fusejit cannot build (the Python path raises its error if
         a gradient is asked for), or inputs on another device than the first's (the Python path names it)."""
@@ -202,7 +206,6 @@ class DifferentiableSpec:
         native = self._native_ag.get(key, _UNSET)
         if native is _UNSET:
             native = None
-            ext = _launcher.autograd_module()
             if ext is not None:
                 k = self._forward_launcher(device)[7]
                 _, out_specs, _ = k._torch_args
