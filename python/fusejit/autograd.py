@@ -44,10 +44,10 @@ class DifferentiableSpec:
         self._arch, self._config = arch, config
         self._programs = {}  # (frozenset(no_grad), backend, use_ops) -> _Program
         self._by_needs = {}  # (needs_input_grad, device type, direct) -> _Program: a step's one lookup
-        self._launchers = {}
+        self._launchers = {}  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
         self._read_outputs = {}  # (needs_input_grad, device type) -> read_outputs
         self._native_ag = {}  # (requires_grad flags, device) -> _native_autograd's entry
-        self._ag_module = _UNSET  # launcher_autograd's module or None, looked up at the first call  # (device type, index) -> the forward kernel as a raw launch (_forward_launcher)
+        self._ag_module = _UNSET  # launcher_autograd's module or None, looked up at the first call
         self._n_outputs = len(self.spec.outputs)
         self._lock = threading.Lock()
         try:
@@ -271,8 +271,8 @@ class DifferentiableSpec:
         """The forward outputs the backward program for `needs` (needs_input_grad) reads, looked up once; all of
         them where that program cannot be built (its backward raises the error, if a gradient is asked for)."""
         key = (needs, device_type)
-        reads = self._read_outputs.get(key)
-        if reads is None:
+        reads = self._read_outputs.get(key, _UNSET)
+        if reads is _UNSET:
             try:
                 reads = self.program_for(needs, device_type, True).read_outputs
             except SpecError:
