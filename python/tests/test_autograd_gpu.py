@@ -4,18 +4,13 @@ tracking PyTorch's fp32 loss curve,
 torch.compile(fullgraph=True) of a model with two fusejit modules (forward and
 backward) against eager. Skips cleanly without torch or a CUDA device."""
 import pytest
+from gpu_util import cuda_torch
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device for torch", allow_module_level=True)
+torch, DEV = cuda_torch()
 
 import fusejit  # noqa: E402
 
-if fusejit.device_count() == 0:
-    pytest.skip("fusejit sees no CUDA device", allow_module_level=True)
-
 F = torch.nn.functional
-DEV = torch.device("cuda", torch.cuda.current_device())
 needs_ops = pytest.mark.skipif(not fusejit.torch.available(), reason="torch < 2.4: no torch.library")
 
 

@@ -6,19 +6,12 @@ Skips without torch or a CUDA device."""
 import warnings
 
 import pytest
+from gpu_util import cuda_torch
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device for torch", allow_module_level=True)
+torch, DEV = cuda_torch()
 
-import fusejit  # noqa: E402
 import fusejit.models as fm  # noqa: E402
 from fusejit import _launcher  # noqa: E402
-
-if fusejit.device_count() == 0:
-    pytest.skip("fusejit sees no CUDA device", allow_module_level=True)
-
-DEV = torch.device("cuda", torch.cuda.current_device())
 
 
 @pytest.fixture(params=["cpp", "cpp-autograd"])
