@@ -131,7 +131,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
   if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
     return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
-  if (t.cluster_m > 1 && t.bn % 64) return bad("2-block clusters take tiles 64, 128 or 256 wide");
+  if (t.cluster_m > 1 && t.bn % 16)  // (each block loads half of B's tile: whole 8-row swizzle atoms)
+    return bad("2-block clusters take tiles a multiple of 16 wide");
   if (three_tf32 && wgmma_n > 128)
     return bad(std::string("3xTF32 keeps a second accumulator (one k-tile's sum): ") + (t.swap_ab ? "bm" : "bn") +
                " must be at most 128");

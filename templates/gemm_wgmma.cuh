@@ -108,7 +108,7 @@ struct WgmmaTile {
   static_assert(kBRowBytes == 128 || (kSwapAB && kKind == MmaKind::TF32 && kBRowBytes > 128 && kBRowBytes % 32 == 16),
                 "B rows wider than 128 bytes: the tf32 swap-AB dW's (16 bytes past a multiple of 32: conflict-free)");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
-  static_assert(kClusterM == 1 || BN % 64 == 0, "2-CTA clusters: BN 64, 128 or 256");
+  static_assert(kClusterM == 1 || BN % 16 == 0, "2-CTA clusters: each block loads half of B's rows, whole 8-row atoms");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
   static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");
