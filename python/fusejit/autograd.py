@@ -207,16 +207,15 @@ class DifferentiableSpec:
         if native is _UNSET:
             native = None
             if ext is not None:
-                k = self._forward_launcher(device)[7]
-                _, out_specs, _ = k._torch_args
+                launcher = self._forward_launcher(device)
+                k, kernel_device = launcher[7], launcher[5]
                 try:
                     args = self.program_for(key[0], device.type, True).native_args(device)
                 except SpecError:
                     args = None
                 if args is not None:
-                    fwd = ext.register_forward(k._handle.value, [list(shape) for shape, _ in out_specs],
-                                               [_launcher.dtype_name(like.dtype) for _, like in out_specs])
-                    native = (ext, fwd, ext.register_program(*args), self._forward_launcher(device)[5])
+                    fwd = ext.register_forward(k._handle.value, *_native_outputs(k._torch_args[1]))
+                    native = (ext, fwd, ext.register_program(*args), kernel_device)
             self._native_ag[key] = native
         if native is None:
             return None
@@ -237,9 +236,7 @@ class DifferentiableSpec:
             k._torch_setup()
             _, out_specs, kernel_device = k._torch_args
             ext = _launcher.module()
-            native = None if ext is None else ext.Forward(
-                k._handle.value, [list(shape) for shape, _ in out_specs],
-                [_launcher.dtype_name(like.dtype) for _, like in out_specs])
+            native = None if ext is None else ext.Forward(k._handle.value, *_native_outputs(out_specs))
             launcher = (k._lib.fj_kernel_launch, k._handle, k._pointer_array, len(k.args), out_specs, kernel_device,
                         k.backend == "cpu", k, native)
             self._launchers[key] = launcher
@@ -328,8 +325,7 @@ class _Program:
             for name in out_names:
                 slots.setdefault(name, len(slots))
             stages.append((handle.value, [slots[n] for n in in_names], [slots[n] for n in out_names],
-                           [list(shape) for shape, _ in out_specs],
-                           [_launcher.dtype_name(like.dtype) for _, like in out_specs]))
+                           *_native_outputs(out_specs)))
         grads = [(slots[name], list(shape), _launcher.dtype_name(dtype))
                  for name, (shape, dtype) in zip(self.output_grad_names, self.output_meta)]
         reads = set(self.read_outputs)  # (an output no stage reads is not saved)
@@ -359,6 +355,11 @@ class _Program:
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _UNSET = object()
+
+
+def _native_outputs(out_specs):
+    """A kernel's outputs as the C++ launchers take them: their shapes and dtype names."""
+    return [list(shape) for shape, _ in out_specs], [_launcher.dtype_name(like.dtype) for _, like in out_specs]
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 
