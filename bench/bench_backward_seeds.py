@@ -55,13 +55,20 @@ def seed(which, mode, scale):
     return model, twin, params, x
 
 
+def launcher_in_use():
+    """What the fusejit side's models run under in this process: the mode, as built."""
+    if _launcher.autograd_module() is not None:
+        return "cpp-autograd"
+    return "cpp" if _launcher.module() is not None else "python"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--modes", default="fp32,tf32,bf16")
     ap.add_argument("--sides", default="eager,compile,fusejit",
-                    help="also fusejit-cpp, fusejit-cpp-autograd: the same model through a C++ launcher "
-                         "(FUSEJIT_LAUNCHER's modes)")
+                    help="also fusejit-python, fusejit-cpp, fusejit-cpp-autograd: the same model under that "
+                         "launcher (FUSEJIT_LAUNCHER's modes; the fusejit side: the default, auto)")
     ap.add_argument("--scale", type=int, default=1, help="divide the batch by this")
     ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")
     ap.add_argument("--iters", type=int, default=10)
@@ -109,7 +116,10 @@ def main():
             python_grads = [t.grad.clone() for t in grads_of["fusejit"]]
             for side in twins:  # set up under its launcher mode (its first call), checked against fusejit's
                 _launcher.set_mode(side[len("fusejit-"):])
-                built = _launcher.module() if side == "fusejit-cpp" else _launcher.autograd_module()
+                if side == "fusejit-python":
+                    built = True
+                else:
+                    built = _launcher.module() if side == "fusejit-cpp" else _launcher.autograd_module()
                 if built is None:
                     raise SystemExit(f"{side}: the C++ launcher did not build (the warning above says why)")
                 for t in grads_of[side]:
@@ -140,7 +150,8 @@ def main():
              f"{datetime.datetime.now():%Y-%m-%d %H:%M}; command: bench/bench_backward_seeds.py --seeds {a.seeds} "
              f"--modes {a.modes} --scale {a.scale} --rounds {a.rounds}; median of {a.iters} steps (the sides taking turns "
              f"in {a.rounds} rounds), L2 flushed, CUDA events; one step = "
-             f"forward, sum(y * g), backward (x and every parameter). torch.compile: {a.compile_mode}.", "",
+             f"forward, sum(y * g), backward (x and every parameter). torch.compile: {a.compile_mode}. "
+             f"fusejit's launcher: {launcher_in_use()} (FUSEJIT_LAUNCHER={_launcher.mode()}).", "",
              "| seed | x | mode | " + " | ".join(f"{s} ms" for s in sides) +
              " | fusejit / eager | fusejit / compile | grad rel L2 vs fp64 (x, params): fusejit | eager "
              "| compile / fusejit by round |",

@@ -20,14 +20,18 @@ namespace fj {
 
 // x minus x truncated to TF32 (exact: both share x's exponent), rounded to
 // the nearest TF32 value (rounding keeps its sign; error 2^-22 |x|). Where it
-// is 0 (x is a TF32 value: 0, small integers) or x is +-Inf, the residual is
-// the smallest normal float with x's sign instead: a cross term Inf * lo then
-// has the sign that Inf * x has (never Inf * 0 = NaN where PyTorch gives
-// +-Inf), at a cost of |other operand| * 2^-126 per product. NaN stays NaN.
+// is 0 for a nonzero x (a TF32 value: small integers, powers of two) or x is
+// +-Inf, the residual is the smallest normal float with x's sign instead: a
+// cross term Inf * lo then has the sign that Inf * x has (never Inf * 0 = NaN
+// where PyTorch gives +-Inf), at a cost of |other operand| * 2^-126 per
+// product. x = +-0 keeps lo = 0: Inf * 0 is NaN in PyTorch too (the main
+// term hi * hi gives it), and a zero operand gives an exactly zero product
+// (a zero gradient, zeros of ReLU). NaN stays NaN.
 __device__ __forceinline__ float tf32_residual(float x) {
   const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
   unsigned lo;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - hi));  // NaN for +-Inf: replaced below
+  if (x == 0.f) return 0.f;
   return (__uint_as_float(lo) == 0.f || fabsf(x) == inf()) ? copysignf(1.17549435e-38f, x) : __uint_as_float(lo);
 }
 

@@ -238,6 +238,31 @@ TEST(GpuGemm, TwoBlockClusterMatmulsMatchReference) {
   }
 }
 
+// Runs `kernel` on host inputs (outputs poisoned with 0xFF bytes first): its
+// first output, on the host.
+Expected<HostTensor> launch_on(CompiledKernel& kernel, const Graph& g, const std::vector<HostTensor>& inputs) {
+  std::vector<DeviceBuffer> buffers;
+  std::vector<DevicePtr> in, out;
+  for (const HostTensor& t : inputs) {
+    std::vector<uint8_t> bytes = to_device_bytes(t);
+    auto buf = DeviceBuffer::allocate(bytes.size());
+    if (!buf.ok()) return buf.error();
+    if (auto st = buf->upload(bytes.data(), bytes.size()); !st.ok()) return st.error();
+    in.push_back(buf->ptr());
+    buffers.push_back(buf.take());
+  }
+  const TensorType& type = g.node(g.outputs[0].value).type;
+  auto y = DeviceBuffer::allocate(static_cast<size_t>(type.numel()) * dtype_size(type.dtype));
+  if (!y.ok()) return y.error();
+  if (auto st = y->fill_bytes(0xFF); !st.ok()) return st.error();
+  out.push_back(y->ptr());
+  if (auto st = kernel.launch(in, out); !st.ok()) return st.error();
+  if (auto st = device_synchronize(); !st.ok()) return st.error();
+  std::vector<uint8_t> bytes(y->size());
+  if (auto st = y->download(bytes.data(), bytes.size()); !st.ok()) return st.error();
+  return from_device_bytes(type, bytes.data());
+}
+
 // NaN and Inf in x reach the output as in PyTorch (the fp64 reference):
 // a NaN poisons its row; +Inf gives +-Inf (or NaN where signs meet). Softmax
 // over 600 columns (in parts): such rows are NaN, and a bias of -inf over the
@@ -264,24 +289,10 @@ TEST(GpuGemm, NanAndInfPropagate) {
     inputs[0].data[11 * c.k + 2] = -inf; // row 11
     if (softmax)
       for (int64_t n = 0; n < 256; ++n) inputs[2].data[static_cast<size_t>(n)] = -inf;  // b
-    std::vector<DeviceBuffer> buffers;
-    std::vector<DevicePtr> in, out;
-    for (const HostTensor& t : inputs) {
-      std::vector<uint8_t> bytes = to_device_bytes(t);
-      auto buf = DeviceBuffer::allocate(bytes.size());
-      ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok());
-      in.push_back(buf->ptr());
-      buffers.push_back(buf.take());
-    }
     const TensorType& type = g->node(g->outputs[0].value).type;
-    auto y = DeviceBuffer::allocate(static_cast<size_t>(type.numel()) * dtype_size(type.dtype));
-    ASSERT_TRUE(y.ok() && y->fill_bytes(0xFF).ok());
-    out.push_back(y->ptr());
-    ASSERT_TRUE((*kernel)->launch(in, out).ok());
-    ASSERT_TRUE(device_synchronize().ok());
-    std::vector<uint8_t> bytes(y->size());
-    ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok());
-    HostTensor result = from_device_bytes(type, bytes.data());
+    auto ran = launch_on(**kernel, *g, inputs);
+    ASSERT_TRUE(ran) << ran.error().str();
+    const HostTensor& result = *ran;
     auto ref = evaluate_reference(*g, inputs);
     ASSERT_TRUE(ref.ok()) << ref.error().str();
     for (int64_t row : {3, 7, 11})
@@ -298,6 +309,46 @@ TEST(GpuGemm, NanAndInfPropagate) {
             EXPECT_EQ(result.data[row * c.n + n], 0.f) << label(c) << " row " << row << " col " << n;
     Comparison cmp = compare_outputs(result.data.data(), ref->at(0).data(), type.numel(), p);
     EXPECT_TRUE(cmp.pass) << label(c) << " (" << (*kernel)->name() << "): " << cmp.summary();
+  }
+}
+
+// A zero row of x or of W gives exact zeros, not tiny values (3xTF32's
+// residual of 0 is 0): a zero gradient through a fp32 backward GEMM stays zero.
+// Linear and matmul (B [K, N], staged), every precision, wgmma and mma.sync.
+TEST(GpuGemm, ZeroRowsGiveExactZeros) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  const int64_t m = 96, k = 72, n = 80;
+  for (bool matmul : {false, true})
+  for (const char* config : {"", "mainloop=mma"})
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}) {
+    GraphBuilder gb(p, "zero_rows");
+    auto x = gb.input("x", {m, k});
+    auto w = matmul ? gb.input("w", {k, n}) : gb.input("w", {n, k});
+    gb.output("y", matmul ? gb.matmul(x, w) : gb.linear(x, w));
+    auto g = gb.build();
+    ASSERT_TRUE(g) << g.error().str();
+    CompileOptions opts;
+    opts.config = config;
+    auto kernel = engine.compile(*g, opts);
+    ASSERT_TRUE(kernel) << kernel.error().str();
+    const std::string name = std::string(precision_name(p)) + (matmul ? " matmul '" : " linear '") + config + "' " +
+                             (*kernel)->name();
+    std::vector<HostTensor> inputs = make_random_inputs(*g, 7);
+    for (int64_t row : {0, 5, 77})
+      for (int64_t i = 0; i < k; ++i) inputs[0].data[static_cast<size_t>(row * k + i)] = 0.f;
+    for (int64_t i = 0; i < k; ++i)  // output column 3 (W's row 3, or B's column 3)
+      inputs[1].data[static_cast<size_t>(matmul ? i * n + 3 : 3 * k + i)] = 0.f;
+    auto result = launch_on(**kernel, *g, inputs);
+    ASSERT_TRUE(result) << name << ": " << result.error().str();
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t col = 0; col < n; ++col)
+        if (row == 0 || row == 5 || row == 77 || col == 3)
+          ASSERT_EQ(result->data[static_cast<size_t>(row * n + col)], 0.f) << name << " row " << row << " col " << col;
+    auto ref = evaluate_reference(*g, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.error().str();
+    Comparison cmp = compare_outputs(result->data.data(), ref->at(0).data(), m * n, p);
+    EXPECT_TRUE(cmp.pass) << name << ": " << cmp.summary();
   }
 }
 
