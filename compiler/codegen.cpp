@@ -31,6 +31,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     if (Status s = choose_mainloop(ctx, plan); !s) return s.error();
     fuse_pool(ctx, plan);
     fuse_row_reductions(ctx, plan);
+    fuse_row_broadcast(ctx, plan);
     fuse_row_softmax(ctx, plan);
     fuse_pool1d(ctx, plan, [](int64_t k) {  // every tile width and staging chunk is a multiple of 16
       return 16 % k == 0 ? std::string()

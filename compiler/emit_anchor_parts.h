@@ -137,6 +137,16 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
                                                std::vector<std::string> value, const std::string& row,
                                                int64_t row_sharers, int64_t& smem_floats);
 
+// A whole-row reduction broadcast back over the tile (KernelPlan::wide on a
+// wgmma anchor): the fj::tile_row_broadcast call, `value` the lambda of the
+// reduction's input, `post` its row-shaped consumers' function (stores once a
+// row), `coord_call` the wide function's coordinate arguments. Raises
+// `smem_floats` (row totals, then the staged chunks). emit_row_broadcast.cpp.
+std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
+                                                const AnchorShape& shape, std::vector<std::string> value,
+                                                const std::string& post, const std::string& coord_call,
+                                                int64_t row_sharers, int64_t& smem_floats);
+
 // The inputs `tree` reads along its coordinate `col_dim` only (default the
 // last: a bias over N; conv2d's channels: 1), every load of them so, at most
 // `max`: the wgmma epilogue stages their values for a tile's columns in

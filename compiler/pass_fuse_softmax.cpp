@@ -20,6 +20,7 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan) {
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   for (const FusedTail& t : kp.tails)
     if (op_category(ctx.node(t.op).op) == OpCategory::Pool) return;  // the pool owns the epilogue
+  if (!kp.wide.nodes.empty()) return;  // a row's broadcast back owns it (pass_fuse_row_broadcast.cpp)
   std::vector<ValueId> inside = {kp.root};
   inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
   const std::set<ValueId> in(inside.begin(), inside.end());

@@ -48,6 +48,11 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan);
 // reduction or softmax spanning more columns is finished from per-tile partials.
 int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp);
 
+// pass_fuse_row_broadcast.cpp (row_broadcast=1, wgmma linear / matmul): the
+// consumers over the anchor's domain of its whole-row reduction (`h - max(h)`)
+// into KernelPlan::wide, run on the accumulators once the rows are reduced.
+void fuse_row_broadcast(PlanContext& ctx, Plan& plan);
+
 // pass_fuse_softmax.cpp: softmax / log_softmax along a linear's or matmul's
 // N into the epilogue: whole when one tile spans N; else the epilogue stores
 // exp(y - the tile's row max) and per-tile partials, and a RowFinish kernel

@@ -162,6 +162,7 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
       tail += "_" + (op_category(tn.op) == OpCategory::Pool ? pool_label(t.op) : std::string(op_name(tn.op)));
       tail += ops(t.post.nodes);
     }
+    if (!kp.wide.nodes.empty()) tail += "_broadcast" + ops(kp.wide.nodes);  // row_broadcast
   } else if (kp.kind == KernelKind::Pointwise) {
     name += kp.region.nodes.empty() ? "_write" : "_pointwise";
     tail = ops(kp.region.nodes);

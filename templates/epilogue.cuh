@@ -10,6 +10,7 @@
 //   tile_row_reduce  value(acc, m, n) -> reduce over all n -> store(v, m)
 //   tile_row_partials  the same over one column tile of a wider N: partials
 //                      that combine_partials() finishes in a second kernel
+//   tile_row_broadcast  reduce over all n -> row(v, m), then apply(acc, v, m, n)
 //
 // Row groups of the fragment run in a rolled loop (rows within a group and
 // columns unrolled), so each functor is inlined kRowUnroll * kCols times
@@ -365,6 +366,29 @@ __device__ __forceinline__ void tile_row_reduce(const Frag& frag, int m0, int M,
       store(total[r], m0 + r);
   }
   Frag::sync();
+}
+
+// A row reduction over all N columns (one column tile, n0 == 0) broadcast
+// back over the tile (`h - max(h)`, `h * rsqrt(mean(h^2))`): row(v, m) runs
+// once per row m < M with the finished value (kMean: the sum over N), then
+// apply(acc, v, m, n) at every element of the tile, staged kChunk columns at a
+// time (tile_pointwise_staged), v its row's value: the anchor's output never
+// leaves the block. smem: (S + 2) * BM floats, then the staging's.
+template <class Op, bool kMean, int kChunk, int BM, int kThreads, class Frag, class ValueF, class RowF, class ApplyF>
+__device__ __forceinline__ void tile_row_broadcast(const Frag& frag, int m0, int M, int N, float* smem,
+                                                   const ValueF& value, const RowF& row, const ApplyF& apply) {
+  static_assert(!Op::kLogSumExp, "tile_row_broadcast: sum, max, min (a mean: kMean)");
+  tile_row_combine<Op, BM, kThreads>(frag, m0, 0, M, N, smem, value);
+  float* total = smem + Frag::kRowSharers * BM;
+  for (int r = frag.thread(); r < BM; r += kThreads) {
+    if (m0 + r >= M) continue;
+    const float v = kMean ? total[r] / (float)N : total[r];
+    total[r] = v;
+    row(v, m0 + r);
+  }
+  Frag::sync();
+  tile_pointwise_staged<kChunk>(frag, m0, 0, M, N, total + 2 * BM,
+                                [&](float acc, int m, int n) { apply(acc, total[m - m0], m, n); });
 }
 
 // A row reduction over an N wider than the tile: this tile's partial of each

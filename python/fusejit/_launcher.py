@@ -80,6 +80,15 @@ def _failed_marker(source):
     return os.path.join(root, f"launcher-failed-{source}-{h.hexdigest()[:16]}")
 
 
+def _cached(cpp_extension, name):
+    """Whether torch's extensions folder holds a build of `name` (a guess: a stale one is rebuilt by load)."""
+    try:
+        folder = cpp_extension._get_build_directory(name, verbose=False)
+        return os.path.exists(os.path.join(folder, name + ".so"))
+    except Exception:  # a private function of torch's: when it moves, say nothing
+        return True
+
+
 def _build(name, source, cuda, quiet):
     marker = None
     if quiet:
@@ -94,6 +103,9 @@ def _build(name, source, cuda, quiet):
     try:
         from torch.utils import cpp_extension
         here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
+        if quiet and not _cached(cpp_extension, name):
+            _log.warning("fusejit: building its C++ launcher %s once (about a minute; cached in torch's extensions "
+                         "folder; FUSEJIT_LAUNCHER=python skips it)", source)
         built = cpp_extension.load(name=name, sources=[os.path.join(here, source)], extra_include_paths=[here],
                                    extra_cflags=["-O2"], with_cuda=cuda or None,
                                    verbose=os.environ.get("FUSEJIT_LAUNCHER_VERBOSE") == "1")

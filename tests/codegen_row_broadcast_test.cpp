@@ -1,0 +1,73 @@
+// CPU: a whole-row reduction broadcast back over the anchor's rows in the
+// wgmma epilogue (row_broadcast=1, pass_fuse_row_broadcast.cpp): one kernel,
+// nothing of the anchor's output in scratch, the plan's note, the kernel
+// compiled by NVRTC for sm_90a without spills; where the pass declines, the
+// plan of today (a pointwise kernel over the stored output).
+#include <gtest/gtest.h>
+
+#include "compiler/codegen.h"
+#include "fusejit/spec.h"
+#include "runtime/nvrtc_compiler.h"
+#include "tests/program_util.h"
+#include "tests/row_broadcast_cases.h"
+
+namespace fusejit {
+namespace {
+
+Program plan_of(const std::string& spec, const std::string& name, const std::string& config) {
+  Expected<Graph> g = parse_spec(spec, name);
+  EXPECT_TRUE(g) << name << ": " << g.error().str();
+  if (!g) return {};
+  Expected<Program> p = generate_program(*g, {"sm_90a", config});
+  EXPECT_TRUE(p) << name << ": " << p.error().str();
+  return p ? *p : Program{};
+}
+
+TEST(CodegenRowBroadcast, OneKernelAndNoStoredAnchorOutput) {
+  for (const testing::RowBroadcastCase& c : testing::row_broadcast_cases()) {
+    const Program p = plan_of(c.spec, c.name, c.config);
+    EXPECT_EQ(testing::chain_launches(p), 1u) << c.name << "\n" << p.plan_text;
+    EXPECT_TRUE(testing::chain_scratch(p).empty()) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("broadcast back over the tile's rows in the epilogue"), std::string::npos)
+        << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.source.find("fj::tile_row_broadcast<"), std::string::npos) << c.name;
+    EXPECT_NE(p.name.find("_broadcast_"), std::string::npos) << p.name;
+    auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
+    // Off (the default): the consumers run in a pointwise kernel over the stored output.
+    const Program off = plan_of(c.spec, c.name, "");
+    EXPECT_EQ(testing::chain_launches(off), 2u) << c.name << "\n" << off.plan_text;
+  }
+}
+
+TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
+  const std::string max_sub = "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                              "  - {name: y, op: sub, args: [h, mx]}\n"
+                              "outputs: [y]\n";
+  // N wider than a tile: partials and a row-finish kernel, as without the option
+  const Program wide = plan_of(testing::row_broadcast_head("rb_wide", "bf16", 128, 64, 1024) + max_sub, "rb_wide",
+                               "row_broadcast=1");
+  EXPECT_EQ(wide.plan_text.find("broadcast back over the tile's rows"), std::string::npos) << wide.plan_text;
+  EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
+  // sm_80 (mma.sync): not on this mainloop
+  Expected<Graph> g = parse_spec(testing::row_broadcast_head("rb_mma", "bf16", 128, 64, 128) + max_sub, "rb_mma");
+  ASSERT_TRUE(g) << g.error().str();
+  Expected<Program> mma = generate_program(*g, {"sm_80", "row_broadcast=1"});
+  ASSERT_TRUE(mma) << mma.error().str();
+  EXPECT_EQ(mma->plan_text.find("broadcast back over the tile's rows"), std::string::npos) << mma->plan_text;
+  // logsumexp: no broadcast form, said in the plan
+  const Program lse = plan_of(testing::row_broadcast_head("rb_lse", "bf16", 128, 64, 128) +
+                                  "  - {name: l, op: logsumexp, args: [h], dims: [1], keepdim: true}\n"
+                                  "  - {name: y, op: sub, args: [h, l]}\n"
+                                  "outputs: [y]\n",
+                              "rb_lse", "row_broadcast=1");
+  EXPECT_NE(lse.plan_text.find("only sum, mean, max and min"), std::string::npos) << lse.plan_text;
+  // a bad value
+  auto bad = generate_program(*g, {"sm_90a", "row_broadcast=2"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("row_broadcast must be 0 or 1"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace fusejit

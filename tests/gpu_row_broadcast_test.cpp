@@ -1,0 +1,29 @@
+// GPU: the chains of tests/row_broadcast_cases.h with their whole-row
+// reduction broadcast back in the wgmma epilogue (row_broadcast=1) match the
+// fp64 reference (fresh seeded inputs, outputs poisoned first, each precision's
+// tolerance), as do the same chains with the default plan. Skipped without a
+// CUDA device.
+#include <gtest/gtest.h>
+
+#include "fusejit/engine.h"
+#include "fusejit/spec.h"
+#include "runtime/cuda_driver.h"
+#include "tests/reference_check.h"
+#include "tests/row_broadcast_cases.h"
+
+namespace fusejit {
+namespace {
+
+TEST(GpuRowBroadcast, MatchesReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  for (const testing::RowBroadcastCase& c : testing::row_broadcast_cases()) {
+    Expected<Graph> g = parse_spec(c.spec, c.name);
+    ASSERT_TRUE(g) << c.name << ": " << g.error().str();
+    test_util::expect_matches_reference(engine, *g, c.config, c.name);
+    test_util::expect_matches_reference(engine, *g, "", c.name + " (default plan)");
+  }
+}
+
+}  // namespace
+}  // namespace fusejit

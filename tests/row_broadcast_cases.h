@@ -1,0 +1,86 @@
+// tests/row_broadcast_cases.h — chains whose whole-row reduction is broadcast
+// back over the anchor's rows (row_broadcast=1, pass_fuse_row_broadcast.cpp):
+// shared by codegen_row_broadcast_test.cpp (plans, NVRTC) and
+// gpu_row_broadcast_test.cpp (results against the fp64 reference).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fusejit::testing {
+
+struct RowBroadcastCase {
+  std::string name;
+  std::string spec;  // YAML
+  std::string config;  // with row_broadcast=1
+};
+
+inline std::string row_broadcast_head(const std::string& name, const std::string& precision, int m, int k, int n,
+                                      bool matmul = false, bool bias = false) {
+  const std::string ms = std::to_string(m), ks = std::to_string(k), ns = std::to_string(n);
+  std::string s = "name: " + name + "\nprecision: " + precision + "\ninputs:\n  - {name: x, shape: [" + ms + ", " + ks +
+                  "]}\n  - {name: w, shape: [" + (matmul ? ks + ", " + ns : ns + ", " + ks) + "]}\n";
+  if (bias) s += "  - {name: b, shape: [" + ns + "]}\n";
+  s += "ops:\n  - {name: h, op: " + std::string(matmul ? "matmul" : "linear") + ", args: [x, w" +
+       (bias ? ", b" : "") + "]}\n";
+  return s;
+}
+
+inline std::vector<RowBroadcastCase> row_broadcast_cases() {
+  const std::string on = "row_broadcast=1";
+  std::vector<RowBroadcastCase> out;
+  // x - max(x) (rows ragged: M = 200), the max an output too
+  for (const char* p : {"bf16", "tf32", "f16"})
+    out.push_back({std::string("max_subtract_gelu_") + p,
+                   row_broadcast_head(std::string("rb_max_subtract_gelu_") + p, p, 200, 192, 128, false, true) +
+                       "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                       "  - {name: d, op: sub, args: [h, mx]}\n"
+                       "  - {name: y, op: gelu, args: [d]}\n"
+                       "outputs: [y, mx]\n",
+                   on});
+  // rmsnorm over N = 100 (not a multiple of the tile), scaled by a per-feature gamma
+  out.push_back({"rmsnorm_bf16",
+                 "name: rb_rmsnorm_bf16\nprecision: bf16\ninputs:\n  - {name: x, shape: [256, 64]}\n"
+                 "  - {name: w, shape: [100, 64]}\n  - {name: gamma, shape: [100]}\nops:\n"
+                 "  - {name: h, op: linear, args: [x, w]}\n"
+                 "  - {name: sq, op: square, args: [h]}\n"
+                 "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
+                 "  - {name: den, op: add, args: [ms, 1e-6]}\n"
+                 "  - {name: r, op: rsqrt, args: [den]}\n"
+                 "  - {name: nh, op: mul, args: [h, r]}\n"
+                 "  - {name: y, op: mul, args: [nh, gamma]}\n"
+                 "outputs: [y]\n",
+                 on});
+  // h + mean(h): a residual of the anchor's own output (f16, wide tile)
+  out.push_back({"residual_mean_f16",
+                 row_broadcast_head("rb_residual_mean_f16", "f16", 384, 256, 256) +
+                     "  - {name: a, op: mean, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: y, op: add, args: [h, a]}\n"
+                     "outputs: [y]\n",
+                 on});
+  // min and sum; tf32 matmul with B [K, N] (transposed by the staging kernel), the ping-pong schedule for bf16
+  out.push_back({"matmul_min_tf32",
+                 row_broadcast_head("rb_matmul_min_tf32", "tf32", 96, 80, 120, true) +
+                     "  - {name: mn, op: min, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: y, op: sub, args: [h, mn]}\n"
+                     "outputs: [y]\n",
+                 on});
+  out.push_back({"sum_scale_bf16_pingpong",
+                 row_broadcast_head("rb_sum_scale_bf16", "bf16", 512, 128, 128, false, true) +
+                     "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: t, op: tanh, args: [s]}\n"
+                     "  - {name: y, op: mul, args: [h, t]}\n"
+                     "outputs: [y]\n",
+                 on + ",wgmma_schedule=pingpong"});
+  // 3xTF32 on wgmma (forced: M = 200 would take mma.sync), the anchor's output stored too
+  out.push_back({"max_subtract_gelu_fp32",
+                 row_broadcast_head("rb_max_subtract_gelu_fp32", "fp32", 200, 192, 128, false, true) +
+                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: d, op: sub, args: [h, mx]}\n"
+                     "  - {name: y, op: gelu, args: [d]}\n"
+                     "outputs: [y, h]\n",
+                 on + ",mainloop=wgmma"});
+  return out;
+}
+
+}  // namespace fusejit::testing
