@@ -1,5 +1,5 @@
-// fusejit's launcher below Python (docs/python.md, "Host overhead"; opt-in: FUSEJIT_LAUNCHER=cpp): the eager
-// training path's forward kernel and backward program, each one call from Python that allocates the outputs with
+// fusejit's launcher below Python (docs/python.md, "Host overhead"; FUSEJIT_LAUNCHER auto, cpp, cpp-autograd): the
+// eager training path's forward kernel and backward program, each one call from Python that allocates the outputs with
 // ATen and launches through fj_kernel_launch (its address handed over from ctypes once). Errors: a launch's
 // fj_status comes back to Python, which raises fusejit's error for it (fj_last_error is per thread).
 #include "launcher.h"

@@ -1,4 +1,4 @@
-// fusejit's launcher under a C++ autograd Function (opt-in: FUSEJIT_LAUNCHER=cpp-autograd; docs/python.md, "Host
+// fusejit's launcher under a C++ autograd Function (FUSEJIT_LAUNCHER auto or cpp-autograd; docs/python.md, "Host
 // overhead"): the eager training forward of fusejit.models runs as one call into C++, and its backward as a C++
 // autograd node (no Python and no GIL in the backward). The forward kernels and backward programs are registered
 // once per DifferentiableSpec (ids into this module's registry, kept for the process). A failed launch raises
