@@ -39,6 +39,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     }, "");
     fuse_spatial_reduction(ctx, plan);
     if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+    fuse_row_cluster(ctx, plan);
     store_epilogue_transposes(ctx, plan);
   } else {
     plan.notes.push_back("no anchor op: a pointwise program (elementwise, layout, reduction and row kernels only)");
@@ -100,6 +101,8 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
                                                               : "fusejit/conv_wgmma.cuh");   // WgradOperands
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
+  if (mainloop == Mainloop::Wgmma && plan.kernels[0].wgmma.cluster_n > 1)
+    module.includes.push_back("fusejit/wgmma_row_cluster.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
   if (kinds.count(KernelKind::Gather)) module.includes.push_back("fusejit/gather.cuh");

@@ -184,13 +184,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kRasterGroup", wt.raster_group, "row tiles that sweep the column tiles together"});
       if (!wgrad) append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       // Units of work (one per tile, or per K range of a split tile); the runtime launches one block per SM at most.
-      // Clusters: a unit is a pair of tiles, one block each.
+      // Clusters: a unit is a pair of tiles (along N: cluster_n column tiles), one block each.
       const int64_t units = wt.cluster_m > 1 ? (m_tiles + 1) / 2 * n_tiles * 2
-                                             : wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
+                            : wt.cluster_n > 1 ? m_tiles * ((n_tiles + wt.cluster_n - 1) / wt.cluster_n) * wt.cluster_n
+                                               : wt.split_from + (m_tiles * n_tiles - wt.split_from) * wt.split_k;
       if (units > int_max) return Error("codegen: " + std::string(op_name(geo.op)) + " needs more than 2^31 units of work");
       launch.grid = {static_cast<unsigned>(units), 1, 1};
       launch.persistent = true;
-      launch.cluster = wt.cluster_m;
+      launch.cluster = wt.cluster_m * wt.cluster_n;
     } else if (geo.op == OpKind::Conv2dWeightGrad) {  // conv_wgrad.cuh: grad in place, x gathered per (ci, kh, kw)
       CudaStruct cs = conv_shape_struct(g, a, geo);
       cs.comment = "the conv whose weight gradient this is: x " + shape_str(g.node(a.operands[0]).type.shape) +
@@ -303,6 +304,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                    "// persistent, ping-pong: the two consumers take this block's tiles in turn",
                    wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {",
                    "[[maybe_unused]] float* const smem = epilogue_smem + frag.consumer() * kEpilogueFloats;  // its own"});
+    else if (wt.cluster_n > 1)
+      append(run, {"[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + kRingBytes);  // the epilogue's",
+                   "int round = 0;  // units whose rows this thread's block has exchanged with its cluster",
+                   "// persistent: this block's column tile of each unit's row tile; the epilogue runs on the consumers",
+                   wgmma_call + "[&](Frag& frag, int m0, int n0, int n_tile) {"});
     else
       append(run, {"[[maybe_unused]] float* smem = reinterpret_cast<float*>(ring + kRingBytes);  // the epilogue's",
                    "// persistent: this block's tiles, one after another; the epilogue runs on the consumers",
@@ -482,7 +488,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
                                             "fj_post_reduce_" + suffix, "after " + g.describe(tail.op));
       const int post_rank = static_cast<int>(rn.type.shape.size());
-      if (wgmma && !kp.wide.nodes.empty()) {  // broadcast back over the tile (pass_fuse_row_broadcast.cpp)
+      if (wgmma && !kp.wide.nodes.empty()) {  // broadcast back over the tile or cluster (pass_fuse_row_broadcast.cpp)
         append(run, row_broadcast_epilogue(em, geo, tail, shape, epilogue_lambda(value_head, shape.coords, value_call), post,
                                            coord_call, row_sharers, smem_floats));
         continue;
@@ -520,9 +526,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.constants.push_back({"kOutSlot", wgmma_store_tile_bytes(wt) / wt.tma_slots / kp.tma_store_elem_bytes,
                              "elements of one store slot (BM rows of 128 bytes)"});
     }
-    if (smem_bytes > kWgmmaDynamicSmemLimit)
+    if (smem_bytes > kWgmmaDynamicSmemLimit - (wt.cluster_n > 1 ? kRowExchangeReserve : 0))
       return Error("codegen: the wgmma ring of " + wt.str() + " and the epilogue need " + std::to_string(smem_bytes) +
-                   " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90");
+                   " bytes of shared memory, over the 226 KiB a wgmma kernel may take on sm_90" +
+                   (wt.cluster_n > 1 ? " (less 2 KiB for the cluster's row exchange)" : ""));
     s.constants.push_back({"kRingBytes", ring_bytes, "the TMA ring"});
     s.constants.push_back({"kSmemBytes", smem_bytes, "dynamic shared memory: the ring, the epilogue's, 1 KiB to align"});
     const WgmmaMapParams maps = wgmma_map_params(kp, wgrad && !wt.swap_ab ? static_cast<int>(geo.kw) : 0);
@@ -543,7 +550,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                              s.ns + "::run(p, fj::GemmMaps{" + operand_maps + "}" + out_map_args +
                                  ", fj::align_smem_1024(smem_raw));"},
                             1, map_params);
-    if (wt.cluster_m > 1) s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m) + ", 1, 1)";
+    if (wt.cluster_m * wt.cluster_n > 1)
+      s.entry.prefix += " __cluster_dims__(" + std::to_string(wt.cluster_m * wt.cluster_n) + ", 1, 1)";
   } else if (mma) {
     const bool fp32_kn_b = kp.mma_b_kn_major(geo.op) && elem_bytes == 4;
     const int64_t ring_bytes = halo_patches ? conv_patch_operand_bytes(geo, patch, mt.bn, elem_bytes,

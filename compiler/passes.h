@@ -52,6 +52,10 @@ int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp);
 // consumers over the anchor's domain of its whole-row reduction (`h - max(h)`)
 // into KernelPlan::wide, run on the accumulators once the rows are reduced.
 void fuse_row_broadcast(PlanContext& ctx, Plan& plan);
+// The same where N spans 2 to 8 column tiles (after choose_anchor_tile): the
+// partial reduction finished across a cluster of that many blocks
+// (WgmmaConfig::cluster_n, wgmma_row_cluster.cuh), no row-finish kernel.
+void fuse_row_cluster(PlanContext& ctx, Plan& plan);
 
 // pass_fuse_softmax.cpp: softmax / log_softmax along a linear's or matmul's
 // N into the epilogue: whole when one tile spans N; else the epilogue stores

@@ -27,6 +27,7 @@ std::string WgmmaConfig::str() const {
   s << bm << "x" << bn << (pingpong ? " ping-pong" : "") << (swap_ab ? " swap-AB" : "")
     << (b_rows == 64 ? " (one box of x)" : b_rows == 128 ? " (grad's planes flattened)" : "") << ", " << stages
     << " stages, raster group " << raster_group;
+  if (cluster_n > 1) s << ", clusters of " << cluster_n << " column tiles";
   if (tma_slots != 2) s << ", " << tma_slots << " TMA store slots";
   if (split_k > 1) s << ", split-K " << split_k << (split_from > 0 ? " from tile " + std::to_string(split_from) : "");
   if (cluster_m > 1) s << ", " << cluster_m << "-block clusters sharing B";

@@ -46,6 +46,7 @@ struct WgmmaConfig {
   int split_k = 1;       // K ranges per split tile (1: none)
   int64_t split_from = 0;  // the first split tile (earlier tiles: whole)
   int cluster_m = 1;       // blocks per cluster along M (1 or 2)
+  int cluster_n = 1;       // blocks per cluster along N (2..8: a row reduction across them, wgmma_row_cluster.cuh)
   bool swap_ab = false;    // tf32 matmul, B [K, N] as wgmma's register operand: bm rows x bn (64 a consumer) columns
   int b_row_bytes = 128;   // B's rows in a stage (144: the tf32 swap-AB dW's rows of x, templates/wgrad_swap_ab.cuh)
   int b_rows = 0;          // B's rows a stage holds (0: bn; 64: the swap-AB dW's consumers share one box of x)
@@ -143,6 +144,8 @@ Status validate_tile(const TileConfig& t);
 // Dynamic shared memory a wgmma kernel may ask for: sm_90's 227 KiB per
 // block less 1 KiB for its static shared memory (the mbarriers).
 constexpr int64_t kWgmmaDynamicSmemLimit = 226 * 1024;
+// Static shared memory that clusters along N add (fj::RowExchange: two slots of BM floats and two barriers).
+constexpr int64_t kRowExchangeReserve = 2048;
 
 // Shared memory (bytes) of a wgmma tile's ring and 1 KiB to align it (3xTF32
 // stages hold each operand's residual tile too); WgmmaTile::kRingBytes + 1024.

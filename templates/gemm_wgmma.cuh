@@ -65,13 +65,17 @@ namespace fj {
 // (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
 // kBRows_: B's rows a stage holds (0: BN; 64: a swap-AB dW whose consumers
 // share one box of x; 128: two such boxes, wgrad_swap_ab.cuh).
+// kClusterN_: clusters of kClusterN_ blocks along N (2..8; compiled with
+// __cluster_dims__(kClusterN_, 1, 1)): block `rank` takes column tile rank of
+// each unit's row tile, no operand shared; the epilogue exchanges row
+// partials between them (wgmma_row_cluster.cuh).
 template <int BM_, int BN_, int kStages_, MmaKind kKind_, bool kBNMajor_ = false, bool kPingPong_ = false,
-          int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128, int kBRows_ = 0>
+          int kClusterM_ = 1, bool kSwapAB_ = false, int kBRowBytes_ = 128, int kBRows_ = 0, int kClusterN_ = 1>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, kStages = kStages_;
   static constexpr MmaKind kKind = kKind_;
   static constexpr bool kBNMajor = kBNMajor_, kPingPong = kPingPong_, kSwapAB = kSwapAB_;
-  static constexpr int kClusterM = kClusterM_;
+  static constexpr int kClusterM = kClusterM_, kClusterN = kClusterN_;
   static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
   static constexpr int BK = 128 / kElemBytes;
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
@@ -117,6 +121,8 @@ struct WgmmaTile {
   static_assert(kClusterM == 1 || (!kPingPong && kKind != MmaKind::F32x3),
                 "2-CTA clusters: the cooperative schedule, not 3xTF32");
   static_assert(kClusterM == 1 || !kBNMajor || BN >= 128, "2-CTA clusters, N-major B: at least two 64-column boxes");
+  static_assert(kClusterN >= 1 && kClusterN <= 8 && (kClusterN == 1 || (kClusterM == 1 && !kPingPong && !kSwapAB)),
+                "clusters along N: 2 to 8 blocks, the cooperative schedule, no M clusters, no swap-AB");
   // N-major B: one column of 64 n (swap-AB: 32 n) x BK k (128-byte rows) per TMA box.
   static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
@@ -298,6 +304,23 @@ struct MainloopRegs<Tile, Operands, true> {
   static constexpr int kProducer = Operands::kProducerRegs, kConsumer = Operands::kConsumerRegs;
 };
 
+// Clusters along N (kClusterN > 1): each block's per-row partials of its tile,
+// in a slot of static shared memory (the same offset in every block of the
+// cluster), and barriers that the other blocks arrive on once theirs are
+// written; slot and barrier alternate by the unit's parity
+// (wgmma_row_cluster.cuh). The mainloop initializes the barriers before the
+// cluster's first sync.
+template <int BM>
+struct RowExchange {
+  float partial[2][BM];
+  unsigned long long ready[2];
+};
+template <int BM>
+__device__ __forceinline__ RowExchange<BM>& row_exchange() {
+  __shared__ __align__(8) RowExchange<BM> x;
+  return x;
+}
+
 // The persistent mainloop: block b computes units b, b + gridDim.x, ... of
 // the work (wgmma_schedule.cuh: the tiles of `order`, each over the
 // operands' k-tiles or, with split-K, over ranges of them; Operands:
@@ -318,6 +341,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   constexpr int kA = Tile::kBytesA, kB = Tile::kBytesB;
   constexpr bool kSplit = Tile::kKind == MmaKind::F32x3;
   constexpr int kCluster = Tile::kClusterM;
+  constexpr int kBlocks = Tile::kClusterM * Tile::kClusterN;  // blocks per cluster
   // full: TMA landed; empty: consumers done with a stage; turn[c]
   // (ping-pong): the other consumer has started the last k-tile of its tile.
   __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
@@ -339,24 +363,32 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       sm90::mbar_init(&empty[s], kStageReaders * 4 * kCluster);  // one arrival per reading warp of the cluster
     }
     for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
+    if constexpr (Tile::kClusterN > 1)  // one arrival from each other block of the cluster
+      for (int b = 0; b < 2; ++b) sm90::mbar_init(&row_exchange<Tile::BM>().ready[b], Tile::kClusterN - 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if constexpr (kCluster > 1)
-    sm90::cluster_sync();  // both blocks' barriers exist before the first multicast or remote arrival
+  if constexpr (kBlocks > 1)
+    sm90::cluster_sync();  // every block's barriers exist before the first multicast or remote arrival
   else
     __syncthreads();
   // Clusters: a unit of work is a pair of vertically adjacent tiles; block
   // `rank` takes row 2p + rank (past the last row for odd row counts: it
   // loads and computes zeros for its partner's sake and stores nothing).
-  const unsigned rank = kCluster > 1 ? sm90::cluster_rank() : 0;
+  // Clusters along N: a unit is a row tile's kClusterN column tiles, block `rank` takes column tile rank.
+  const unsigned rank = kBlocks > 1 ? sm90::cluster_rank() : 0;
+  constexpr int kClusterN = Tile::kClusterN;
   const TileOrder units =
-      kCluster > 1 ? TileOrder{(order.m_tiles + kCluster - 1) / kCluster, order.n_tiles, max(order.group / kCluster, 1)}
-                   : order;
+      kCluster > 1    ? TileOrder{(order.m_tiles + kCluster - 1) / kCluster, order.n_tiles, max(order.group / kCluster, 1)}
+      : kClusterN > 1 ? TileOrder{order.m_tiles, (order.n_tiles + kClusterN - 1) / kClusterN, order.group}
+                      : order;
   const WgmmaWork work{units, split, ops.k_tiles()};
-  const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
+  const int first_unit = blockIdx.x / kBlocks, unit_stride = gridDim.x / kBlocks;
   auto tile_at = [&](int tile) {
     TileCoord c = units.at(tile);
-    c.m = c.m * kCluster + static_cast<int>(rank);
+    if constexpr (kClusterN > 1)
+      c.n = c.n * kClusterN + static_cast<int>(rank);
+    else
+      c.m = c.m * kCluster + static_cast<int>(rank);
     return c;
   };
 
@@ -430,7 +462,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
         }
       }
     }
-    if constexpr (kCluster > 1) {  // stay until the partner no longer writes or arrives here
+    if constexpr (kBlocks > 1) {  // stay until the partners no longer write, arrive or read here
       __syncwarp();
       sm90::cluster_sync();
     }
@@ -541,7 +573,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     const TileCoord c = tile_at(w.tile);
     if (kCluster == 1 || c.m < order.m_tiles) epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
   }
-  if constexpr (kCluster > 1) sm90::cluster_sync();  // the partner's last remote arrivals are done
+  if constexpr (kBlocks > 1) sm90::cluster_sync();  // the partners' last remote arrivals (and reads) are done
 }
 
 // The GEMM: A [M][K] and B (K-major [N][K] or N-major [K][N]) over k in [0, K).

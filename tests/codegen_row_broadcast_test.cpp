@@ -28,9 +28,21 @@ TEST(CodegenRowBroadcast, OneKernelAndNoStoredAnchorOutput) {
     const Program p = plan_of(c.spec, c.name, c.config);
     EXPECT_EQ(testing::chain_launches(p), 1u) << c.name << "\n" << p.plan_text;
     EXPECT_TRUE(testing::chain_scratch(p).empty()) << c.name << "\n" << p.plan_text;
-    EXPECT_NE(p.plan_text.find("broadcast back over the tile's rows in the epilogue"), std::string::npos)
+    const bool cluster = c.name.rfind("cluster_", 0) == 0;
+    EXPECT_NE(p.plan_text.find(cluster ? "exchanged through distributed shared memory"
+                                       : "broadcast back over the tile's rows in the epilogue"),
+              std::string::npos)
         << c.name << "\n" << p.plan_text;
-    EXPECT_NE(p.source.find("fj::tile_row_broadcast<"), std::string::npos) << c.name;
+    if (cluster) {  // a cluster of blocks over N's column tiles, the whole grid in clusters
+      const LaunchSpec& l = p.launches.back();
+      EXPECT_GE(l.cluster, 2) << p.plan_text;
+      EXPECT_LE(l.cluster, 8) << p.plan_text;
+      EXPECT_EQ(l.grid[0] % static_cast<unsigned>(l.cluster), 0u) << p.plan_text;
+      EXPECT_NE(p.source.find("fj::tile_row_broadcast_cluster<"), std::string::npos) << c.name;
+      EXPECT_NE(p.source.find("__cluster_dims__(" + std::to_string(l.cluster) + ", 1, 1)"), std::string::npos);
+    }
+    EXPECT_NE(p.source.find(cluster ? "fj::tile_row_broadcast_cluster<" : "fj::tile_row_broadcast<"), std::string::npos)
+        << c.name;
     EXPECT_NE(p.name.find("_broadcast_"), std::string::npos) << p.name;
     auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
     ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
@@ -45,11 +57,21 @@ TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
   const std::string max_sub = "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
                               "  - {name: y, op: sub, args: [h, mx]}\n"
                               "outputs: [y]\n";
-  // N wider than a tile: partials and a row-finish kernel, as without the option
-  const Program wide = plan_of(testing::row_broadcast_head("rb_wide", "bf16", 128, 64, 1024) + max_sub, "rb_wide",
+  // N wider than 8 tiles: partials and a row-finish kernel, as without the option, with the reason
+  const Program wide = plan_of(testing::row_broadcast_head("rb_wide", "bf16", 128, 64, 4096) + max_sub, "rb_wide",
                                "row_broadcast=1");
-  EXPECT_EQ(wide.plan_text.find("broadcast back over the tile's rows"), std::string::npos) << wide.plan_text;
+  EXPECT_NE(wide.plan_text.find("needs more than 8 column tiles"), std::string::npos) << wide.plan_text;
   EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
+  // a second row stage (mean(h - max(h))) would store h - max(h): declined, said
+  const Program staged = plan_of(testing::row_broadcast_head("rb_staged", "bf16", 128, 64, 128) +
+                                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                                     "  - {name: d, op: sub, args: [h, mx]}\n"
+                                     "  - {name: a, op: mean, args: [d], dims: [1], keepdim: true}\n"
+                                     "  - {name: y, op: sub, args: [d, a]}\n"
+                                     "outputs: [y]\n",
+                                 "rb_staged", "row_broadcast=1");
+  EXPECT_NE(staged.plan_text.find("(a second row stage)"), std::string::npos) << staged.plan_text;
+  EXPECT_EQ(staged.source.find("tile_row_broadcast"), std::string::npos);
   // sm_80 (mma.sync): not on this mainloop
   Expected<Graph> g = parse_spec(testing::row_broadcast_head("rb_mma", "bf16", 128, 64, 128) + max_sub, "rb_mma");
   ASSERT_TRUE(g) << g.error().str();

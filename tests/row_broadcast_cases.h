@@ -80,6 +80,38 @@ inline std::vector<RowBroadcastCase> row_broadcast_cases() {
                      "  - {name: y, op: gelu, args: [d]}\n"
                      "outputs: [y, h]\n",
                  on + ",mainloop=wgmma"});
+  // N over 2 to 8 column tiles: the rows finished across a cluster of blocks (distributed shared memory)
+  out.push_back({"cluster_max_subtract_bf16",
+                 row_broadcast_head("rb_cluster_max_subtract_bf16", "bf16", 1024, 512, 1024, false, true) +
+                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: d, op: sub, args: [h, mx]}\n"
+                     "  - {name: y, op: gelu, args: [d]}\n"
+                     "outputs: [y, mx]\n",
+                 on});
+  out.push_back({"cluster_residual_mean_tf32",  // N = 600: the last column tile ragged; M = 200 ragged
+                 row_broadcast_head("rb_cluster_residual_mean_tf32", "tf32", 200, 128, 600) +
+                     "  - {name: a, op: mean, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: y, op: add, args: [h, a]}\n"
+                     "outputs: [y]\n",
+                 on});
+  out.push_back({"cluster_matmul_min_f16",  // B [K, N] (N-major tiles), M ragged
+                 row_broadcast_head("rb_cluster_matmul_min_f16", "f16", 300, 256, 384, true) +
+                     "  - {name: mn, op: min, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: y, op: sub, args: [h, mn]}\n"
+                     "outputs: [y]\n",
+                 on});
+  out.push_back({"cluster_rmsnorm_fp32",  // the linear_rmsnorm example's chain (3xTF32, 6 tiles of 128)
+                 "name: rb_cluster_rmsnorm_fp32\nprecision: fp32\ninputs:\n  - {name: x, shape: [512, 1024]}\n"
+                 "  - {name: w, shape: [768, 1024]}\n  - {name: gamma, shape: [768]}\nops:\n"
+                 "  - {name: h, op: linear, args: [x, w]}\n"
+                 "  - {name: sq, op: square, args: [h]}\n"
+                 "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
+                 "  - {name: den, op: add, args: [ms, 1e-6]}\n"
+                 "  - {name: r, op: rsqrt, args: [den]}\n"
+                 "  - {name: nh, op: mul, args: [h, r]}\n"
+                 "  - {name: y, op: mul, args: [nh, gamma]}\n"
+                 "outputs: [y]\n",
+                 on});
   return out;
 }
 

@@ -109,7 +109,8 @@ int run_emit(const std::vector<std::string>& argv) {
       std::printf("launch %s grid=(%u,%u,%u)%s block=(%u,%u,%u) smem=%u%s%s%s\n", l.kernel.c_str(), l.grid[0],
                   l.grid[1], l.grid[2],
                   !l.persistent       ? ""
-                  : l.cluster > 1 ? " blocks of tile pairs, persistent over the clusters that fit (2 blocks each),"
+                  : l.cluster > 1 ? (" blocks, a tile each, persistent over the clusters that fit (" +
+                                     std::to_string(l.cluster) + " blocks each),").c_str()
                                   : " tiles, persistent over min(tiles, SMs) blocks,",
                   l.block[0], l.block[1], l.block[2], l.shared_bytes,
                   l.tensor_maps.empty() ? "" : (" tensor_maps=" + std::to_string(l.tensor_maps.size())).c_str(),

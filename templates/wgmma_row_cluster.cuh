@@ -1,0 +1,101 @@
+// fusejit/wgmma_row_cluster.cuh — a row reduction over an N that spans a
+// cluster of column tiles (WgmmaTile kClusterN > 1: the blocks of a cluster
+// take the column tiles of the same row tiles), finished through distributed
+// shared memory and broadcast back over each block's tile: the anchor's output
+// never leaves the cluster (KernelPlan::wide with a cluster tail,
+// pass_fuse_row_cluster.cpp).
+//
+// Per unit, each block reduces its tile's rows (tile_row_combine), writes the
+// partials to its exchange slot (row_exchange, gemm_wgmma.cuh) and arrives on
+// every other block's `ready` barrier (release at cluster scope); once all the
+// others have arrived on its own (acquire at cluster scope) it combines the
+// kClusterN partials of each row in rank order, reading the others' slots with
+// ld.shared::cluster: every block gets the same value, deterministically.
+// Slot and barrier alternate by the unit's parity: a block writes slot p again
+// two units later, after every other block has arrived for the unit between,
+// which each does only once it has read slot p. The mainloop's last cluster
+// sync keeps every block resident until the others' reads are done.
+#pragma once
+
+#include "fusejit/epilogue.cuh"
+#include "fusejit/gemm_wgmma.cuh"
+
+namespace fj {
+namespace sm90 {
+
+// Arrives on the mbarrier at bar's offset in block `cta` of the cluster, releasing this thread's (and what it
+// synchronized with) shared-memory writes at cluster scope.
+__device__ __forceinline__ void mbar_arrive_release_cluster(unsigned long long* bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+}
+// Waits for the phase of parity `parity` of this block's bar, acquiring at cluster scope.
+__device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred ready;\nWAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// The float at p's offset in block `cta`'s shared memory.
+__device__ __forceinline__ float ld_shared_cluster(const float* p, unsigned cta) {
+  float v;
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\nld.shared::cluster.f32 %0, [remote];\n}"
+      : "=f"(v)
+      : "r"(smem_addr(p)), "r"(cta)
+      : "memory");
+  return v;
+}
+
+}  // namespace sm90
+
+// tile_row_broadcast (epilogue.cuh) over the cluster's column tiles: the row
+// values combine every block's partial; row(v, m) runs in block 0 only (the
+// row-shaped outputs, stored once), apply(acc, v, m, n) at every element of
+// this block's tile. `round` counts the units this thread's block has done
+// (each consumer thread keeps it, starting at 0). smem: (S + 2) * BM floats,
+// then the staging's, as tile_row_broadcast.
+template <class Op, bool kMean, int kChunk, int BM, int kThreads, int kClusterN, class Frag, class ValueF, class RowF,
+          class ApplyF>
+__device__ __forceinline__ void tile_row_broadcast_cluster(const Frag& frag, int m0, int n0, int M, int N, float* smem,
+                                                           int& round, const ValueF& value, const RowF& row,
+                                                           const ApplyF& apply) {
+  static_assert(!Op::kLogSumExp, "tile_row_broadcast_cluster: sum, max, min (a mean: kMean)");
+  static_assert(kClusterN >= 2 && kClusterN <= 8, "clusters of 2 to 8 blocks along N");
+  RowExchange<BM>& x = row_exchange<BM>();
+  const int slot = round & 1;
+  const unsigned parity = (round >> 1) & 1;
+  ++round;
+  tile_row_combine<Op, BM, kThreads>(frag, m0, n0, M, N, smem, value);  // ends with Frag::sync()
+  float* total = smem + Frag::kRowSharers * BM;
+  for (int r = frag.thread(); r < BM; r += kThreads) x.partial[slot][r] = total[r];
+  Frag::sync();  // the slot is written
+  const unsigned rank = sm90::cluster_rank();
+  if (frag.thread() == 0) {
+    asm volatile("fence.acq_rel.cluster;" ::: "memory");
+    for (unsigned q = 0; q < kClusterN; ++q)
+      if (q != rank) sm90::mbar_arrive_release_cluster(&x.ready[slot], q);
+  }
+  sm90::mbar_wait_acquire_cluster(&x.ready[slot], parity);  // every other block's slot is written
+  for (int r = frag.thread(); r < BM; r += kThreads) {
+    if (m0 + r >= M) continue;
+    float a = Op::identity();
+#pragma unroll
+    for (int q = 0; q < kClusterN; ++q)
+      a = Op::combine(a, q == static_cast<int>(rank) ? x.partial[slot][r]
+                                                     : sm90::ld_shared_cluster(&x.partial[slot][r], q));
+    const float v = kMean ? a / (float)N : a;
+    total[r] = v;
+    if (rank == 0) row(v, m0 + r);
+  }
+  Frag::sync();
+  tile_pointwise_staged<kChunk>(frag, m0, n0, M, N, total + 2 * BM,
+                                [&](float acc, int m, int n) { apply(acc, total[m - m0], m, n); });
+}
+
+}  // namespace fj
