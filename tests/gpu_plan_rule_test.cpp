@@ -1,7 +1,7 @@
 // GPU: the planner cases of the fusion rule (tests/plan_rule_cases.h) and the
 // row-finish examples run on the device and match the fp64 reference, with
-// the default plan (one finish kernel for every partial row reduction) and
-// with reductions unfused.
+// the default plan (one finish kernel for every partial row reduction), with
+// reductions unfused, and with row_broadcast=1.
 #include <gtest/gtest.h>
 
 #include "fusejit/engine.h"
@@ -35,6 +35,9 @@ void run_cases(const std::string& config) {
 TEST(GpuPlanRule, DefaultPlanMatchesReference) { run_cases(""); }
 
 TEST(GpuPlanRule, UnfusedReductionsMatchReference) { run_cases("fuse_reductions=0"); }
+
+// The broadcast back over the rows in the epilogue (opt-in; linear_rmsnorm: across clusters of column tiles).
+TEST(GpuPlanRule, RowBroadcastMatchesReference) { run_cases("row_broadcast=1"); }
 
 }  // namespace
 }  // namespace fusejit
