@@ -461,28 +461,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         continue;
       }
       if (tail.partial) {
-        const PartialBuffers& pb = plan.partials.at(tail.op);
-        const std::string rows = "kPartialRows" + suffix;
-        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
-        const std::string tile_index = geo.op == OpKind::Conv2d && !wgmma ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
-        // conv on patches: GEMM rows are patch rows; the partials are indexed by pixel (n, oh, ow)
-        const bool patch_rows = (wgmma || halo_patches) && geo.op == OpKind::Conv2d;
-        const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m"
-                                      : patch_rows ? "((long long)px.n * ConvShape::kOH + px.oh) * ConvShape::kOW + px.ow"
-                                                   : "m";
-        run.push_back("fj::tile_row_partials<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " +
-                      shape.rows + ", " + shape.cols + ", smem,");
-        append(run, epilogue_lambda(value_head, shape.coords, value_call));
-        run.back() = "},";
-        std::vector<std::string> body;
-        if (patch_rows) body = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;  // patch padding"};
-        append(body, {"const long long at = (long long)" + tile_index + " * " + rows + " + " + row_index + ";",
-                      em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
-        if (pb.maxima >= 0)
-          body.push_back(em.buffer_param({BufferKind::Scratch, pb.maxima}, true) + "[at] = row_max;");
-        run.push_back("[&](float part, float row_max, int m) {");
-        append(run, body);
-        run.push_back("});");
+        append(run, row_partials_epilogue(em, geo, tail, shape, suffix, epilogue_lambda(value_head, shape.coords, value_call),
+                                          wgmma, halo_patches));
         continue;
       }
       const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),

@@ -137,11 +137,19 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
                                                std::vector<std::string> value, const std::string& row,
                                                int64_t row_sharers, int64_t& smem_floats);
 
+// A row reduction over an N wider than the tile: the fj::tile_row_partials
+// call storing this tile's partial of each row to the reduction's scratch,
+// `value` the lambda of its input, `suffix` the reduction's index (constant
+// names). emit_row_tails.cpp.
+std::vector<std::string> row_partials_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
+                                               const AnchorShape& shape, const std::string& suffix,
+                                               std::vector<std::string> value, bool wgmma, bool halo_patches);
+
 // A whole-row reduction broadcast back over the tile (KernelPlan::wide on a
 // wgmma anchor): the fj::tile_row_broadcast call, `value` the lambda of the
 // reduction's input, `post` its row-shaped consumers' function (stores once a
 // row), `coord_call` the wide function's coordinate arguments. Raises
-// `smem_floats` (row totals, then the staged chunks). emit_row_broadcast.cpp.
+// `smem_floats` (row totals, then the staged chunks). emit_row_tails.cpp.
 std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
                                                 const AnchorShape& shape, std::vector<std::string> value,
                                                 const std::string& post, const std::string& coord_call,

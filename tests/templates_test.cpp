@@ -330,6 +330,50 @@ extern "C" __global__ void __launch_bounds__(384, 1) k(const __grid_constant__ f
   run<fj::WgmmaTile<128, 128, 3, fj::MmaKind::BF16, false, true>>(&o, slots, bias, smem);
   run<fj::WgmmaTile<128, 256, 3, fj::MmaKind::TF32>>(&o, slots, bias, smem);
 })"},
+      {"wgmma_row_cluster.cuh", R"(
+#include "fusejit/reduce.cuh"
+// Rows reduced across clusters of 4 column tiles (sum, then max as a mean-less op), broadcast back; and the
+// one-tile form (tile_row_broadcast, epilogue.cuh) on a cluster-free tile.
+template <class Tile, class Op>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  char* ring = fj::align_smem_1024(smem);
+  float* epi = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  int round = 0;
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b, a, b}, 100, fj::TileOrder{3, 4, 2}, fj::SplitK{}, ring,
+                       [&](auto& f, int m0, int n0, int) {
+    fj::tile_row_broadcast_cluster<Op, true, 32, Tile::BM, Tile::kConsumerThreads, Tile::kClusterN>(
+        f, m0, n0, 300, 500, epi, round, [&](float v, int, int) { return v; },
+        [&](float v, int m) { c[m] = v; }, [&](float v, float r, int m, int n) { c[m * 1000 + n] = v - r; });
+  });
+}
+template <class Tile>
+__device__ void run_tile(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  char* ring = fj::align_smem_1024(smem);
+  float* epi = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b}, 100, fj::TileOrder{3, 1, 2}, fj::SplitK{}, ring,
+                       [&](auto& f, int m0, int, int) {
+    fj::tile_row_broadcast<fj::MaxOp, false, 32, Tile::BM, Tile::kConsumerThreads>(
+        f, m0, 300, 100, epi, [&](float v, int, int) { return v; }, [&](float v, int m) { c[m] = v; },
+        [&](float v, float r, int m, int n) { c[m * 1000 + n] = v - r; });
+  });
+}
+using Cluster = fj::WgmmaTile<128, 128, 3, fj::MmaKind::BF16, false, false, 1, false, 128, 0, 4>;
+using Cluster3 = fj::WgmmaTile<64, 64, 3, fj::MmaKind::F32x3, false, false, 1, false, 128, 0, 8>;
+extern "C" __global__ void __launch_bounds__(Cluster::kThreads, 1) __cluster_dims__(4, 1, 1)
+    k(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<Cluster, fj::SumOp>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(Cluster3::kThreads, 1) __cluster_dims__(8, 1, 1)
+    k3(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<Cluster3, fj::MinOp>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+    k1(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run_tile<fj::WgmmaTile<64, 128, 3, fj::MmaKind::TF32>>(&a, &b, c, smem);
+})"},
       {"operand_staging.cuh", R"(
 extern "C" __global__ void k(const float4* x, float4* lo, long long n, const float* b, float* bt) {
   fj::tf32_residuals(x, lo, n, blockIdx.x, gridDim.x);
@@ -564,7 +608,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
       const bool hopper = files[i] == "gemm_wgmma.cuh" || files[i] == "wgmma_ops.cuh" || files[i] == "conv_wgmma.cuh" ||
                           files[i] == "conv_wgmma_halo.cuh" || files[i] == "conv_wgmma_store.cuh" ||
                           files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
-                          files[i] == "wgrad_swap_ab.cuh" ||
+                          files[i] == "wgrad_swap_ab.cuh" || files[i] == "wgmma_row_cluster.cuh" ||
                           files[i] == "wgmma_sm90.cuh";
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +

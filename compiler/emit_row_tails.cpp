@@ -1,14 +1,46 @@
-// The wgmma epilogue of a whole-row reduction broadcast back over the tile
-// (KernelPlan::wide on an anchor, pass_fuse_row_broadcast.cpp): the rows
-// reduced, the reduction's row-shaped consumers stored once a row, then the
-// wide region on the accumulators with the row's value (fj::tile_row_broadcast;
-// over a cluster of column tiles, fj::tile_row_broadcast_cluster).
+// Anchor epilogues of a row reduction along N (pass_fuse_reduction.cpp):
+// - per-tile partials where N is wider than the tile (fj::tile_row_partials),
+//   which a row-finish kernel combines;
+// - on wgmma, the row's value broadcast back over the tile (KernelPlan::wide,
+//   pass_fuse_row_broadcast.cpp): the rows reduced, the reduction's row-shaped
+//   consumers stored once a row, then the wide region on the accumulators with
+//   the row's value (fj::tile_row_broadcast; over a cluster of column tiles,
+//   fj::tile_row_broadcast_cluster).
 #include <algorithm>
 
 #include "compiler/emit_anchor_parts.h"
 #include "compiler/emitters.h"
 
 namespace fusejit::cg::anchor {
+
+std::vector<std::string> row_partials_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
+                                               const AnchorShape& shape, const std::string& suffix,
+                                               std::vector<std::string> value, bool wgmma, bool halo_patches) {
+  const Graph& g = em.ctx().g;
+  const PartialBuffers& pb = em.plan().partials.at(tail.op);
+  const std::string rows = "kPartialRows" + suffix;
+  em.src().constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
+  const std::string tile_index = geo.op == OpKind::Conv2d && !wgmma ? "(g * gridDim.y + blockIdx.y)" : "n_tile";
+  // conv on patches: GEMM rows are patch rows; the partials are indexed by pixel (n, oh, ow)
+  const bool patch_rows = (wgmma || halo_patches) && geo.op == OpKind::Conv2d;
+  const std::string row_index = shape.per_batch_rows ? "(long long)z * kM + m"
+                                : patch_rows ? "((long long)px.n * ConvShape::kOH + px.oh) * ConvShape::kOW + px.ow"
+                                             : "m";
+  std::vector<std::string> out = {"fj::tile_row_partials<" + reduce_op_type(g.node(tail.op).op) +
+                                  ", Tile::BM, Frag::kThreads>(frag, m0, n0, " + shape.rows + ", " + shape.cols +
+                                  ", smem,"};
+  value.back() = "},";
+  append(out, value);
+  std::vector<std::string> body;
+  if (patch_rows) body = {"const fj::Pixel px = Pixels{}.pixel(m);", "if (!px.ok) return;  // patch padding"};
+  append(body, {"const long long at = (long long)" + tile_index + " * " + rows + " + " + row_index + ";",
+                em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
+  if (pb.maxima >= 0) body.push_back(em.buffer_param({BufferKind::Scratch, pb.maxima}, true) + "[at] = row_max;");
+  out.push_back("[&](float part, float row_max, int m) {");
+  append(out, body);
+  out.push_back("});");
+  return out;
+}
 
 std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
                                                 const AnchorShape& shape, std::vector<std::string> value,
