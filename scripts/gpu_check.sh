@@ -19,8 +19,8 @@
 #   gemmbench bench/bench_gemm.py against cuBLAS / PyTorch (GEMM_BENCH_ARGS)
 #   convbench bench/bench_conv.py: conv chains against cuDNN / PyTorch (CONV_BENCH_ARGS)
 #   normbench bench/bench_norm.py: group norm / row reduction chains against PyTorch (NORM_BENCH_ARGS)
-#   gtest     ctest -R TEST_REGEX (default '^Gpu|/Gpu'), -E TEST_EXCLUDE, GTEST_JOBS in parallel:
-#             one call for the tests a change needs
+#   gtest     ctest -R TEST_REGEX (default '^Gpu|/Gpu'), -E TEST_EXCLUDE, GTEST_JOBS in parallel,
+#             GTEST_TIMEOUT seconds a test (default 500): one call for the tests a change needs
 #   wgrad     `fusejit run` on the seeds' dW (conv2d_weight_grad) at full size, each mode
 #             (WGRAD_MODES, WGRAD_CONFIG)
 #   backbench bench/bench_backward_seeds.py: seed models' forward + backward against eager / torch.compile
@@ -251,7 +251,7 @@ stage_normbench() {
 
 stage_gtest() {
   # Through ctest, so the selected tests run as parallel processes (NVRTC compiles dominate).
-  ctest --test-dir "$build" -j ${GTEST_JOBS:-12} --timeout 500 --output-on-failure \
+  ctest --test-dir "$build" -j ${GTEST_JOBS:-12} --timeout ${GTEST_TIMEOUT:-500} --output-on-failure \
     -R "${TEST_REGEX:-^Gpu|/Gpu}" -E "${TEST_EXCLUDE:-GpuAutotune}" > "$out/gtest.log" 2>&1
   note "gtest ${TEST_REGEX:-^Gpu|/Gpu}: $(grep -E 'tests passed|tests failed' "$out/gtest.log" | tail -1)"
   grep -E "^\s+[0-9]+ - .*(Failed|SEGFAULT|Timeout|Exception)" "$out/gtest.log" | head -30 || true
