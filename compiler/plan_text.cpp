@@ -96,7 +96,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     }
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
-    if (!kp.wide.nodes.empty()) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
+    const bool anchor_wide = kp.kind == KernelKind::Anchor && !kp.wide.nodes.empty();  // after its tail (below)
+    if (!kp.wide.nodes.empty() && !anchor_wide) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
     for (const FusedTail& t : kp.row_stages) {  // the row-shaped consumers named apart from the wide ones
       Region wide = t.post;
       std::vector<ValueId> per_row;
@@ -116,6 +117,7 @@ std::string plan_text(const Graph& g, const Plan& plan) {
       else
         region_lines(s, g, plan, t.post, "fused " + label(g, t.op) + ", then");
     }
+    if (anchor_wide) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
     for (const std::string& n : kp.notes) s << "  note: " << n << "\n";
   }
   for (size_t i = 0; i < plan.scratch.size(); ++i)
