@@ -423,52 +423,6 @@ std::string add_conv_tap_table(const AnchorGeometry& geo, KernelSource& s) {
 
 namespace fusejit::cg::anchor {
 
-std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const AnchorShape& shape,
-                                               std::vector<std::string> value, const std::string& row,
-                                               int64_t row_sharers, int64_t& smem_floats) {
-  const PlanContext& ctx = em.ctx();
-  const Graph& g = ctx.g;
-  // The row statistics, then the stores staged `chunk` columns at a time.
-  const KernelPlan& kp = em.plan().kernels[0];
-  const bool wgmma = kp.mainloop == Mainloop::Wgmma;
-  const int64_t tile_m = kp.tile_m(), tile_n = kp.tile_n(), stats = (row_sharers + 2) * tile_m;
-  int chunk = wgmma ? wgmma_epilogue_chunk(kp.wgmma, kp.mma_kind == "f32x3", stats * 4 * (kp.wgmma.pingpong ? 2 : 1))
-                    : 64;
-  while (chunk > 16 && (tile_n % chunk || (!wgmma && (stats + tile_m * (chunk + 8)) * 4 > 32 * 1024))) chunk /= 2;
-  if (tile_n % chunk) chunk = 0;  // narrow SIMT tiles: stores from the fragment
-  smem_floats = std::max<int64_t>(smem_floats, stats + tile_m * (chunk + 8));
-  const Node& sn = g.node(tail.op);
-  const std::string log = sn.op == OpKind::LogSoftmax ? "true" : "false";
-  std::vector<std::string> out = {"fj::tile_row_softmax<" + log + ", " + (tail.partial ? "true" : "false") +
-                                  ", " + std::to_string(chunk) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " + shape.rows + ", " + shape.cols +
-                                  ", smem,"};
-  value.back() = "},";
-  append(out, value);
-  if (!tail.partial) {
-    const std::string post = em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, -1, true),
-                                          "fj_post_softmax", "after " + g.describe(tail.op) + ", at output coordinates");
-    const int rank = static_cast<int>(sn.type.shape.size());
-    out.push_back("[](float, float, int) {},");
-    out.push_back("[&](float v, int m, int n) {");
-    append(out, shape.coords);
-    out.push_back(post + "(p, v, " + coord_args(rank) + ");");
-    out.push_back("});");
-    return out;
-  }
-  const PartialBuffers& pb = em.plan().partials.at(tail.op);
-  const std::string rows = "kSoftmaxRows" + std::to_string(tail.op);
-  em.src().constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op)});
-  const std::string at = "(long long)n_tile * " + rows + " + " + row;
-  append(out, {"[&](float part, float row_max, int m) {",
-               em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[" + at + "] = part;",
-               em.buffer_param({BufferKind::Scratch, pb.maxima}, true) + "[" + at + "] = row_max;", "},",
-               "[&](float e, int m, int n) {  // exp(v - the tile's row max): the finish kernel scales it",
-               "fj::store_from_float(" + em.buffer_param(*pb.stage, true) + ", (" + row + ") * " + shape.cols +
-                   " + n, e);",
-               "});"});
-  return out;
-}
-
 std::vector<std::string> epilogue_lambda(const std::string& head, const std::vector<std::string>& coords,
                                          const std::string& call) {
   std::vector<std::string> out = {head};

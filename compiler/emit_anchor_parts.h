@@ -132,7 +132,7 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
 // the fj::tile_row_softmax call, `value` the lambda of its input (at m, n),
 // `row` the row's index in the softmax's [rows, N] view (from m);
 // `row_sharers` is Frag::kRowSharers. Raises `smem_floats` to the epilogue
-// shared memory it needs (row statistics, then the staged stores).
+// shared memory it needs (row statistics, then the staged stores). emit_row_tails.cpp.
 std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const AnchorShape& shape,
                                                std::vector<std::string> value, const std::string& row,
                                                int64_t row_sharers, int64_t& smem_floats);

@@ -91,6 +91,34 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, uns
       "r"(cta)
       : "memory");
 }
+// Arrives on the mbarrier at bar's offset in block `cta` of the cluster, releasing this thread's (and what it
+// synchronized with) shared-memory writes at cluster scope.
+__device__ __forceinline__ void mbar_arrive_release_cluster(unsigned long long* bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+}
+// Waits for the phase of parity `parity` of this block's bar, acquiring at cluster scope.
+__device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred ready;\nWAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// The float at p's offset in block `cta`'s shared memory.
+__device__ __forceinline__ float ld_shared_cluster(const float* p, unsigned cta) {
+  float v;
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\nld.shared::cluster.f32 %0, [remote];\n}"
+      : "=f"(v)
+      : "r"(smem_addr(p)), "r"(cta)
+      : "memory");
+  return v;
+}
 // 2-D tile store: the dense box at src -> global at (c0 along the contiguous
 // dim, c1 rows), clipped to the tensor; one bulk async group per commit.
 __device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, const void* src, int c0, int c1) {

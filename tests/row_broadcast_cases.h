@@ -26,6 +26,21 @@ inline std::string row_broadcast_head(const std::string& name, const std::string
   return s;
 }
 
+// h * rsqrt(mean(h^2) + 1e-6) * gamma after a linear [m, k] x [n, k] -> [m, n].
+inline std::string rmsnorm_spec(const std::string& name, const std::string& precision, int m, int k, int n) {
+  const std::string ms = std::to_string(m), ks = std::to_string(k), ns = std::to_string(n);
+  return "name: " + name + "\nprecision: " + precision + "\ninputs:\n  - {name: x, shape: [" + ms + ", " + ks +
+         "]}\n  - {name: w, shape: [" + ns + ", " + ks + "]}\n  - {name: gamma, shape: [" + ns + "]}\nops:\n"
+         "  - {name: h, op: linear, args: [x, w]}\n"
+         "  - {name: sq, op: square, args: [h]}\n"
+         "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
+         "  - {name: den, op: add, args: [ms, 1e-6]}\n"
+         "  - {name: r, op: rsqrt, args: [den]}\n"
+         "  - {name: nh, op: mul, args: [h, r]}\n"
+         "  - {name: y, op: mul, args: [nh, gamma]}\n"
+         "outputs: [y]\n";
+}
+
 inline std::vector<RowBroadcastCase> row_broadcast_cases() {
   const std::string on = "row_broadcast=1";
   std::vector<RowBroadcastCase> out;
@@ -39,18 +54,7 @@ inline std::vector<RowBroadcastCase> row_broadcast_cases() {
                        "outputs: [y, mx]\n",
                    on});
   // rmsnorm over N = 100 (not a multiple of the tile), scaled by a per-feature gamma
-  out.push_back({"rmsnorm_bf16",
-                 "name: rb_rmsnorm_bf16\nprecision: bf16\ninputs:\n  - {name: x, shape: [256, 64]}\n"
-                 "  - {name: w, shape: [100, 64]}\n  - {name: gamma, shape: [100]}\nops:\n"
-                 "  - {name: h, op: linear, args: [x, w]}\n"
-                 "  - {name: sq, op: square, args: [h]}\n"
-                 "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
-                 "  - {name: den, op: add, args: [ms, 1e-6]}\n"
-                 "  - {name: r, op: rsqrt, args: [den]}\n"
-                 "  - {name: nh, op: mul, args: [h, r]}\n"
-                 "  - {name: y, op: mul, args: [nh, gamma]}\n"
-                 "outputs: [y]\n",
-                 on});
+  out.push_back({"rmsnorm_bf16", rmsnorm_spec("rb_rmsnorm_bf16", "bf16", 256, 64, 100), on});
   // h + mean(h): a residual of the anchor's own output (f16, wide tile)
   out.push_back({"residual_mean_f16",
                  row_broadcast_head("rb_residual_mean_f16", "f16", 384, 256, 256) +
@@ -101,17 +105,7 @@ inline std::vector<RowBroadcastCase> row_broadcast_cases() {
                      "outputs: [y]\n",
                  on});
   out.push_back({"cluster_rmsnorm_fp32",  // the linear_rmsnorm example's chain (3xTF32, 6 tiles of 128)
-                 "name: rb_cluster_rmsnorm_fp32\nprecision: fp32\ninputs:\n  - {name: x, shape: [512, 1024]}\n"
-                 "  - {name: w, shape: [768, 1024]}\n  - {name: gamma, shape: [768]}\nops:\n"
-                 "  - {name: h, op: linear, args: [x, w]}\n"
-                 "  - {name: sq, op: square, args: [h]}\n"
-                 "  - {name: ms, op: mean, args: [sq], dims: [-1], keepdim: true}\n"
-                 "  - {name: den, op: add, args: [ms, 1e-6]}\n"
-                 "  - {name: r, op: rsqrt, args: [den]}\n"
-                 "  - {name: nh, op: mul, args: [h, r]}\n"
-                 "  - {name: y, op: mul, args: [nh, gamma]}\n"
-                 "outputs: [y]\n",
-                 on});
+                 rmsnorm_spec("rb_cluster_rmsnorm_fp32", "fp32", 512, 1024, 768), on});
   return out;
 }
 
