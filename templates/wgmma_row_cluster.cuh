@@ -47,7 +47,7 @@ __device__ __forceinline__ void tile_row_broadcast_cluster(const Frag& frag, int
   if (frag.thread() == 0) {
     asm volatile("fence.acq_rel.cluster;" ::: "memory");
     for (unsigned q = 0; q < kClusterN; ++q)
-      if (q != rank) sm90::mbar_arrive_release_cluster(&x.ready[slot], q);
+      if (q != rank) sm90::mbar_arrive_cluster<true>(&x.ready[slot], q);
   }
   sm90::mbar_wait_acquire_cluster(&x.ready[slot], parity);  // every other block's slot is written
   for (int r = frag.thread(); r < BM; r += kThreads) {

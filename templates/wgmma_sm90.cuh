@@ -80,25 +80,26 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// Arrives on the mbarrier at bar's offset in block `cta` of the cluster
-// (release at CTA scope, as a local arrival: the stage's reads are wgmma's,
-// already complete; a .release.cluster arrival made the 4096^3 bf16 GEMM
-// 1.6x slower on the H100).
+// Arrives on the mbarrier at bar's offset in block `cta` of the cluster.
+// Default: release at CTA scope, as a local arrival (the mainloop's stage
+// reads are wgmma's, already complete; a .release.cluster arrival made the
+// 4096^3 bf16 GEMM 1.6x slower on the H100). kReleaseCluster: releasing this
+// thread's (and what it synchronized with) shared-memory writes at cluster
+// scope, for a peer that then reads them (wgmma_row_cluster.cuh).
+template <bool kReleaseCluster = false>
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
-      "r"(cta)
-      : "memory");
-}
-// Arrives on the mbarrier at bar's offset in block `cta` of the cluster, releasing this thread's (and what it
-// synchronized with) shared-memory writes at cluster scope.
-__device__ __forceinline__ void mbar_arrive_release_cluster(unsigned long long* bar, unsigned cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
-      "r"(cta)
-      : "memory");
+  if constexpr (kReleaseCluster)
+    asm volatile(
+        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+        "r"(cta)
+        : "memory");
+  else
+    asm volatile(
+        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+        "r"(cta)
+        : "memory");
 }
 // Waits for the phase of parity `parity` of this block's bar, acquiring at cluster scope.
 __device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned long long* bar, unsigned parity) {
