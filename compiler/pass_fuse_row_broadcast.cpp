@@ -105,7 +105,8 @@ void fuse_row_cluster(PlanContext& ctx, Plan& plan) {
   if (wt.swap_ab || wt.cluster_m > 1 || wt.conv_halo) return refuse("the tile " + wt.str() + " takes no clusters");
   if (ctx.heur.wgmma && (wt.pingpong || wt.split_k > 1))
     return refuse("the configured tile " + wt.str() + " is ping-pong or split");
-  const int64_t n = analyze_anchor(ctx.g, kp.root).n, m_tiles = (analyze_anchor(ctx.g, kp.root).m + wt.bm - 1) / wt.bm;
+  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  const int64_t n = geo.n, m_tiles = (geo.m + wt.bm - 1) / wt.bm;
   // The tile: as configured, else the narrowest that 8 blocks span (the most blocks for a short M), wider while
   // the grid still fills the SMs.
   WgmmaConfig t = wt;
