@@ -465,14 +465,14 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                                           wgmma, halo_patches));
         continue;
       }
-      const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
-                                            "fj_post_reduce_" + suffix, "after " + g.describe(tail.op));
-      const int post_rank = static_cast<int>(rn.type.shape.size());
       if (wgmma && !kp.wide.nodes.empty()) {  // broadcast back over the tile or cluster (pass_fuse_row_broadcast.cpp)
-        append(run, row_broadcast_epilogue(em, geo, tail, shape, epilogue_lambda(value_head, shape.coords, value_call), post,
+        append(run, row_broadcast_epilogue(em, geo, tail, shape, epilogue_lambda(value_head, shape.coords, value_call),
                                            coord_call, row_sharers, smem_floats));
         continue;
       }
+      const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
+                                            "fj_post_reduce_" + suffix, "after " + g.describe(tail.op));
+      const int post_rank = static_cast<int>(rn.type.shape.size());
       run.push_back("fj::tile_row_reduce<" + reduce_op_type(rn.op) + ", Tile::BM, Frag::kThreads>(frag, m0, " +
                     shape.rows + ", " + shape.cols + ", smem,");
       append(run, epilogue_lambda(value_head, shape.coords, value_call));

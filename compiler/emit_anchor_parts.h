@@ -147,12 +147,13 @@ std::vector<std::string> row_partials_epilogue(KernelEmitter& em, const AnchorGe
 
 // A whole-row reduction broadcast back over the tile (KernelPlan::wide on a
 // wgmma anchor): the fj::tile_row_broadcast call, `value` the lambda of the
-// reduction's input, `post` its row-shaped consumers' function (stores once a
-// row), `coord_call` the wide function's coordinate arguments. Raises
-// `smem_floats` (row totals, then the staged chunks). emit_row_tails.cpp.
+// reduction's input, `coord_call` the wide function's coordinate arguments;
+// the row-shaped consumers run once a row (their stores, and the row value
+// the broadcast reads). Raises `smem_floats` (row totals, then the staged
+// chunks). emit_row_tails.cpp.
 std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
                                                 const AnchorShape& shape, std::vector<std::string> value,
-                                                const std::string& post, const std::string& coord_call,
+                                                const std::string& coord_call,
                                                 int64_t row_sharers, int64_t& smem_floats);
 
 // The inputs `tree` reads along its coordinate `col_dim` only (default the

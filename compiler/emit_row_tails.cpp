@@ -90,10 +90,27 @@ std::vector<std::string> row_partials_epilogue(KernelEmitter& em, const AnchorGe
   return out;
 }
 
+// The one row-shaped value (the reduction or one of its row consumers) that
+// the broadcast-back region reads, or -1 where it reads several: then the row
+// ops run at each element.
+ValueId broadcast_row_value(const Graph& g, const FusedTail& tail, const Region& wide) {
+  auto row_shaped = [&](ValueId v) {
+    return v == tail.op || std::find(tail.post.nodes.begin(), tail.post.nodes.end(), v) != tail.post.nodes.end();
+  };
+  ValueId found = -1;
+  for (ValueId w : wide.nodes)
+    for (ValueId a : g.node(w).operands) {
+      if (!row_shaped(a) || a == found) continue;
+      if (found >= 0) return -1;
+      found = a;
+    }
+  return found;
+}
+
 std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail,
                                                 const AnchorShape& shape, std::vector<std::string> value,
-                                                const std::string& post, const std::string& coord_call,
-                                                int64_t row_sharers, int64_t& smem_floats) {
+                                                const std::string& coord_call, int64_t row_sharers,
+                                                int64_t& smem_floats) {
   const PlanContext& ctx = em.ctx();
   const Graph& g = ctx.g;
   const KernelPlan& kp = em.plan().kernels[0];
@@ -105,12 +122,27 @@ std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorG
                                    stats * 4 * (kp.wgmma.pingpong ? 2 : 1) + (cluster > 1 ? kRowExchangeReserve : 0));
   while (chunk > 8 && tile_n % chunk) chunk /= 2;
   smem_floats = std::max<int64_t>(smem_floats, stats + tile_m * (chunk + 8));
-  Region all = kp.wide;  // the anchor's region and the reduction's consumers recomputed at each element
+  // Once a row: the row-shaped outputs stored, and the one row value the wide
+  // region reads returned (its row ops done here, not at each element); where
+  // it reads several, the reduction's value, and the row ops at each element.
+  const ValueId row_value = broadcast_row_value(g, tail, kp.wide);
+  const ValueId carried = row_value >= 0 ? row_value : tail.op;
+  const bool row_stores = !tail.post.stores.empty();
+  const std::string what = "after " + g.describe(tail.op) + ", once a row: " + g.describe(carried) + " returned";
+  const std::string post_store =
+      em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, carried, true),
+                   "fj_row_" + std::to_string(tail.op), what + (row_stores ? ", the row outputs stored" : ""));
+  const std::string post_value =  // a cluster stores the row outputs from its first block only
+      cluster > 1 && row_stores
+          ? em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, carried, false),
+                         "fj_row_value_" + std::to_string(tail.op), what + " (no stores)")
+          : post_store;
+  Region all = kp.wide;  // the anchor's region, then the wide ops at each element
   all.nodes = kp.region.nodes;
-  all.nodes.insert(all.nodes.end(), tail.post.nodes.begin(), tail.post.nodes.end());
+  if (row_value < 0) all.nodes.insert(all.nodes.end(), tail.post.nodes.begin(), tail.post.nodes.end());
   all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
-  const std::string wide = em.emit_tree(build_epilogue_tree(ctx, em.plan(), all, {kp.root, tail.op}, -1, true),
-                                        "fj_row_broadcast", "the tile's rows' " + g.describe(tail.op) +
+  const std::string wide = em.emit_tree(build_epilogue_tree(ctx, em.plan(), all, {kp.root, carried}, -1, true),
+                                        "fj_row_broadcast", "the tile's rows' " + g.describe(carried) +
                                                                 " broadcast back over them, at output coordinates");
   const bool mean = rn.op == OpKind::Mean;
   std::vector<std::string> out = {
@@ -123,8 +155,13 @@ std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorG
   value.back() = "},";
   append(out, value);
   const int post_rank = static_cast<int>(rn.type.shape.size());
-  append(out, epilogue_lambda("[&](float v, int m) {", shape.reduced_coords(geo, true),
-                              post + "(p, v" + (post_rank ? ", " + coord_args(post_rank) : "") + ");"));
+  const std::string args = "(p, v" + (post_rank ? ", " + coord_args(post_rank) : "") + ")";
+  append(out, epilogue_lambda(std::string("[&](float v, int m, bool") + (post_value != post_store ? " store" : "") +
+                                  ") -> float {",
+                              shape.reduced_coords(geo, true),
+                              post_value != post_store ? "return store ? " + post_store + args + " : " + post_value +
+                                                             args + ";"
+                                                       : "return " + post_store + args + ";"));
   out.back() = "},";
   append(out, epilogue_lambda("[&](float acc, float v, int m, int n) {", shape.coords,
                               wide + "(p, acc, v, " + coord_call + ");"));

@@ -1,12 +1,13 @@
 // Pass: a row reduction's broadcast back over the anchor's output, in the
-// epilogue (opt-in: row_broadcast=1; wgmma linear / matmul). The elementwise
+// epilogue (wgmma linear / matmul; row_broadcast=0 turns it off). The elementwise
 // consumers over the anchor's domain that read the row's value (`h - max(h)`,
 // `h * rsqrt(mean(h^2))`, `h + mean(h)`) run on the tile's accumulators once
 // its rows are reduced: the anchor's output is not stored for a pointwise or
 // row-finish kernel to read back.
 // - fuse_row_broadcast: one tile spans N (the reduction is whole in the
 //   epilogue, pass_fuse_reduction.cpp): fj::tile_row_broadcast.
-// - fuse_row_cluster (after the tile is chosen): N spans 2 to 8 column tiles;
+// - fuse_row_cluster (after the tile is chosen; opt-in, row_cluster=1: on the
+//   H200 no faster than the partials' two kernels yet): N spans 2 to 8 column tiles;
 //   a cluster of that many blocks takes a row tile's column tiles together and
 //   exchanges the rows' partials through distributed shared memory
 //   (fj::tile_row_broadcast_cluster), instead of per-tile partials in scratch
@@ -90,7 +91,7 @@ void fuse_row_broadcast(PlanContext& ctx, Plan& plan) {
 }
 
 void fuse_row_cluster(PlanContext& ctx, Plan& plan) {
-  if (!ctx.heur.row_broadcast || plan.kernels.empty()) return;
+  if (!ctx.heur.row_broadcast || !ctx.heur.row_cluster || plan.kernels.empty()) return;
   KernelPlan& kp = plan.kernels[0];
   const auto why = refusal(ctx, kp);
   if (!why || !kp.tails[0].partial) return;

@@ -369,11 +369,13 @@ __device__ __forceinline__ void tile_row_reduce(const Frag& frag, int m0, int M,
 }
 
 // A row reduction over all N columns (one column tile, n0 == 0) broadcast
-// back over the tile (`h - max(h)`, `h * rsqrt(mean(h^2))`): row(v, m) runs
-// once per row m < M with the finished value (kMean: the sum over N), then
-// apply(acc, v, m, n) at every element of the tile, staged kChunk columns at a
-// time (tile_pointwise_staged), v its row's value: the anchor's output never
-// leaves the block. smem: (S + 2) * BM floats, then the staging's.
+// back over the tile (`h - max(h)`, `h * rsqrt(mean(h^2))`): row(v, m, true)
+// runs once per row m < M with the finished value (kMean: the sum over N),
+// stores the row-shaped outputs and returns the row's value for the broadcast
+// (the row ops done once a row, e.g. rsqrt(mean + eps)); then apply(acc, r, m,
+// n) at every element of the tile, staged kChunk columns at a time
+// (tile_pointwise_staged), r that value: the anchor's output never leaves the
+// block. smem: (S + 2) * BM floats, then the staging's.
 template <class Op, bool kMean, int kChunk, int BM, int kThreads, class Frag, class ValueF, class RowF, class ApplyF>
 __device__ __forceinline__ void tile_row_broadcast(const Frag& frag, int m0, int M, int N, float* smem,
                                                    const ValueF& value, const RowF& row, const ApplyF& apply) {
@@ -382,9 +384,7 @@ __device__ __forceinline__ void tile_row_broadcast(const Frag& frag, int m0, int
   float* total = smem + Frag::kRowSharers * BM;
   for (int r = frag.thread(); r < BM; r += kThreads) {
     if (m0 + r >= M) continue;
-    const float v = kMean ? total[r] / (float)N : total[r];
-    total[r] = v;
-    row(v, m0 + r);
+    total[r] = row(kMean ? total[r] / (float)N : total[r], m0 + r, true);
   }
   Frag::sync();
   tile_pointwise_staged<kChunk>(frag, m0, 0, M, N, total + 2 * BM,

@@ -23,9 +23,9 @@
 namespace fj {
 
 // tile_row_broadcast (epilogue.cuh) over the cluster's column tiles: the row
-// values combine every block's partial; row(v, m) runs in block 0 only (the
-// row-shaped outputs, stored once), apply(acc, v, m, n) at every element of
-// this block's tile. `round` counts the units this thread's block has done
+// values combine every block's partial; row(v, m, store) in every block, with
+// `store` (the row-shaped outputs, stored once) in block 0 only, returns the
+// value apply(acc, r, m, n) gets at every element of this block's tile. `round` counts the units this thread's block has done
 // (each consumer thread keeps it, starting at 0). smem: (S + 2) * BM floats,
 // then the staging's, as tile_row_broadcast.
 template <class Op, bool kMean, int kChunk, int BM, int kThreads, int kClusterN, class Frag, class ValueF, class RowF,
@@ -57,9 +57,7 @@ __device__ __forceinline__ void tile_row_broadcast_cluster(const Frag& frag, int
     for (int q = 0; q < kClusterN; ++q)
       a = Op::combine(a, q == static_cast<int>(rank) ? x.partial[slot][r]
                                                      : sm90::ld_shared_cluster(&x.partial[slot][r], q));
-    const float v = kMean ? a / (float)N : a;
-    total[r] = v;
-    if (rank == 0) row(v, m0 + r);
+    total[r] = row(kMean ? a / (float)N : a, m0 + r, rank == 0);
   }
   Frag::sync();
   tile_pointwise_staged<kChunk>(frag, m0, n0, M, N, total + 2 * BM,

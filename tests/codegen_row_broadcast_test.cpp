@@ -1,5 +1,6 @@
 // CPU: a whole-row reduction broadcast back over the anchor's rows in the
-// wgmma epilogue (row_broadcast=1, pass_fuse_row_broadcast.cpp): one kernel,
+// wgmma epilogue (pass_fuse_row_broadcast.cpp; by default over one tile,
+// row_cluster=1 across a cluster of column tiles): one kernel,
 // nothing of the anchor's output in scratch, the plan's note, the kernel
 // compiled by NVRTC for sm_90a without spills; where the pass declines, the
 // plan of today (a pointwise kernel over the stored output).
@@ -47,9 +48,11 @@ TEST(CodegenRowBroadcast, OneKernelAndNoStoredAnchorOutput) {
     auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
     ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
     EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
-    // Off (the default): the consumers run in a pointwise kernel over the stored output.
-    const Program off = plan_of(c.spec, c.name, "");
+    // Off: the consumers run in a pointwise or row-finish kernel over the stored output.
+    const Program off = plan_of(c.spec, c.name, "row_broadcast=0");
     EXPECT_EQ(testing::chain_launches(off), 2u) << c.name << "\n" << off.plan_text;
+    // The default: over one tile, not across clusters (row_cluster=1 opts in)
+    EXPECT_EQ(testing::chain_launches(plan_of(c.spec, c.name, "")), cluster ? 2u : 1u) << c.name;
   }
 }
 
@@ -59,7 +62,7 @@ TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
                               "outputs: [y]\n";
   // N wider than 8 tiles: partials and a row-finish kernel, as without the option, with the reason
   const Program wide = plan_of(testing::row_broadcast_head("rb_wide", "bf16", 128, 64, 4096) + max_sub, "rb_wide",
-                               "row_broadcast=1");
+                               "row_cluster=1");
   EXPECT_NE(wide.plan_text.find("needs more than 8 column tiles"), std::string::npos) << wide.plan_text;
   EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
   // a second row stage (mean(h - max(h))) would store h - max(h): declined, said
@@ -89,6 +92,9 @@ TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
   auto bad = generate_program(*g, {"sm_90a", "row_broadcast=2"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("row_broadcast must be 0 or 1"), std::string::npos) << bad.error().message;
+  auto bad_cluster = generate_program(*g, {"sm_90a", "row_cluster=on"});
+  ASSERT_FALSE(bad_cluster.ok());
+  EXPECT_NE(bad_cluster.error().message.find("row_cluster must be 0 or 1"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // GPU: the planner cases of the fusion rule (tests/plan_rule_cases.h) and the
 // row-finish examples run on the device and match the fp64 reference, with
 // the default plan (one finish kernel for every partial row reduction), with
-// reductions unfused, and with row_broadcast=1.
+// reductions unfused, with the broadcast back over the rows off, and across
+// clusters (row_cluster=1).
 #include <gtest/gtest.h>
 
 #include "fusejit/engine.h"
@@ -36,8 +37,10 @@ TEST(GpuPlanRule, DefaultPlanMatchesReference) { run_cases(""); }
 
 TEST(GpuPlanRule, UnfusedReductionsMatchReference) { run_cases("fuse_reductions=0"); }
 
-// The broadcast back over the rows in the epilogue (opt-in; linear_rmsnorm: across clusters of column tiles).
-TEST(GpuPlanRule, RowBroadcastMatchesReference) { run_cases("row_broadcast=1"); }
+// The broadcast back over the rows: off, and across clusters of column tiles (opt-in; linear_rmsnorm).
+TEST(GpuPlanRule, RowBroadcastOffMatchesReference) { run_cases("row_broadcast=0"); }
+
+TEST(GpuPlanRule, RowClusterMatchesReference) { run_cases("row_cluster=1"); }
 
 }  // namespace
 }  // namespace fusejit

@@ -1,5 +1,6 @@
 // tests/row_broadcast_cases.h — chains whose whole-row reduction is broadcast
-// back over the anchor's rows (row_broadcast=1, pass_fuse_row_broadcast.cpp):
+// back over the anchor's rows (pass_fuse_row_broadcast.cpp; the default over one
+// tile, row_cluster=1 across a cluster of column tiles):
 // shared by codegen_row_broadcast_test.cpp (plans, NVRTC) and
 // gpu_row_broadcast_test.cpp (results against the fp64 reference).
 #pragma once
@@ -12,7 +13,7 @@ namespace fusejit::testing {
 struct RowBroadcastCase {
   std::string name;
   std::string spec;  // YAML
-  std::string config;  // with row_broadcast=1
+  std::string config;  // the broadcast's: "row_broadcast=1" (the default), "row_cluster=1" for the cluster_ cases
 };
 
 inline std::string row_broadcast_head(const std::string& name, const std::string& precision, int m, int k, int n,
@@ -106,6 +107,27 @@ inline std::vector<RowBroadcastCase> row_broadcast_cases() {
                  on});
   out.push_back({"cluster_rmsnorm_fp32",  // the linear_rmsnorm example's chain (3xTF32, 6 tiles of 128)
                  rmsnorm_spec("rb_cluster_rmsnorm_fp32", "fp32", 512, 1024, 768), on});
+  // 256 clusters of 4 (M = 16384, N = 512): several units per persistent block, so each exchange slot and barrier is
+  // reused (parity and slot alternation)
+  out.push_back({"cluster_rounds_rmsnorm_bf16", rmsnorm_spec("rb_cluster_rounds_rmsnorm_bf16", "bf16", 16384, 64, 512),
+                 on});
+  out.push_back({"cluster_row_output_bf16",  // a row-shaped output (stored by the cluster's first block) read back
+                 row_broadcast_head("rb_cluster_row_output_bf16", "bf16", 1000, 256, 768) +
+                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: e, op: exp, args: [mx]}\n"
+                     "  - {name: y, op: sub, args: [h, e]}\n"
+                     "outputs: [y, e]\n",
+                 on});
+  for (RowBroadcastCase& c : out)
+    if (c.name.rfind("cluster_", 0) == 0) c.config = "row_cluster=1";
+  out.push_back({"two_row_values_f16",  // the broadcast reads two row values: the row ops at each element
+                 row_broadcast_head("rb_two_row_values_f16", "f16", 320, 128, 192) +
+                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                     "  - {name: e, op: mul, args: [mx, 0.5]}\n"
+                     "  - {name: d, op: sub, args: [h, mx]}\n"
+                     "  - {name: y, op: mul, args: [d, e]}\n"
+                     "outputs: [y]\n",
+                 on});
   return out;
 }
 

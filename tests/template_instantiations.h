@@ -335,7 +335,11 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
                        [&](auto& f, int m0, int n0, int) {
     fj::tile_row_broadcast_cluster<Op, true, 32, Tile::BM, Tile::kConsumerThreads, Tile::kClusterN>(
         f, m0, n0, 300, 500, epi, round, [&](float v, int, int) { return v; },
-        [&](float v, int m) { c[m] = v; }, [&](float v, float r, int m, int n) { c[m * 1000 + n] = v - r; });
+        [&](float v, int m, bool store) {
+          if (store) c[m] = v;
+          return v * 0.5f;
+        },
+        [&](float v, float r, int m, int n) { c[m * 1000 + n] = v - r; });
   });
 }
 template <class Tile>
@@ -345,7 +349,11 @@ __device__ void run_tile(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b,
   fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b}, 100, fj::TileOrder{3, 1, 2}, fj::SplitK{}, ring,
                        [&](auto& f, int m0, int, int) {
     fj::tile_row_broadcast<fj::MaxOp, false, 32, Tile::BM, Tile::kConsumerThreads>(
-        f, m0, 300, 100, epi, [&](float v, int, int) { return v; }, [&](float v, int m) { c[m] = v; },
+        f, m0, 300, 100, epi, [&](float v, int, int) { return v; },
+        [&](float v, int m, bool) {
+          c[m] = v;
+          return v;
+        },
         [&](float v, float r, int m, int n) { c[m * 1000 + n] = v - r; });
   });
 }
