@@ -69,7 +69,7 @@ int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved
   // Chunks that divide the tile's columns and its elements among the consumer threads (the swap-AB dW's 192
   // columns over 384 threads: 48 or 24; thirds only where the threads need them).
   const int threads = 128 * t.consumers() / (t.pingpong ? 2 : 1);
-  for (int chunk : {64, 48, 32, 24}) {
+  for (int chunk : {64, 56, 48, 32, 24}) {  // 56: a 168-column tile
     if (chunk % 3 == 0 && threads % 3) continue;
     if (t.bn % chunk == 0 && int64_t{t.bm} * chunk % threads == 0 && int64_t{t.bm} * (chunk + 8) * 4 <= left)
       return chunk;

@@ -63,17 +63,22 @@ constexpr int kSm90Sms = 132;  // H100 SXM / H200: codegen knows the arch, not t
 // call, bench/results/wgmma_tile176_sweep_H100_20261125.log): bf16 bias+relu
 // 0.0817 -> 0.0758 ms, gelu 0.0876 -> 0.0814, row logsumexp 0.0880 -> 0.0813,
 // f16 0.0831 -> 0.0766, tf32 0.1469 -> 0.1337; 128x192 0.0775 (bf16 relu).
+// 168 columns (cuBLAS's own tile there, seen in ncu): 264 tiles, 2 whole
+// waves; H200, 128x168 vs 128x176 (`fusejit run`, relu, one call,
+// bench/results/ab_wgmma_168_H200_20261129.log): bf16 0.0702 vs 0.0720 ms,
+// f16 0.0727 vs 0.0738, tf32 0.1256 vs 0.1295. Rated a little below 176 so that
+// it takes only shapes like that one (1024x4096x9472 keeps 128x128 ping-pong).
 WgmmaConfig heuristic_wgmma(const AnchorGeometry& geo, bool three_tf32, int64_t min_bn, bool odd_widths) {
   struct Shape {
     int bm, bn;
     double efficiency;  // tensor-core efficiency relative to 128x256 (operand reuse per wgmma)
   };
-  const Shape shapes[] = {{128, 256, 1.0}, {128, 192, 0.92}, {128, 176, 0.9}, {128, 128, 0.85}, {64, 256, 0.8},
+  const Shape shapes[] = {{128, 256, 1.0}, {128, 192, 0.92}, {128, 176, 0.9}, {128, 168, 0.88}, {128, 128, 0.85}, {64, 256, 0.8},
                           {64, 128, 0.7}, {128, 64, 0.65}, {64, 64, 0.5}};
   WgmmaConfig best;
   double best_cost = -1;
   for (const Shape& sh : shapes) {
-    if ((sh.bn == 176 || sh.bn == 192) && !odd_widths) continue;  // measured with K-major B only
+    if ((sh.bn == 168 || sh.bn == 176 || sh.bn == 192) && !odd_widths) continue;  // measured with K-major B only
     WgmmaConfig t;
     t.bm = sh.bm;
     t.bn = sh.bn;

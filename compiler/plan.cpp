@@ -116,8 +116,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
                " must be 64 or 128 (one or two consumer warpgroups; the swap-AB dW: also 192 with bm at most 128)");
   if (t.b_rows != 0 && !(wgrad_swap && (t.b_rows == 64 || (t.b_rows == 128 && t.bn == 192))))
     return bad("a shared box of B rows: the swap-AB dW's 64 channels of x only (two boxes: flattened grad planes)");
-  if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
-    return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 176, 192 or 256");
+  if (wgmma_n != 64 && wgmma_n != 128 && wgmma_n != 168 && wgmma_n != 176 && wgmma_n != 192 && wgmma_n != 256)
+    return bad(std::string(t.swap_ab ? "bm" : "bn") + " must be 64, 128, 168, 176, 192 or 256");
   if (t.swap_ab && (t.pingpong || t.cluster_m > 1))
     return bad("swap-AB runs the cooperative schedule, without clusters");
   if (t.conv_halo ? t.stages < 1 || t.stages > 2 : t.stages < 2 || t.stages > 12)

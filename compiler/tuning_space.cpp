@@ -110,9 +110,9 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     if (op == OpKind::Conv2dWeightGrad) wgrad_wgmma_candidates(g, arch, geo, out);  // (tiles with their splits)
     for (int bm : op == OpKind::Conv2dWeightGrad ? std::vector<int>{} : std::vector<int>{128, 64}) {
       if (bm > 2 * rows && bm > 64) continue;
-      for (int bn : {256, 192, 176, 128, 64}) {
+      for (int bn : {256, 192, 176, 168, 128, 64}) {
         if (bn > 2 * geo.n && bn > 64) continue;
-        if ((bn == 176 || bn == 192) && !k_major_b) continue;
+        if ((bn == 168 || bn == 176 || bn == 192) && !k_major_b) continue;
         cg::WgmmaConfig t;
         t.bm = bm;
         t.bn = bn;

@@ -12,7 +12,7 @@ are written out by this script rather than by hand:
 """
 import sys
 
-WIDTHS = (64, 128, 176, 192, 256)  # 176 / 192: K-major B only (N-major B loads 64-column boxes)
+WIDTHS = (64, 128, 168, 176, 192, 256)  # 168 / 176 / 192: K-major B only (N-major B loads 64-column boxes)
 KINDS = (  # name, PTX types, k, has transpose operands
     ("bf16", "f32.bf16.bf16", 16, True),
     ("f16", "f32.f16.f16", 16, True),

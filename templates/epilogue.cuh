@@ -128,11 +128,29 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
       c = kRowsFirst ? e / BM : e % kChunk;
     };
     if (rows == BM && cols == kChunk) {
-#pragma unroll 4
-      for (int k = 0; k < kIters; ++k) {
+      if constexpr (!kRowsFirst && Frag::kThreads % kChunk != 0) {
+        // A chunk that does not divide the threads (56 columns of a 168-wide
+        // tile): (r, c) stepped, not divided out at each element.
+        constexpr int kRowStep = Frag::kThreads / kChunk, kColStep = Frag::kThreads % kChunk;
         int r, c;
-        at(k, r, c);
-        f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+        at(0, r, c);
+#pragma unroll 4
+        for (int k = 0; k < kIters; ++k) {
+          f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+          r += kRowStep;
+          c += kColStep;
+          if (c >= kChunk) {
+            c -= kChunk;
+            ++r;
+          }
+        }
+      } else {
+#pragma unroll 4
+        for (int k = 0; k < kIters; ++k) {
+          int r, c;
+          at(k, r, c);
+          f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+        }
       }
     } else {
 #pragma unroll 1

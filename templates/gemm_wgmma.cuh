@@ -98,7 +98,8 @@ struct WgmmaTile {
   static constexpr int kProducerRegs = kConsumers == 3 ? 40 : 56;
   static constexpr int kConsumerRegs = kConsumers == 1 ? 232 : kConsumers == 2 ? 224 : 152;
   static_assert(kSwapAB || BM == 64 || BM == 128, "BM: 64 or 128 (one or two consumer warpgroups)");
-  static_assert(kSwapAB || BN == 64 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "BN: 64, 128, 176, 192 or 256");
+  static_assert(kSwapAB || BN == 64 || BN == 128 || BN == 168 || BN == 176 || BN == 192 || BN == 256,
+                "BN: 64, 128, 168, 176, 192 or 256");
   static_assert(!kSwapAB || ((BN == 64 || BN == 128 || (BN == 192 && kBRowBytes != 128 && BM <= 128)) &&
                              (BM == 64 || BM == 128 || BM == 176 || BM == 192 || BM == 256)),
                 "swap-AB: BN 64 or 128 (the consumers' wgmma rows; the dW: 192, BM at most 128), BM 64, 128, 176, "

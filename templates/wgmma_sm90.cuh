@@ -168,12 +168,14 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
   if constexpr (kKind == MmaKind::BF16) {
     if constexpr (BN == 64) mma_bf16_m64n64<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_bf16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 168) mma_bf16_m64n168<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 176) mma_bf16_m64n176<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 192) mma_bf16_m64n192<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_bf16_m64n256<kTransB>(acc, a, b, scale_d);
   } else if constexpr (kKind == MmaKind::F16) {
     if constexpr (BN == 64) mma_f16_m64n64<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_f16_m64n128<kTransB>(acc, a, b, scale_d);
+    if constexpr (BN == 168) mma_f16_m64n168<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 176) mma_f16_m64n176<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 192) mma_f16_m64n192<kTransB>(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_f16_m64n256<kTransB>(acc, a, b, scale_d);
@@ -181,6 +183,7 @@ __device__ __forceinline__ void mma(float (&acc)[2][BN / 4], unsigned long long 
     static_assert(kTransB == 0, "tf32 wgmma reads K-major B only");
     if constexpr (BN == 64) mma_tf32_m64n64(acc, a, b, scale_d);
     if constexpr (BN == 128) mma_tf32_m64n128(acc, a, b, scale_d);
+    if constexpr (BN == 168) mma_tf32_m64n168(acc, a, b, scale_d);
     if constexpr (BN == 176) mma_tf32_m64n176(acc, a, b, scale_d);
     if constexpr (BN == 192) mma_tf32_m64n192(acc, a, b, scale_d);
     if constexpr (BN == 256) mma_tf32_m64n256(acc, a, b, scale_d);

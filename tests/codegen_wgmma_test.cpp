@@ -206,14 +206,23 @@ TEST(CodegenWgmma, MatmulWithOneBRunsWgmmaNMajor) {
 
 // Ping-pong (64-row tiles, two consumers taking turns) when the config asks;
 // cooperative by default (measured faster on the H100), never for 3xTF32.
-// 176 and 192 columns where they cut a wave (K-major B only), valid in configs, never N-major or clustered.
+// 168, 176 and 192 columns where they cut a wave (K-major B only), valid in configs, never N-major or clustered.
 TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
   for (Precision p : {Precision::BF16, Precision::TF32}) {
-    const Program mlp = generate(linear_chain(p, 512, 4096, 11008, "", operand_type(p)));  // 252 tiles: 2 waves
-    EXPECT_NE(mlp.plan_text.find("tile 128x176, 5 stages"), std::string::npos) << mlp.plan_text;
-    EXPECT_EQ(mlp.launches.at(0).grid[0], 252u);
-    EXPECT_NE(mlp.source.find("fj::WgmmaTile<128, 176, 5"), std::string::npos);
+    // 264 tiles of 128x168: 2 whole waves on 132 SMs (176: 252 tiles, the same 2 waves of larger tiles)
+    const Program mlp = generate(linear_chain(p, 512, 4096, 11008, "", operand_type(p)));
+    EXPECT_NE(mlp.plan_text.find("tile 128x168, 5 stages"), std::string::npos) << mlp.plan_text;
+    EXPECT_EQ(mlp.launches.at(0).grid[0], 264u);
+    EXPECT_NE(mlp.source.find("fj::WgmmaTile<128, 168, 5"), std::string::npos);
+    // 168 columns stage the epilogue in chunks of 56 (3 a tile)
+    EXPECT_NE(mlp.source.find("tile_pointwise_staged<56>"), std::string::npos) << mlp.source;
+    auto cubin = compile_to_cubin(mlp.source, mlp.name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << cubin->log;
   }
+  auto odd_cluster = generate_program(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16),
+                                      {"sm_90a", "wgmma_tile=128x168x4,wgmma_cluster=2"});
+  EXPECT_FALSE(odd_cluster.ok()) << "168 columns: 84-row halves of B are not whole 8-row swizzle atoms";
   const Program square = generate(linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16));
   EXPECT_EQ(square.plan_text.find("tile 128x176"), std::string::npos) << square.plan_text;
   const Program asked = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",
@@ -240,7 +249,7 @@ TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
   ASSERT_TRUE(cubin.ok()) << cubin.error().str();
   EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << cubin->log;
   EXPECT_EQ(generate(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16)).launches.at(0).cluster, 1)
-      << "176-column tiles take no clusters by default (not yet timed)";
+      << "odd-width tiles take no clusters by default";
 }
 
 TEST(CodegenWgmma, PingPongWhenAsked) {
