@@ -30,6 +30,9 @@
 #   abrun     `fusejit run` of ABRUN_SPECS (default bench/specs_transpose/*.yaml) under each config of
 #             ABRUN_CONFIGS (';'-separated, default "" and "epilogue_transpose=0"), in turn; ABRUN_SAMPLES
 #             (default 20000) outputs checked against fp64 a run (fewer for long reductions: a dW's K is every pixel)
+#   ncu       ncu's headline sections (duration, SM and DRAM throughput, IPC, stalls) of `fusejit run` on NCU_SPECS
+#             under each of NCU_CONFIGS (';'-separated), kernels matching NCU_KERNEL (default fj_), NCU_SKIP
+#             launches skipped, NCU_COUNT profiled
 #   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
@@ -276,6 +279,28 @@ stage_abrun() {
   IFS=';' read -ra configs <<< "${ABRUN_CONFIGS-;epilogue_transpose=0}"
   [ ${#configs[@]} -gt 0 ] || configs=("")
   run_configs abrun abrun.log "${ABRUN_ITERS:-20}" "${ABRUN_SPECS:-$(echo bench/specs_transpose/*.yaml)}" "${configs[@]}"
+}
+
+stage_ncu() {
+  # ncu's headline sections for the kernels of `fusejit run` on NCU_SPECS under each of NCU_CONFIGS (';'-separated):
+  # those matching NCU_KERNEL (a regex, default every fusejit kernel), NCU_SKIP launches skipped, NCU_COUNT profiled
+  local configs spec c one="$out/ncu_one.log"
+  IFS=';' read -ra configs <<< "${NCU_CONFIGS-}"
+  [ ${#configs[@]} -gt 0 ] || configs=("")
+  : > "$out/ncu.log"
+  for spec in ${NCU_SPECS:-bench/specs_gemm_s44/gemm_512x4096x11008_bias_relu_bf16.yaml}; do
+    for c in "${configs[@]}"; do
+      echo "== ncu $spec '$c'" | tee -a "$out/ncu.log"
+      timeout 300 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+        --section LaunchStats --section Occupancy -k "regex:${NCU_KERNEL:-fj_}" --launch-skip "${NCU_SKIP:-1}" \
+        --launch-count "${NCU_COUNT:-2}" "$build/fusejit" run "$spec" --iters 2 --warmup 1 --samples 1000 \
+        --config "$c" > "$one" 2>&1
+      cat "$one" >> "$out/ncu.log"
+      grep -E '^  [a-z_0-9]+ \(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Executed Ipc Active|Issue Slots Busy|Warp Cycles Per Issued|Registers Per|Grid Size' "$one"
+    done
+  done
+  rm -f "$one"
+  note "ncu: $(grep -c '^== ncu' "$out/ncu.log") run(s), the sections in ncu.log"
 }
 
 stage_profile() {
