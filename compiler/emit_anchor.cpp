@@ -359,6 +359,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                             "the elementwise epilogue and its stores, at output coordinates", tiles, cols);
       };
       std::string fn, column_args;
+      bool continue_epilogue = true;  // the call and its lambda still to emit (not the pairs form)
       if (!kp.tma_stores.empty()) {  // from the accumulators to swizzled slots, out by TMA in 128-byte columns
         const bool pairs = kp.tma_stores.size() == 1 && kp.region.stores.size() == 1;  // one output: two columns per store
         if (pairs) {  // inputs along N (biases) staged per tile in the epilogue's scratch, before the store slots
@@ -402,9 +403,15 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           // Rows first (consecutive threads on consecutive rows): conv2d's NCHW, and outputs that are all
           // transposes of the tile (stored at swapped coordinates: contiguous along the tile's rows).
           const bool rows_first = geo.op == OpKind::Conv2d || kp.region.transposed.size() == kp.region.stores.size();
-          run.push_back(direct ? "fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ","
-                               : "fj::tile_pointwise_staged<" + std::to_string(chunk) + (rows_first ? ", true" : "") +
-                                     ">(frag, m0, n0, " + shape.rows + ", " + shape.cols + ", smem,");
+          std::vector<std::string> pairs;  // two columns a call (emit_pairs.cpp)
+          if (!direct && !rows_first && ctx.heur.epilogue_pairs)
+            pairs = staged_pairs_epilogue(em, tree, cols, chunk, shape, coord_call, column_args, fn);
+          continue_epilogue = pairs.empty();
+          append(run, pairs);
+          if (continue_epilogue)
+            run.push_back(direct ? "fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ","
+                                 : "fj::tile_pointwise_staged<" + std::to_string(chunk) + (rows_first ? ", true" : "") +
+                                       ">(frag, m0, n0, " + shape.rows + ", " + shape.cols + ", smem,");
         } else if (mma && geo.op == OpKind::Conv2d) {
           // NCHW: each thread a pixel row of a staged chunk, so a warp stores 32 consecutive pixels of a
           // channel. (From the fragment directly, a warp stores 8-pixel pieces: half a 32-byte sector in
@@ -419,7 +426,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }
-        append(run, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + column_args + ");"));
+        if (continue_epilogue)
+          append(run, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords,
+                                      fn + "(p, acc, " + coord_call + column_args + ");"));
       }
     }
     for (size_t r = 0; r < reductions.size(); ++r) {

@@ -126,7 +126,7 @@ std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, Kerne
          ", ";
 }
 
-Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
+Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& /*ctx*/, const AnchorGeometry& geo,
                                                    const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
                                                    bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s) {
@@ -553,6 +553,32 @@ std::vector<std::string> conv_pool_epilogue(const PlanContext& ctx, const Plan& 
                        {"const auto win = Pixels::window(tile_m0, w);", "if (!win.ok) return;"},
                        post + "(p, v, win.n, g * kCoutPerGroup + n, win.ph, win.pw);"));
   return run;
+}
+
+std::vector<std::string> staged_pairs_epilogue(KernelEmitter& em, const EpilogueTree& tree,
+                                               const std::vector<BufferRef>& cols, int chunk, const AnchorShape& shape,
+                                               const std::string& coord_call, const std::string& column_args,
+                                               const std::string& fn) {
+  const KernelPlan& kp = em.plan().kernels[0];
+  const int threads = 128 * kp.wgmma.consumers() / (kp.wgmma.pingpong ? 2 : 1);
+  if (chunk % 2 || int64_t{kp.wgmma.bm} * (chunk / 2) % threads) return {};
+  const std::string pair =
+      em.emit_tree_pair(tree, "fj_epilogue_pair", "the elementwise epilogue at columns n and n + 1 (n even)", cols);
+  if (pair.empty()) return {};
+  std::string aligned;  // every output takes one store of two elements at an even index
+  for (const EpiNode& n : tree.nodes)
+    if (n.kind == EpiNode::Kind::Store)
+      aligned += std::string(aligned.empty() ? "" : " && ") + "fj::aligned_to<" +
+                 std::to_string(2 * dtype_size(em.buffer_dtype(n.buffer))) + ">(" + em.buffer_param(n.buffer, true) +
+                 ")";
+  std::vector<std::string> out = {"fj::tile_pointwise_staged_pairs<" + std::to_string(chunk) + ">(frag, m0, n0, " +
+                                  shape.rows + ", " + shape.cols + ", smem, " + aligned + ","};
+  append(out, epilogue_lambda("[&](float acc_a, float acc_b, int m, int n) {", shape.coords,
+                              pair + "(p, acc_a, acc_b, " + coord_call + column_args + ");"));
+  out.back() = "},";
+  append(out, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords,
+                              fn + "(p, acc, " + coord_call + column_args + ");"));
+  return out;
 }
 
 }  // namespace fusejit::cg::anchor

@@ -164,6 +164,16 @@ std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, si
 // The epilogue statements that copy `cols` (column_loads) for the tile's
 // columns [n0, n0 + bn) to smem + at + k * bn (zero past `n_bound`), and the
 // arguments (", cols0, ..., n - n0") the tree's function then takes.
+// The wgmma staged elementwise epilogue with two adjacent columns a call
+// (epilogue_pairs=1): the fj::tile_pointwise_staged_pairs call, its pair
+// lambda (KernelEmitter::emit_tree_pair) and `fn`'s one-element lambda for
+// ragged chunks and outputs not aligned to two elements (checked once a
+// tile). Empty where the tree or chunk does not take pairs.
+std::vector<std::string> staged_pairs_epilogue(KernelEmitter& em, const EpilogueTree& tree,
+                                               const std::vector<BufferRef>& cols, int chunk, const AnchorShape& shape,
+                                               const std::string& coord_call, const std::string& column_args,
+                                               const std::string& fn);
+
 struct ColumnStaging {
   std::vector<std::string> lines;
   std::string args;

@@ -70,6 +70,16 @@ class KernelEmitter {
   std::string emit_lanes(const EpilogueTree& tree, const std::string& name, const std::string& comment, int lanes,
                          std::vector<BufferRef>& lane_buffers);
 
+  // An anchor's elementwise tree (one source, the accumulator; its stores at
+  // the domain's own coordinates, f32 / f16 / bf16) at two adjacent columns:
+  // `name(const Params& p, float src_a, float src_b, int i0, .., int i<R-1>
+  // [, const float* cols<k>.., int tile_col])`, i<R-1> even; each output one
+  // store of both (the caller checks the outputs' alignment). Values that do
+  // not depend on the column are computed once. "" for a tree it does not take
+  // (an odd last dim, a remapped store). emit_pairs.cpp.
+  std::string emit_tree_pair(const EpilogueTree& tree, const std::string& name, const std::string& comment,
+                             const std::vector<BufferRef>& column_loads = {});
+
   // Builds Params, the extern "C" entry point named `kernel_name` (launch
   // bounds `threads`, and `min_blocks` per SM when > 0) whose body is `body`
   // (it sees `p` and the `extra_params`, declared after the buffers), and

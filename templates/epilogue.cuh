@@ -163,6 +163,46 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
   });
 }
 
+// tile_pointwise_staged (columns first) with two adjacent columns a call:
+// f2(v_n, v_n1, m, n) at even n for whole chunks where `pairs` holds (the
+// caller's check that every output takes a store of two elements there), so
+// a warp's stores are one 4- or 8-byte store a lane; f(v, m, n) one element
+// at a time otherwise (ragged chunks, misaligned outputs). smem as
+// tile_pointwise_staged.
+template <int kChunk, class Frag, class F2, class F>
+__device__ __forceinline__ void tile_pointwise_staged_pairs(const Frag& frag, int m0, int n0, int M, int N,
+                                                            float* smem, bool pairs, const F2& f2, const F& f) {
+  constexpr int BM = Frag::kTileRows, LD = kChunk + 8, kPairs = kChunk / 2;
+  constexpr int kIters = BM * kPairs / Frag::kThreads;  // pairs per thread per chunk
+  static_assert(kChunk % 2 == 0 && BM * kPairs % Frag::kThreads == 0, "threads must split a chunk's pairs");
+  const int rows = min(BM, M - m0);
+  for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
+    const int cols = min(kChunk, N - n0 - c0);
+    if (pairs && rows == BM && cols == kChunk) {
+      // pair q of row r, stepped by the threads (not divided out at each pair)
+      constexpr int kRowStep = Frag::kThreads / kPairs, kPairStep = Frag::kThreads % kPairs;
+      int r = frag.thread() / kPairs, q = frag.thread() % kPairs;
+#pragma unroll 4
+      for (int k = 0; k < kIters; ++k) {
+        const float2 v = *reinterpret_cast<const float2*>(smem + r * LD + 2 * q);
+        f2(v.x, v.y, m0 + r, n0 + c0 + 2 * q);
+        r += kRowStep;
+        q += kPairStep;
+        if (kPairStep != 0 && q >= kPairs) {
+          q -= kPairs;
+          ++r;
+        }
+      }
+    } else {
+#pragma unroll 1
+      for (int e = frag.thread(); e < BM * kChunk; e += Frag::kThreads) {
+        const int r = e / kChunk, c = e % kChunk;
+        if (r < rows && c < cols) f(smem[r * LD + c], m0 + r, n0 + c0 + c);
+      }
+    }
+  });
+}
+
 // Pool fused into the epilogue. `Windows` describes where pool windows lie in
 // the tile (e.g. PoolTiledPixels): row(w, q) is the tile row of element q of
 // window w (0 <= w < P). value(acc, m, n) is applied to every element in

@@ -131,6 +131,13 @@ TEST(GpuGemm, OddWidthWgmmaTilesMatchReference) {
   run_cases("wgmma_tile=64x176x6,wgmma_schedule=pingpong");
 }
 TEST(GpuGemm, PingPongMatchesReference) { run_cases("wgmma_schedule=pingpong"); }
+// The staged epilogue two columns a call (opt-in): global stores kept (no TMA stores), then on 168-column tiles
+// (chunks of 56) and ping-pong 64-row ones; ragged chunks fall back to one element a call.
+TEST(GpuGemm, EpiloguePairsMatchReference) {
+  run_cases("epilogue_pairs=1,tma_store=0");
+  run_cases("epilogue_pairs=1,wgmma_tile=128x168x5");
+  run_cases("epilogue_pairs=1,wgmma_schedule=pingpong");
+}
 // Outputs through shared-memory tiles and TMA bulk stores (ragged edges clipped by TMA).
 TEST(GpuGemm, TmaStoresMatchReference) { run_cases("tma_store=1"); }
 // Two outputs through TMA stores (two slots each), ragged rows and columns

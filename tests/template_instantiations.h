@@ -213,10 +213,16 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
     for (int i = 0; i < f.kRows; ++i)
       for (int j = 0; j < f.kCols; ++j) c[(m0 + f.row(i)) * 1000 + n0 + f.col(j)] = f.pick(0, i, j) + f.thread();
     f.sync();
-    fj::tile_pointwise_staged<Tile::BN == 64 ? 16 : 32>(f, m0, n0, 300, 500, staging,
-                                                         [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    constexpr int kChunk = Tile::BN == 64 ? 16 : Tile::BN % 32 ? 24 : 32;  // (168 wide: 24)
+    fj::tile_pointwise_staged<kChunk>(f, m0, n0, 300, 500, staging,
+                                      [&](float v, int m, int n) { c[m * 1000 + n] += v; });
     if constexpr (Tile::kSwapAB)  // swap-AB tiles: also stored from registers
       fj::tile_pointwise(f, m0, n0, 300, 500, [&](float v, int m, int n) { c[m * 1000 + n] -= v; });
+    if constexpr (!Tile::kSwapAB && Tile::BN % 56 == 0)  // two columns a call (168 wide: chunks of 56)
+      fj::tile_pointwise_staged_pairs<56>(
+          f, m0, n0, 300, 500, staging, fj::aligned_to<8>(c),
+          [&](float u, float v, int m, int n) { fj::store_pair_from_float(c, m * 1000 + n, u, v); },
+          [&](float v, int m, int n) { c[m * 1000 + n] = v; });
   });
 }
 #define KERNEL(name, ...)                                                                                        \
@@ -227,6 +233,7 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
   }
 KERNEL(k_bf16, fj::WgmmaTile<128, 256, 4, fj::MmaKind::BF16>)
 KERNEL(k_f16, fj::WgmmaTile<64, 64, 8, fj::MmaKind::F16>)
+KERNEL(k_bf16_168, fj::WgmmaTile<128, 168, 4, fj::MmaKind::BF16>)
 KERNEL(k_tf32, fj::WgmmaTile<128, 128, 3, fj::MmaKind::TF32>)
 KERNEL(k_f32x3, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3>)
 KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
