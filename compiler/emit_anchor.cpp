@@ -426,9 +426,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           fn = epilogue_fn();
           run.push_back("fj::tile_pointwise(frag, m0, n0, " + shape.rows + ", " + shape.cols + ",");
         }
-        if (continue_epilogue)
-          append(run, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords,
-                                      fn + "(p, acc, " + coord_call + column_args + ");"));
+        if (continue_epilogue)  // (else staged_pairs_epilogue wrote the call and both lambdas)
+          append(run, epilogue_lambda("[&](float acc, int m, int n) {", shape.coords, fn + "(p, acc, " + coord_call + column_args + ");"));
       }
     }
     for (size_t r = 0; r < reductions.size(); ++r) {

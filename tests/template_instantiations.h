@@ -218,11 +218,6 @@ __device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, floa
                                       [&](float v, int m, int n) { c[m * 1000 + n] += v; });
     if constexpr (Tile::kSwapAB)  // swap-AB tiles: also stored from registers
       fj::tile_pointwise(f, m0, n0, 300, 500, [&](float v, int m, int n) { c[m * 1000 + n] -= v; });
-    if constexpr (!Tile::kSwapAB && Tile::BN % 56 == 0)  // two columns a call (168 wide: chunks of 56)
-      fj::tile_pointwise_staged_pairs<56>(
-          f, m0, n0, 300, 500, staging, fj::aligned_to<8>(c),
-          [&](float u, float v, int m, int n) { fj::store_pair_from_float(c, m * 1000 + n, u, v); },
-          [&](float v, int m, int n) { c[m * 1000 + n] = v; });
   });
 }
 #define KERNEL(name, ...)                                                                                        \
@@ -240,6 +235,35 @@ KERNEL(k_f32x3_64, fj::WgmmaTile<64, 64, 2, fj::MmaKind::F32x3>)
 KERNEL(k_tf32_swap, fj::WgmmaTile<256, 128, 4, fj::MmaKind::TF32, false, false, 1, true>)
 KERNEL(k_tf32_swap_64, fj::WgmmaTile<176, 64, 4, fj::MmaKind::TF32, false, false, 1, true>)
 KERNEL(k_f32x3_swap, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3, false, false, 1, true>)
+)"},
+      {"epilogue_staged.cuh", R"(
+#include "fusejit/gemm_wgmma.cuh"
+// One element and two adjacent columns a call, on a 168-wide tile (chunks of 56, which do not divide the 256
+// consumer threads: stepped) and a 64-row ping-pong one.
+template <class Tile>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  char* ring = fj::align_smem_1024(smem);
+  float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b}, 100, fj::TileOrder{3, 5, 2}, fj::SplitK{}, ring, [&](auto& f, int m0, int n0, int) {
+    fj::tile_pointwise_staged<56>(f, m0, n0, 300, 500, staging, [&](float v, int m, int n) { c[m * 1000 + n] += v; });
+    fj::tile_pointwise_staged_pairs<56>(
+        f, m0, n0, 300, 500, staging, fj::aligned_to<8>(c),
+        [&](float u, float v, int m, int n) { fj::store_pair_from_float(c, m * 1000 + n, u, v); },
+        [&](float v, int m, int n) { c[m * 1000 + n] = v; });
+  });
+}
+using Wide = fj::WgmmaTile<128, 168, 4, fj::MmaKind::BF16>;
+using PingPong = fj::WgmmaTile<64, 168, 6, fj::MmaKind::BF16, false, true>;
+extern "C" __global__ void __launch_bounds__(Wide::kThreads, 1)
+    k(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<Wide>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(PingPong::kThreads, 1)
+    k_pp(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<PingPong>(&a, &b, c, smem);
+}
 )"},
       {"wgmma_sm90.cuh", R"(
 // The primitives, each issued once: mbarriers, a TMA load and store, a fence,
