@@ -10,6 +10,23 @@
 
 namespace fj {
 
+// Element e = thread + k * kThreads (k = 0, 1, ...) of a grid kWidth wide, as
+// row r and column c, stepped from one k to the next instead of divided out
+// at each (kWidth need not divide the threads: 56 columns of a 168-wide tile).
+template <int kThreads, int kWidth>
+struct GridStep {
+  int r, c;
+  __device__ __forceinline__ explicit GridStep(int thread) : r(thread / kWidth), c(thread % kWidth) {}
+  __device__ __forceinline__ void next() {
+    r += kThreads / kWidth;
+    c += kThreads % kWidth;
+    if (kThreads % kWidth != 0 && c >= kWidth) {
+      c -= kWidth;
+      ++r;
+    }
+  }
+};
+
 // Chunk `chunk` (run-time) of the fragment to smem through Frag::stage_cols,
 // whose column range must be a compile-time constant.
 template <int kChunk, int I, int kChunks, class Frag>
@@ -78,21 +95,10 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
     };
     if (rows == BM && cols == kChunk) {
       if constexpr (!kRowsFirst && Frag::kThreads % kChunk != 0) {
-        // A chunk that does not divide the threads (56 columns of a 168-wide
-        // tile): (r, c) stepped, not divided out at each element.
-        constexpr int kRowStep = Frag::kThreads / kChunk, kColStep = Frag::kThreads % kChunk;
-        int r, c;
-        at(0, r, c);
+        // a chunk that does not divide the threads: (r, c) stepped
+        GridStep<Frag::kThreads, kChunk> e(frag.thread());
 #pragma unroll 4
-        for (int k = 0; k < kIters; ++k) {
-          f(smem[r * LD + c], m0 + r, n0 + c0 + c);
-          r += kRowStep;
-          c += kColStep;
-          if (c >= kChunk) {
-            c -= kChunk;
-            ++r;
-          }
-        }
+        for (int k = 0; k < kIters; ++k, e.next()) f(smem[e.r * LD + e.c], m0 + e.r, n0 + c0 + e.c);
       } else {
 #pragma unroll 4
         for (int k = 0; k < kIters; ++k) {
@@ -128,19 +134,11 @@ __device__ __forceinline__ void tile_pointwise_staged_pairs(const Frag& frag, in
   for_each_staged_chunk<kChunk>(frag, smem, LD, [&](int c0) {
     const int cols = min(kChunk, N - n0 - c0);
     if (pairs && rows == BM && cols == kChunk) {
-      // pair q of row r, stepped by the threads (not divided out at each pair)
-      constexpr int kRowStep = Frag::kThreads / kPairs, kPairStep = Frag::kThreads % kPairs;
-      int r = frag.thread() / kPairs, q = frag.thread() % kPairs;
+      GridStep<Frag::kThreads, kPairs> e(frag.thread());  // row e.r, pair e.c
 #pragma unroll 4
-      for (int k = 0; k < kIters; ++k) {
-        const float2 v = *reinterpret_cast<const float2*>(smem + r * LD + 2 * q);
-        f2(v.x, v.y, m0 + r, n0 + c0 + 2 * q);
-        r += kRowStep;
-        q += kPairStep;
-        if (kPairStep != 0 && q >= kPairs) {
-          q -= kPairs;
-          ++r;
-        }
+      for (int k = 0; k < kIters; ++k, e.next()) {
+        const float2 v = *reinterpret_cast<const float2*>(smem + e.r * LD + 2 * e.c);
+        f2(v.x, v.y, m0 + e.r, n0 + c0 + 2 * e.c);
       }
     } else {
 #pragma unroll 1
