@@ -132,8 +132,9 @@ std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorG
   const std::string post_store =
       em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, carried, true),
                    "fj_row_" + std::to_string(tail.op), what + (row_stores ? ", the row outputs stored" : ""));
-  const std::string post_value =  // a cluster stores the row outputs from its first block only
-      cluster > 1 && row_stores
+  const bool first_block_stores = cluster > 1 && row_stores;  // a cluster stores the row outputs from block 0 only
+  const std::string post_value =
+      first_block_stores
           ? em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, carried, false),
                          "fj_row_value_" + std::to_string(tail.op), what + " (no stores)")
           : post_store;
@@ -156,10 +157,10 @@ std::vector<std::string> row_broadcast_epilogue(KernelEmitter& em, const AnchorG
   append(out, value);
   const int post_rank = static_cast<int>(rn.type.shape.size());
   const std::string args = "(p, v" + (post_rank ? ", " + coord_args(post_rank) : "") + ")";
-  append(out, epilogue_lambda(std::string("[&](float v, int m, bool") + (post_value != post_store ? " store" : "") +
+  append(out, epilogue_lambda(std::string("[&](float v, int m, bool") + (first_block_stores ? " store" : "") +
                                   ") -> float {",
                               shape.reduced_coords(geo, true),
-                              post_value != post_store ? "return store ? " + post_store + args + " : " + post_value +
+                              first_block_stores ? "return store ? " + post_store + args + " : " + post_value +
                                                              args + ";"
                                                        : "return " + post_store + args + ";"));
   out.back() = "},";
