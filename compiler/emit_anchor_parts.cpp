@@ -66,15 +66,17 @@ int64_t wgmma_epilogue_room(const WgmmaConfig& t, bool three_tf32, int64_t reser
 
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved) {
   const int64_t left = wgmma_epilogue_room(t, three_tf32, reserved);
-  // Chunks that divide the tile's columns and its elements among the consumer threads (the swap-AB dW's 192
-  // columns over 384 threads: 48 or 24; thirds only where the threads need them).
+  // Chunks of 8-column groups that divide the tile's columns and its elements among the consumer threads (the
+  // swap-AB dW's 192 columns over 384 threads: 48 or 24; thirds only where the threads or the tile need them:
+  // a 168-column tile, 8 x 21, without room for 56).
   const int threads = 128 * t.consumers() / (t.pingpong ? 2 : 1);
-  for (int chunk : {64, 56, 48, 32, 24}) {  // 56: a 168-column tile
-    if (chunk % 3 == 0 && threads % 3) continue;
-    if (t.bn % chunk == 0 && int64_t{t.bm} * chunk % threads == 0 && int64_t{t.bm} * (chunk + 8) * 4 <= left)
-      return chunk;
+  const int narrowest = wgmma_min_epilogue_chunk(t);
+  for (int chunk : {64, 56, 48, 32, 24, 16}) {  // 56: a 168-column tile
+    if (chunk % 3 == 0 && threads % 3 && t.bn % 16 == 0) continue;
+    if (t.bn % chunk || int64_t{t.bm} * chunk % threads) continue;
+    if (chunk == narrowest || int64_t{t.bm} * (chunk + 8) * 4 <= left) return chunk;
   }
-  return 16;
+  return narrowest;
 }
 
 std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, const KernelPlan& kp,

@@ -25,7 +25,7 @@ int mma_copy_bytes(int64_t ld, int elem_bytes);
 // consumer's epilogue (ping-pong: half of it each).
 int64_t wgmma_epilogue_room(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 // Columns the wgmma epilogue stages at a time: the widest that fits in that
-// room (at least 16).
+// room (at least wgmma_min_epilogue_chunk: the ring leaves room for it).
 int wgmma_epilogue_chunk(const WgmmaConfig& t, bool three_tf32, int64_t reserved = 0);
 
 // The TMA views of a linear / matmul on wgmma: A [rows, K] in BM-row boxes; B

@@ -94,8 +94,11 @@ int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
 
+int wgmma_min_epilogue_chunk(const WgmmaConfig& t) { return t.bn % 16 == 0 ? 16 : 24; }
+
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
-  const int64_t epilogue = std::max<int64_t>(int64_t{t.bm} * (16 + 8) * 4, 4096) * (t.pingpong ? 2 : 1);
+  const int64_t chunk = wgmma_min_epilogue_chunk(t);
+  const int64_t epilogue = std::max<int64_t>(int64_t{t.bm} * (chunk + 8) * 4, 4096) * (t.pingpong ? 2 : 1);
   return validate_wgmma(t, three_tf32) && wgmma_smem_bytes(t, three_tf32) + epilogue <= kWgmmaDynamicSmemLimit;
 }
 

@@ -156,6 +156,9 @@ int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
 // Whether the tile is valid and its ring leaves room for the smallest
 // epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
+// The narrowest chunk of columns the epilogue stages at a time (8-column
+// groups dividing bn: 24 for 168-column tiles); the ring leaves room for it.
+int wgmma_min_epilogue_chunk(const WgmmaConfig& t);
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
 // The most stages (at most 8) with which the tile still fits so.
 int wgmma_max_stages(WgmmaConfig t, bool three_tf32);

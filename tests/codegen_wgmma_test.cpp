@@ -220,6 +220,15 @@ TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
     ASSERT_TRUE(cubin.ok()) << cubin.error().str();
     EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << cubin->log;
   }
+  // Ping-pong 64x168 at the most stages (7) leaves room for 24 columns a chunk (8-column groups dividing 168; 16
+  // do not: a static_assert in NVRTC), with and without pairs.
+  for (const char* config : {"wgmma_schedule=pingpong", "wgmma_schedule=pingpong,epilogue_pairs=1"}) {
+    const Program pp = generate(linear_chain(Precision::F16, 512, 64, 11000, "", DType::F16), "sm_90a", config);
+    EXPECT_NE(pp.plan_text.find("tile 64x168 ping-pong, 7 stages"), std::string::npos) << pp.plan_text;
+    EXPECT_NE(pp.source.find("<24>(frag"), std::string::npos) << config << "\n" << pp.source;
+    auto cubin = compile_to_cubin(pp.source, pp.name, {"sm_90a", false, {}});
+    EXPECT_TRUE(cubin.ok()) << config << ": " << cubin.error().str();
+  }
   auto odd_cluster = generate_program(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16),
                                       {"sm_90a", "wgmma_tile=128x168x4,wgmma_cluster=2"});
   EXPECT_FALSE(odd_cluster.ok()) << "168 columns: 84-row halves of B are not whole 8-row swizzle atoms";
