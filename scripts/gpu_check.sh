@@ -32,7 +32,7 @@
 #             (default 20000) outputs checked against fp64 a run (fewer for long reductions: a dW's K is every pixel)
 #   ncu       ncu's headline sections (duration, SM and DRAM throughput, IPC, stalls) of `fusejit run` on NCU_SPECS
 #             under each of NCU_CONFIGS (';'-separated), kernels matching NCU_KERNEL (default fj_), NCU_SKIP
-#             launches skipped, NCU_COUNT profiled
+#             launches skipped, NCU_COUNT profiled; NCU_TORCH (space-separated MxKxN:dtype) adds cuBLAS's F.linear
 #   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
@@ -284,7 +284,8 @@ stage_abrun() {
 stage_ncu() {
   # ncu's headline sections for the kernels of `fusejit run` on NCU_SPECS under each of NCU_CONFIGS (';'-separated):
   # those matching NCU_KERNEL (a regex, default every fusejit kernel), NCU_SKIP launches skipped, NCU_COUNT profiled
-  local configs spec c one="$out/ncu_one.log"
+  local configs spec c shape m k n dt one="$out/ncu_one.log"
+  local ncu_lines='^  [a-z_0-9]+ \(|Duration|Compute \(SM\) Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Executed Ipc Active|Issue Slots Busy|Warp Cycles Per Issued|Registers Per|Grid Size|Block Size'
   IFS=';' read -ra configs <<< "${NCU_CONFIGS-}"
   [ ${#configs[@]} -gt 0 ] || configs=("")
   : > "$out/ncu.log"
@@ -296,8 +297,20 @@ stage_ncu() {
         --launch-count "${NCU_COUNT:-2}" "$build/fusejit" run "$spec" --iters 2 --warmup 1 --samples 1000 \
         --config "$c" > "$one" 2>&1
       cat "$one" >> "$out/ncu.log"
-      grep -E '^  [a-z_0-9]+ \(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Executed Ipc Active|Issue Slots Busy|Warp Cycles Per Issued|Registers Per|Grid Size' "$one"
+      grep -E "$ncu_lines" "$one"
     done
+  done
+  for shape in ${NCU_TORCH-}; do  # cuBLAS's kernel of F.linear at MxKxN:dtype, e.g. 512x4096x11008:bf16
+    echo "== ncu torch F.linear $shape" | tee -a "$out/ncu.log"
+    IFS='x:' read -r m k n dt <<< "$shape"
+    timeout 300 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats --section Occupancy -k "regex:${NCU_TORCH_KERNEL:-nvjet|gemm|cutlass}" --launch-skip 2 \
+      --launch-count 1 python3 -c "import torch, torch.nn.functional as F
+x = torch.rand($m, $k, device='cuda', dtype=torch.$dt); w = torch.rand($n, $k, device='cuda', dtype=torch.$dt)
+for _ in range(4): F.linear(x, w)
+torch.cuda.synchronize()" > "$one" 2>&1
+    cat "$one" >> "$out/ncu.log"
+    grep -E "$ncu_lines" "$one"
   done
   rm -f "$one"
   note "ncu: $(grep -c '^== ncu' "$out/ncu.log") run(s), the sections in ncu.log"
