@@ -88,7 +88,7 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
   auto view = [&](ValueId v, int64_t view_rows, int64_t view_cols, int box_rows, int box_cols) {
     return TensorMapSpec{plan.buffer.at(v), elem, dt == DType::BF16, view_rows, view_cols, box_rows, box_cols};
   };
-  const int b_rows = wt.bn / wt.cluster_m;  // a cluster's blocks load a share of B's tile each
+  const int b_rows = wgmma_cluster_b_box_rows(wt);  // a cluster's blocks load a share of B's tile each
   std::vector<TensorMapSpec> maps = {
       view(a.operands[0], rows, geo.k, wt.bm, bk),
       kp.b_transposed >= 0 ? TensorMapSpec{{BufferKind::Scratch, kp.b_transposed}, 4, false, geo.n, geo.k, b_rows,

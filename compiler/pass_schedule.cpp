@@ -447,6 +447,9 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     }
     if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
     tile.cluster_m = *ctx.heur.wgmma_cluster;
+    if (geo.op == OpKind::Conv2d && wgmma_cluster_b_box_rows(tile) * 2 != tile.bn)
+      return Error("codegen config: wgmma_cluster=2 on conv2d splits the filter's tile in halves of whole 8-row "
+                   "atoms, not " + tile.str());
     if (geo.op == OpKind::Conv2d && !ctx.heur.wgmma) {  // the cooperative NCHW epilogue's staging beside the ring
       const int64_t room = kWgmmaDynamicSmemLimit - int64_t{tile.bm} * (64 + 8) * 4;
       while (tile.stages > 2 && wgmma_smem_bytes(tile, false) > room) --tile.stages;

@@ -94,6 +94,11 @@ int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32) {
   return t.stages * (three_tf32 ? 2 : 1) * stage + 1024;
 }
 
+int wgmma_cluster_b_box_rows(const WgmmaConfig& t) {
+  if (t.cluster_m == 1) return t.bn;
+  return (t.bn / t.cluster_m) % 8 == 0 || t.bn % 24 ? t.bn / t.cluster_m : t.bn / 3;
+}
+
 int wgmma_min_epilogue_chunk(const WgmmaConfig& t) { return t.bn % 16 == 0 ? 16 : 24; }
 
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32) {
@@ -136,8 +141,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
   if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
     return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
-  if (t.cluster_m > 1 && t.bn % 16)  // (each block loads half of B's tile: whole 8-row swizzle atoms)
-    return bad("2-block clusters take tiles a multiple of 16 wide");
+  if (t.cluster_m > 1 && wgmma_cluster_b_box_rows(t) % 8)  // (B's boxes: whole 8-row swizzle atoms)
+    return bad("2-block clusters take tiles a multiple of 16 wide (or 168: boxes of 56 rows)");
   if (three_tf32 && wgmma_n > 128)
     return bad(std::string("3xTF32 keeps a second accumulator (one k-tile's sum): ") + (t.swap_ab ? "bm" : "bn") +
                " must be at most 128");

@@ -42,7 +42,8 @@ struct ConvOperands {
     const int iw = o.ow + (tap % S::kKW) * S::kDW - S::kPW, ih = o.oh + (tap / S::kKW) * S::kDH - S::kPH;
     sm90::tma_load_4d(st.a, maps.a, bar, c0, iw, ih, o.n);
     if constexpr (Tile::kClusterM > 1) {
-      static_assert(Tile::kKind != MmaKind::F32x3 && !Tile::kBNMajor, "clusters: not 3xTF32, K-major filter rows");
+      static_assert(Tile::kKind != MmaKind::F32x3 && !Tile::kBNMajor && Tile::kClusterBoxRows * 2 == Tile::BN,
+                    "clusters: not 3xTF32, K-major filter rows, halves of B");
       constexpr unsigned short kAll = (1u << Tile::kClusterM) - 1;
       constexpr int kRows = Tile::BN / Tile::kClusterM;
       sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + rank * kRows * 128, maps.b, bar, kt * Tile::BK,

@@ -60,7 +60,9 @@ namespace fj {
 // kPingPong_: the ping-pong schedule (two consumers, a whole tile each:
 // BM / 64 wgmmas per k step, so BM x BN / 128 accumulators per thread).
 // kClusterM_: 2 for 2-CTA clusters sharing B (the kernel is compiled with
-// __cluster_dims__(2, 1, 1)); K-major B's tensor map box then has BN / 2 rows.
+// __cluster_dims__(2, 1, 1)); K-major B's tensor map box then has
+// kClusterBoxRows rows: BN / 2, or BN / 3 where that is not whole 8-row
+// swizzle atoms (168: boxes of 56, two from block 0, one from block 1).
 // kSwapAB_: tf32 with B [K][N] (N-major) as wgmma's register operand
 // (wgmma_swap_ab.cuh): BN / 32 boxes of 32 n x BK k per stage.
 // kBRows_: B's rows a stage holds (0: BN; 64: a swap-AB dW whose consumers
@@ -113,7 +115,9 @@ struct WgmmaTile {
   static_assert(kBRowBytes == 128 || (kSwapAB && kKind == MmaKind::TF32 && kBRowBytes > 128 && kBRowBytes % 32 == 16),
                 "B rows wider than 128 bytes: the tf32 swap-AB dW's (16 bytes past a multiple of 32: conflict-free)");
   static_assert(!kBNMajor || BN % 64 == 0, "N-major B: whole 64-column boxes");
-  static_assert(kClusterM == 1 || BN % 16 == 0, "2-CTA clusters: each block loads half of B's rows, whole 8-row atoms");
+  static constexpr int kClusterBoxRows = kClusterM == 1 ? BN : (BN / kClusterM) % 8 == 0 ? BN / kClusterM : BN / 3;
+  static_assert(kClusterM == 1 || (kClusterBoxRows % 8 == 0 && BN % kClusterBoxRows == 0),
+                "2-CTA clusters: B's boxes are whole 8-row swizzle atoms");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
   static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");
@@ -260,10 +264,13 @@ struct GemmOperands {
           if (j % Tile::kClusterM == static_cast<int>(rank))
             sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar,
                                         c.n * Tile::BN + 64 * j, kt * BK, kAll);
-      } else {
-        constexpr int kRows = Tile::BN / Tile::kClusterM;
-        sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + rank * kRows * 128, maps.b, bar, kt * BK,
-                                    c.n * Tile::BN + rank * kRows, kAll);
+      } else {  // boxes of kClusterBoxRows rows, box j from block j % kClusterM
+        constexpr int kRows = Tile::kClusterBoxRows;
+#pragma unroll
+        for (int j = 0; j < Tile::BN / kRows; ++j)
+          if (j % Tile::kClusterM == static_cast<int>(rank))
+            sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + j * kRows * 128, maps.b, bar, kt * BK,
+                                        c.n * Tile::BN + j * kRows, kAll);
       }
     } else if constexpr (Tile::kBNMajor) {
 #pragma unroll

@@ -229,9 +229,17 @@ TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
     auto cubin = compile_to_cubin(pp.source, pp.name, {"sm_90a", false, {}});
     EXPECT_TRUE(cubin.ok()) << config << ": " << cubin.error().str();
   }
-  auto odd_cluster = generate_program(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16),
-                                      {"sm_90a", "wgmma_tile=128x168x4,wgmma_cluster=2"});
-  EXPECT_FALSE(odd_cluster.ok()) << "168 columns: 84-row halves of B are not whole 8-row swizzle atoms";
+  // 168 columns in 2-block clusters: 84-row halves of B are not whole 8-row swizzle atoms, so boxes of 56 rows
+  // (block 0 loads two, block 1 one).
+  const Program odd_cluster = generate(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16), "sm_90a",
+                                       "wgmma_tile=128x168x4,wgmma_cluster=2");
+  EXPECT_NE(odd_cluster.plan_text.find("tile 128x168, 4 stages, raster group 8, 2-block clusters sharing B"),
+            std::string::npos)
+      << odd_cluster.plan_text;
+  ASSERT_GE(odd_cluster.launches.at(0).tensor_maps.size(), 2u);
+  EXPECT_EQ(odd_cluster.launches.at(0).tensor_maps[1].box_rows, 56);
+  auto odd_cubin = compile_to_cubin(odd_cluster.source, odd_cluster.name, {"sm_90a", false, {}});
+  EXPECT_TRUE(odd_cubin.ok()) << odd_cubin.error().str();
   const Program square = generate(linear_chain(Precision::BF16, 4096, 4096, 4096, "", DType::BF16));
   EXPECT_EQ(square.plan_text.find("tile 128x176"), std::string::npos) << square.plan_text;
   const Program asked = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",

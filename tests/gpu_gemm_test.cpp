@@ -122,13 +122,14 @@ TEST(GpuGemm, DefaultPlansMatchReference) { run_cases(""); }
 TEST(GpuGemm, SmallWgmmaTilesMatchReference) { run_cases("wgmma_tile=64x64x2x1"); }
 TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"); }
 // Ping-pong on every shape (one tile per block included: consumer 1 idles).
-// Tiles 168, 176 and 192 wide (K-major B): the widths that cut a wave on some shapes.
+// Tiles 168, 176 and 192 wide (K-major B): the widths that cut a wave on some shapes; 168 in 2-block clusters.
 TEST(GpuGemm, OddWidthWgmmaTilesMatchReference) {
   run_cases("wgmma_tile=128x168x5");
   run_cases("wgmma_tile=64x168x6,wgmma_schedule=pingpong");
   run_cases("wgmma_tile=128x176x5");
   run_cases("wgmma_tile=128x192x4x4");
   run_cases("wgmma_tile=64x176x6,wgmma_schedule=pingpong");
+  run_cases("wgmma_tile=128x168x4,wgmma_cluster=2");  // B in boxes of 56 rows: two from block 0, one from block 1
 }
 TEST(GpuGemm, PingPongMatchesReference) { run_cases("wgmma_schedule=pingpong"); }
 // The staged epilogue two columns a call (opt-in): global stores kept (no TMA stores), then on 168-column tiles
