@@ -378,12 +378,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         append(run, conv_runs_epilogue(ctx, plan, kp, em, geo, shape, coord_call, staged_room, smem_floats));
       } else {
         if (wgmma) {
-          // Staged through shared memory: coalesced loads and stores. Swap-AB tiles with cheap ops store from
-          // registers instead (a thread's two adjacent columns of 4 rows a warp fill whole 32-byte sectors
-          // between two stores; costly ops keep the staged path, whose functor loop is rolled). Linear /
-          // matmul: inputs along N staged per tile (swap-AB: a thread's two columns of 64 rows).
-          const bool direct = wt.swap_ab && std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
-                                                        [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
+          // Staged through shared memory: coalesced loads and stores. Swap-AB tiles (and epilogue_direct=1) with
+          // cheap ops store from registers instead (swap-AB: a thread's two adjacent columns of 4 rows a warp fill
+          // whole 32-byte sectors between two stores; costly ops keep the staged path, whose functor loop is
+          // rolled). Linear / matmul: inputs along N staged per tile (swap-AB: a thread's two columns of 64 rows).
+          const bool direct = (wt.swap_ab || (ctx.heur.epilogue_direct && geo.op != OpKind::Conv2d)) &&
+                              std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
+                                          [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
           const EpilogueTree tree = build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true);
           const std::vector<BufferRef> cols = geo.op == OpKind::Conv2d ? std::vector<BufferRef>{} : column_loads(g, tree, 2);
           const int64_t cols_floats = static_cast<int64_t>(cols.size()) * wt.bn;
@@ -404,7 +405,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
           // transposes of the tile (stored at swapped coordinates: contiguous along the tile's rows).
           const bool rows_first = geo.op == OpKind::Conv2d || kp.region.transposed.size() == kp.region.stores.size();
           std::vector<std::string> pairs;  // two columns a call (emit_pairs.cpp)
-          if (!direct && !rows_first && ctx.heur.epilogue_pairs)
+          if (!rows_first && ctx.heur.epilogue_pairs && !(direct && wt.swap_ab))
             pairs = staged_pairs_epilogue(em, tree, cols, chunk, shape, coord_call, column_args, fn);
           continue_epilogue = pairs.empty();
           append(run, pairs);

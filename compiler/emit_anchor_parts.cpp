@@ -563,7 +563,7 @@ std::vector<std::string> staged_pairs_epilogue(KernelEmitter& em, const Epilogue
                                                const std::string& fn) {
   const KernelPlan& kp = em.plan().kernels[0];
   const int threads = 128 * kp.wgmma.consumers() / (kp.wgmma.pingpong ? 2 : 1);
-  if (chunk % 2 || int64_t{kp.wgmma.bm} * (chunk / 2) % threads) return {};
+  if (chunk % 2 || int64_t{kp.wgmma.bm} * (chunk / 2) % threads) return {};  // (chunk 0: from the registers)
   const std::string pair =
       em.emit_tree_pair(tree, "fj_epilogue_pair", "the elementwise epilogue at columns n and n + 1 (n even)", cols);
   if (pair.empty()) return {};
@@ -573,8 +573,10 @@ std::vector<std::string> staged_pairs_epilogue(KernelEmitter& em, const Epilogue
       aligned += std::string(aligned.empty() ? "" : " && ") + "fj::aligned_to<" +
                  std::to_string(2 * dtype_size(em.buffer_dtype(n.buffer))) + ">(" + em.buffer_param(n.buffer, true) +
                  ")";
-  std::vector<std::string> out = {"fj::tile_pointwise_staged_pairs<" + std::to_string(chunk) + ">(frag, m0, n0, " +
-                                  shape.rows + ", " + shape.cols + ", smem, " + aligned + ","};
+  std::vector<std::string> out = {
+      chunk ? "fj::tile_pointwise_staged_pairs<" + std::to_string(chunk) + ">(frag, m0, n0, " + shape.rows + ", " +
+                  shape.cols + ", smem, " + aligned + ","
+            : "fj::tile_pointwise_pairs(frag, m0, n0, " + shape.rows + ", " + shape.cols + ", " + aligned + ","};
   append(out, epilogue_lambda("[&](float acc_a, float acc_b, int m, int n) {", shape.coords,
                               pair + "(p, acc_a, acc_b, " + coord_call + column_args + ");"));
   out.back() = "},";

@@ -165,7 +165,8 @@ std::vector<BufferRef> column_loads(const Graph& g, const EpilogueTree& tree, si
 // columns [n0, n0 + bn) to smem + at + k * bn (zero past `n_bound`), and the
 // arguments (", cols0, ..., n - n0") the tree's function then takes.
 // The wgmma staged elementwise epilogue with two adjacent columns a call
-// (epilogue_pairs=1): the fj::tile_pointwise_staged_pairs call, its pair
+// (epilogue_pairs=1; chunk 0: from the registers, epilogue_direct=1): the
+// fj::tile_pointwise_staged_pairs (fj::tile_pointwise_pairs) call, its pair
 // lambda (KernelEmitter::emit_tree_pair) and `fn`'s one-element lambda for
 // ragged chunks and outputs not aligned to two elements (checked once a
 // tile). Empty where the tree or chunk does not take pairs.

@@ -159,7 +159,8 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "row_pass" ||
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" ||
-               key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "pool_registers" ||
+               key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "epilogue_direct" ||
+               key == "pool_registers" ||
                key == "staging_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
@@ -175,6 +176,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "row_broadcast"   ? h.row_broadcast
        : key == "row_cluster"     ? h.row_cluster
        : key == "epilogue_pairs"  ? h.epilogue_pairs
+       : key == "epilogue_direct" ? h.epilogue_direct
        : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "pointwise_threads" || key == "row_threads") {
@@ -183,7 +185,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
     }
   }
   return h;

@@ -4,6 +4,7 @@
 // generated device functions that those functors call.
 //
 //   tile_pointwise   value(acc, m, n) per element  (elementwise DAG + stores)
+//   tile_pointwise_pairs  the same, two adjacent columns a call
 //   tile_pool        value(acc, m, n) -> window max/avg -> store(v, m0, w, n)
 //   tile_pool1d_staged  value(acc, m, n) -> max/avg of K columns -> store(v, m, w)
 //   tile_col_partials   value(acc, m, n) -> reduce over the tile's rows -> store(v, n)
@@ -62,6 +63,26 @@ __device__ __forceinline__ void tile_pointwise(const Frag& frag, int m0, int n0,
       }
     }
   }
+}
+
+// tile_pointwise with two adjacent columns a call: f2(v_n, v_n1, m, n) at
+// columns j and j + 1 of the fragment (j even: adjacent in every fragment)
+// where the tile lies inside the problem and `pairs` holds (the caller's check
+// that each output takes one store of two elements there); f one element at a
+// time otherwise.
+template <class Frag, class F2, class F>
+__device__ __forceinline__ void tile_pointwise_pairs(const Frag& frag, int m0, int n0, int M, int N, bool pairs,
+                                                     const F2& f2, const F& f) {
+  static_assert(Frag::kCols % 2 == 0, "whole column pairs");
+  constexpr int U = Frag::kRowUnroll;
+  if (!pairs || m0 + Frag::kTileRows > M || n0 + Frag::kTileCols > N) return tile_pointwise(frag, m0, n0, M, N, f);
+#pragma unroll 1
+  for (int g = 0; g < Frag::kRows / U; ++g)
+#pragma unroll
+    for (int q = 0; q < U; ++q)
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; j += 2)
+        f2(frag.pick(g, q, j), frag.pick(g, q, j + 1), m0 + frag.row(g * U + q), n0 + frag.col(j));
 }
 
 // Pool fused into the epilogue. `Windows` describes where pool windows lie in

@@ -1,8 +1,9 @@
 // CPU: the wgmma staged epilogue at two adjacent columns a call
 // (epilogue_pairs=1, emit_pairs.cpp, fj::tile_pointwise_staged_pairs): where
 // it applies, the pair function's one store of two elements per output and
-// the one-element fallback; where it does not, today's epilogue; the kernels
-// compiled by NVRTC for sm_90a without spills.
+// the one-element fallback; where it does not, today's epilogue; the same from
+// the registers (epilogue_direct=1); the kernels compiled by NVRTC for sm_90a
+// without spills.
 #include <gtest/gtest.h>
 
 #include "compiler/codegen.h"
@@ -43,6 +44,33 @@ TEST(CodegenEpiloguePairs, PairsOfColumnsWhereAsked) {
       expect_compiles(on, label);
     }
   }
+}
+
+// epilogue_direct=1: cheap elementwise epilogues of linear / matmul from the fragment's registers, no staging;
+// with pairs, a thread's two adjacent columns a call.
+TEST(CodegenEpiloguePairs, DirectFromRegistersWhereAsked) {
+  for (Precision p : {Precision::BF16, Precision::TF32}) {
+    const std::string label(precision_name(p));
+    const Graph g = linear_chain(p, 512, 4096, 11008, "", operand_type(p));
+    const Program direct = generate(g, "sm_90a", "epilogue_direct=1");
+    EXPECT_NE(direct.source.find("fj::tile_pointwise(frag, m0, n0,"), std::string::npos) << label << direct.source;
+    EXPECT_EQ(direct.source.find("tile_pointwise_staged"), std::string::npos) << label;
+    expect_compiles(direct, label);
+    const Program both = generate(g, "sm_90a", "epilogue_direct=1,epilogue_pairs=1");
+    EXPECT_NE(both.source.find("fj::tile_pointwise_pairs(frag, m0, n0,"), std::string::npos) << label << both.source;
+    EXPECT_NE(both.source.find("fj::store_pair_from_float(p.out_y, i0 * "), std::string::npos) << both.source;
+    expect_compiles(both, label);
+  }
+  // costly ops (gelu) keep the staged path, whose functor loop is rolled
+  GraphBuilder b(Precision::BF16, "linear_gelu");
+  auto x = b.input("x", {512, 4096}, DType::BF16);
+  auto w = b.input("w", {11008, 4096}, DType::BF16);
+  auto bias = b.input("bias", {11008}, DType::BF16);
+  b.output("y", b.linear(x, w).add(bias).gelu());
+  auto gelu_graph = b.build();
+  ASSERT_TRUE(gelu_graph.ok()) << gelu_graph.error().str();
+  const Program gelu = generate(*gelu_graph, "sm_90a", "epilogue_direct=1,tma_store=0");
+  EXPECT_NE(gelu.source.find("fj::tile_pointwise_staged<"), std::string::npos) << gelu.source;
 }
 
 TEST(CodegenEpiloguePairs, TodaysEpilogueWhereThePairsDoNotApply) {

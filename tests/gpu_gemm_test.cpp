@@ -139,6 +139,12 @@ TEST(GpuGemm, EpiloguePairsMatchReference) {
   run_cases("epilogue_pairs=1,wgmma_tile=128x168x5");
   run_cases("epilogue_pairs=1,wgmma_schedule=pingpong");
 }
+// Cheap elementwise epilogues stored from the fragment's registers (opt-in), cooperative and ping-pong.
+TEST(GpuGemm, EpilogueDirectMatchesReference) {
+  run_cases("epilogue_direct=1,tma_store=0");
+  run_cases("epilogue_direct=1,wgmma_schedule=pingpong,tma_store=0");
+  run_cases("epilogue_direct=1,epilogue_pairs=1,tma_store=0");
+}
 // Outputs through shared-memory tiles and TMA bulk stores (ragged edges clipped by TMA).
 TEST(GpuGemm, TmaStoresMatchReference) { run_cases("tma_store=1"); }
 // Two outputs through TMA stores (two slots each), ragged rows and columns
