@@ -229,6 +229,11 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   EXPECT_TRUE(has(bf16, "mainloop=ffma"));
   EXPECT_TRUE(has(bf16, "tile=128x128x8x8"));
   for (const auto& c : bf16) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
+  // the elementwise epilogue two columns a call, and from the registers: each a legal program
+  for (const char* c : {"epilogue_pairs=1", "epilogue_direct=1,tma_store=0", "epilogue_direct=1,epilogue_pairs=1,tma_store=0"}) {
+    EXPECT_TRUE(has(bf16, c)) << c;
+    EXPECT_TRUE(generate_program(linear(Precision::BF16, 4096), {"sm_90a", c})) << c;
+  }
   int pingpong = 0, tall = 0;  // ping-pong candidates (64- and 128-row tiles), each one a legal program
   for (const auto& c : bf16)
     if (c.find("wgmma_schedule=pingpong") != std::string::npos) {
