@@ -379,9 +379,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       } else {
         if (wgmma) {
           // Staged through shared memory: coalesced loads and stores. Swap-AB tiles (and epilogue_direct=1) with
-          // cheap ops store from registers instead (swap-AB: a thread's two adjacent columns of 4 rows a warp fill
-          // whole 32-byte sectors between two stores; costly ops keep the staged path, whose functor loop is
-          // rolled). Linear / matmul: inputs along N staged per tile (swap-AB: a thread's two columns of 64 rows).
+          // cheap ops store from registers (swap-AB: 4 rows a warp fill whole 32-byte sectors between two stores;
+          // costly ops keep the staged path's rolled loop). Inputs along N staged per tile.
           const bool direct = (wt.swap_ab || (ctx.heur.epilogue_direct && geo.op != OpKind::Conv2d)) &&
                               std::all_of(kp.region.nodes.begin(), kp.region.nodes.end(),
                                           [&](ValueId v) { return cheap_epilogue_op(g.node(v).op); });
