@@ -155,15 +155,15 @@ constexpr int64_t kRowExchangeReserve = 2048;
 int64_t wgmma_smem_bytes(const WgmmaConfig& t, bool three_tf32);
 // Checks a wgmma tile: shapes WgmmaTile instantiates, within 227 KiB.
 Status validate_wgmma(const WgmmaConfig& t, bool three_tf32);
-// Whether the tile is valid and its ring leaves room for the smallest
-// epilogue staging (BM x 24 floats) and 4 KiB of epilogue scratch.
 // Rows of K-major B's TMA box in a 2-block cluster (gemm_wgmma.cuh
 // kClusterBoxRows): half the tile's, or a third where a half is not whole
 // 8-row swizzle atoms (168 columns: 56).
 int wgmma_cluster_b_box_rows(const WgmmaConfig& t);
 // The narrowest chunk of columns the epilogue stages at a time (8-column
-// groups dividing bn: 24 for 168-column tiles); the ring leaves room for it.
+// groups dividing bn: 24 for 168-column tiles, else 16).
 int wgmma_min_epilogue_chunk(const WgmmaConfig& t);
+// Whether the tile is valid and its ring leaves room for the narrowest
+// epilogue staging (BM x (that chunk + 8) floats) and 4 KiB of epilogue scratch.
 bool wgmma_fits_with_epilogue(const WgmmaConfig& t, bool three_tf32);
 // The most stages (at most 8) with which the tile still fits so.
 int wgmma_max_stages(WgmmaConfig t, bool three_tf32);

@@ -161,9 +161,16 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       out.push_back("conv_runs=0");  // the fp32-staged epilogue storing element by element (and its cooperative tile)
     out.push_back("tma_store=1");  // the default tile, outputs by TMA bulk stores (auto: cheap epilogues only)
     out.push_back("tma_store=0");  // ... or by staged global stores
-    if (op == OpKind::Linear || op == OpKind::Matmul)  // ... two columns a call, or (cheap ops) from the registers
-      for (const char* c : {"epilogue_pairs=1", "epilogue_direct=1,tma_store=0", "epilogue_direct=1,epilogue_pairs=1,tma_store=0"})
-        out.push_back(c);
+    if (op == OpKind::Linear || op == OpKind::Matmul) {  // ... two columns a call, or (cheap ops) from the registers
+      auto differs = [&](const char* config, const char* from) {  // (where the option changes the kernel)
+        auto a = generate_program(g, {arch, config});
+        auto b = generate_program(g, {arch, from});
+        return a && b && a->source != b->source;
+      };
+      for (auto [c, from] : {std::pair{"epilogue_pairs=1", ""}, std::pair{"epilogue_direct=1,tma_store=0", "tma_store=0"},
+                             std::pair{"epilogue_direct=1,epilogue_pairs=1,tma_store=0", "epilogue_direct=1,tma_store=0"}})
+        if (differs(c, from)) out.push_back(c);
+    }
     if (!three_tf32 && op != OpKind::Conv2dWeightGrad)  // ping-pong: two consumers taking turns, a whole tile each
       for (auto [bm, bn] : {std::pair{64, 256}, std::pair{64, 128}, std::pair{128, 128}}) {
         if ((bn > 2 * geo.n && bn > 64) || (bm > 2 * rows && bm > 64)) continue;
