@@ -178,7 +178,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
       sm90::mbar_init(&b_full[s], 1);
       sm90::mbar_init(&b_empty[s], kReaders);
     }
-    for (int c = 0; c < 2; ++c) sm90::mbar_init(&turn[c], 1);  // ping-pong: mainloops in patch order
+    for (int c = 0; c < 2; ++c) sm90::mbar_init(&turn[c], 4);  // ping-pong: mainloops in patch order (a warp each)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -276,10 +276,10 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
     for (int cb = 0; cb < Halo::kCBlocks; ++cb, ++it) {
       const int s = it % HS;
       sm90::mbar_wait(&full[s], (it / HS) & 1);
-      // Ping-pong: the other consumer's mainloop may start once every full phase of this patch has completed (its
-      // last halo; streamed, its last B k-tile below), so that its parity waits cannot alias an older phase.
+      // Ping-pong: the other consumer's mainloop may start once every warp of this one has seen every full phase of
+      // this patch complete (its last halo; streamed, its last B k-tile below): no parity wait can alias a phase.
       if constexpr (kPP && !Halo::kStreamB)
-        if (cb == Halo::kCBlocks - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
+        if (cb == Halo::kCBlocks - 1 && threadIdx.x % 32 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
       const unsigned long long a0 = sm90::sw128_desc_strided(halo + s * Halo::kHaloBytes, Halo::kGroupStride);
       if constexpr (Halo::kStreamB) {  // B through its ring: each tap's k-tile in turn
 #pragma unroll 1
@@ -287,7 +287,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
           const int bs = b_it % BS;
           sm90::mbar_wait(&b_full[bs], (b_it / BS) & 1);
           if constexpr (kPP)
-            if (cb == Halo::kCBlocks - 1 && tap == Halo::kTaps - 1 && threadIdx.x % 128 == 0)
+            if (cb == Halo::kCBlocks - 1 && tap == Halo::kTaps - 1 && threadIdx.x % 32 == 0)
               sm90::mbar_arrive(&turn[1 - consumer]);
           const unsigned long long b0 = sm90::sw128_desc(filter + bs * kB);
           sm90::wgmma_fence();
@@ -330,6 +330,7 @@ __device__ __forceinline__ void conv_halo_mainloop(const GemmMaps& maps, const T
       release(&empty[(it - 1) % HS]);
     }
     epilogue(frag, m * Tile::BM, n_tile * Tile::BN, n_tile);
+    __syncwarp();  // whole warps for the next patch's wgmmas (as in wgmma_mainloop)
   }
 }
 

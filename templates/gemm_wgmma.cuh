@@ -351,7 +351,10 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
   constexpr int kCluster = Tile::kClusterM;
   constexpr int kBlocks = Tile::kClusterM * Tile::kClusterN;  // blocks per cluster
   // full: TMA landed; empty: consumers done with a stage; turn[c]
-  // (ping-pong): the other consumer has started the last k-tile of its tile.
+  // (ping-pong): every warp of the other consumer has started the last k-tile
+  // of its tile. (Per warp: one thread's arrival let a lagging warp of this
+  // consumer reach its wait after the next phase had completed too, so its
+  // parity never matched: an H100 hang with 1 k-tile a tile.)
   __shared__ __align__(8) unsigned long long full[S], empty[S], turn[2];
   __shared__ int arrived[2];  // split_k_gather's, per fragment (ping-pong: per consumer)
   constexpr int kStageReaders = Tile::kPingPong ? 1 : Tile::kConsumers;  // consumer warpgroups per stage
@@ -370,7 +373,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
       sm90::mbar_init(&full[s], kThreadsA ? 1 + 128 : 1);
       sm90::mbar_init(&empty[s], kStageReaders * 4 * kCluster);  // one arrival per reading warp of the cluster
     }
-    for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 1);
+    for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 4);  // one arrival per warp of a consumer
     if constexpr (Tile::kClusterN > 1)  // one arrival from each other block of the cluster
       for (int b = 0; b < 2; ++b) sm90::mbar_init(&row_exchange<Tile::BM>().ready[b], Tile::kClusterN - 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -558,7 +561,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
         const int s = it % S;
         sm90::mbar_wait(&full[s], (it / S) & 1);
         if constexpr (Tile::kPingPong)
-          if (kt == w.kt1 - 1 && threadIdx.x % 128 == 0) sm90::mbar_arrive(&turn[1 - consumer]);
+          if (kt == w.kt1 - 1 && warp_leader) sm90::mbar_arrive(&turn[1 - consumer]);
         const unsigned long long a_desc = sm90::sw128_desc(a_ring + s * kA + rows_off);
         const unsigned long long b_desc = Tile::kBNMajor
                                               ? sm90::sw128_desc_n_major(b_ring + s * kB, Tile::kBColumnBytes)
@@ -580,6 +583,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[frag.consumer()])) continue;  // not the tile's last range
     const TileCoord c = tile_at(w.tile);
     if (kCluster == 1 || c.m < order.m_tiles) epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
+    __syncwarp();  // whole warps for the next unit's .sync.aligned wgmmas, however the epilogue branched
   }
   if constexpr (kBlocks > 1) sm90::cluster_sync();  // the partners' last remote arrivals (and reads) are done
 }

@@ -229,16 +229,15 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   EXPECT_TRUE(has(bf16, "mainloop=ffma"));
   EXPECT_TRUE(has(bf16, "tile=128x128x8x8"));
   for (const auto& c : bf16) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
-  // the elementwise epilogue from the registers (and two columns a call); pairs alone only where the default
-  // does not take TMA stores (a gelu there: no TMA stores, no direct epilogue)
-  for (const char* c : {"epilogue_direct=1,tma_store=0", "epilogue_direct=1,epilogue_pairs=1,tma_store=0"})
-    EXPECT_TRUE(has(bf16, c)) << c;
+  // two columns a call only where the default does not take TMA stores (a gelu there); never the direct
+  // epilogue (stores from the registers: measured slower, not a candidate)
   EXPECT_FALSE(has(bf16, "epilogue_pairs=1")) << "TMA stores: pairs change nothing";
   GraphBuilder gb(Precision::BF16);
   gb.output("y", gb.linear(gb.input("x", {512, 256}), gb.input("w", {4096, 256})).gelu());
   const auto gelu = tuning_candidates(gb.build().take(), "sm_90a");
   EXPECT_TRUE(has(gelu, "epilogue_pairs=1"));
-  EXPECT_FALSE(has(gelu, "epilogue_direct=1,tma_store=0")) << "gelu keeps the staged epilogue";
+  for (const auto* list : {&bf16, &gelu})
+    for (const auto& c : *list) EXPECT_EQ(c.find("epilogue_direct"), std::string::npos) << c;
   int pingpong = 0, tall = 0;  // ping-pong candidates (64- and 128-row tiles), each one a legal program
   for (const auto& c : bf16)
     if (c.find("wgmma_schedule=pingpong") != std::string::npos) {
