@@ -101,10 +101,11 @@ std::vector<TensorMapSpec> gemm_tensor_maps(const Graph& g, const Plan& plan, co
     maps.push_back(wt.swap_ab ? TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.k, geo.n, bk, 32}
                               : TensorMapSpec{{BufferKind::Scratch, kp.residual_b}, 4, false, geo.n, geo.k, wt.bn, bk});
   }
-  for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x 128 bytes, 128-byte swizzle
+  for (ValueId v : kp.tma_stores) {  // the outputs: boxes of BM rows x a chunk (128 bytes swizzled, or fewer plain)
     const DType ot = g.node(v).type.dtype;
     const int eb = static_cast<int>(dtype_size(ot));
-    maps.push_back(TensorMapSpec{plan.buffer.at(v), eb, ot == DType::BF16, rows, geo.n, wt.bm, 128 / eb, true});
+    const int chunk = kp.tma_store_chunk_cols;
+    maps.push_back(TensorMapSpec{plan.buffer.at(v), eb, ot == DType::BF16, rows, geo.n, wt.bm, chunk, chunk * eb == 128});
   }
   return maps;
 }
@@ -290,15 +291,18 @@ std::vector<std::string> tma_store_epilogue(const Graph& g, const KernelPlan& kp
     slots += ", " + tile + " + slot * kOutSlot";
     store += " fj::sm90::tma_store_2d(tma_out" + std::to_string(k) + ", " + tile + " + slot * kOutSlot, n0 + c0, m0);";
   }
-  const std::string elem = std::to_string(kp.tma_store_elem_bytes);
+  const std::string elem = std::to_string(kp.tma_store_elem_bytes) + ", kOutSlots" +
+                           (kp.tma_store_chunk_cols * kp.tma_store_elem_bytes == 128
+                                ? std::string()
+                                : ", " + std::to_string(kp.tma_store_chunk_cols));  // unswizzled chunks
   const std::string bounds = "(frag, m0, n0, " + shape.rows + ", " + shape.cols;
   if (pairs) {  // the value per element; two columns per store
-    out.push_back("fj::tile_pointwise_tma_pairs<" + elem + ", kOutSlots>" + bounds + ", out_tile0, kOutSlot,");
+    out.push_back("fj::tile_pointwise_tma_pairs<" + elem + ">" + bounds + ", out_tile0, kOutSlot,");
     out.push_back("[&](float acc, int m, int n) -> float {");
     append(out, shape.coords);
     out.push_back("return " + fn + "(p, acc, " + coord_call + column_args + ");");
   } else {
-    out.push_back("fj::tile_pointwise_tma<" + elem + ", kOutSlots>" + bounds + ",");
+    out.push_back("fj::tile_pointwise_tma<" + elem + ">" + bounds + ",");
     out.push_back("[&](float acc, int m, int n, int slot, int at) {");
     append(out, shape.coords);
     out.push_back(fn + "(p, acc, " + coord_call + slots + ", at);");

@@ -46,6 +46,16 @@ bool cheap_epilogue_op(OpKind op) {
   }
 }
 
+int tma_store_chunk_cols(int bn, int elem_bytes) {
+  if ((bn * elem_bytes) % 128 == 0) return 128 / elem_bytes;  // swizzled 128-byte chunks
+  // Unswizzled: whole 8-column fragment groups (WgmmaFragment::col) dividing the tile, 96 to 112 bytes (fewer
+  // would multiply the chunks' barriers; 16-byte multiples for TMA). A warp's writes of a row pitch of 112 or 96
+  // bytes fall in distinct banks (pairs) or two ways at most.
+  for (int cols = 128 / elem_bytes / 8 * 8; cols * elem_bytes >= 96; cols -= 8)
+    if (bn % cols == 0 && (cols * elem_bytes) % 16 == 0) return cols;
+  return 0;
+}
+
 namespace {
 // A wgmma conv whose epilogue stores NCHW outputs (each of the conv's shape, in
 // an output buffer; at most conv_runs of them, 2 by default: a training
@@ -117,7 +127,7 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   WgmmaConfig with_slots = kp.wgmma;
   with_slots.tma_slots = ctx.heur.tma_slots.value_or(with_slots.tma_slots);
   int64_t tiles = 0;
-  int elem_bytes = 0;
+  int elem_bytes = 0, chunk_cols = 0;
   for (ValueId v : kp.region.stores) {
     const TensorType& t = g.node(v).type;
     const int elem = static_cast<int>(dtype_size(t.dtype));
@@ -127,8 +137,11 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
       return keep_global("TMA needs rows of a multiple of 16 bytes and " + g.describe(v) + " has " +
                          std::to_string(geo.n * elem));
     if (elem_bytes && elem != elem_bytes) return keep_global("the outputs' elements differ in size");
-    if ((kp.wgmma.bn * elem) % 128)
-      return keep_global("a tile " + std::to_string(kp.wgmma.bn) + " columns wide is not whole 128-byte chunks");
+    chunk_cols = tma_store_chunk_cols(kp.wgmma.bn, elem);
+    if (!chunk_cols)
+      return keep_global("a tile " + std::to_string(kp.wgmma.bn) + " columns wide is neither whole 128-byte chunks "
+                         "nor whole unswizzled chunks of 96 to 112 bytes");
+    if (chunk_cols * elem != 128 && !asked) return;  // unswizzled chunks: not measured yet (tma_store=1 asks)
     elem_bytes = elem;
     tiles += wgmma_store_tile_bytes(with_slots);
   }
@@ -143,8 +156,12 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   kp.wgmma = t;
   kp.tma_stores = kp.region.stores;
   kp.tma_store_elem_bytes = elem_bytes;
+  kp.tma_store_chunk_cols = chunk_cols;
+  const int chunk_bytes = chunk_cols * elem_bytes;
   kp.notes.push_back("epilogue: outputs written from the accumulators to shared-memory slots and out by TMA bulk "
-                     "stores, 128-byte column chunks that overlap the rest of the epilogue and the next tile's mainloop" +
+                     "stores, " + std::to_string(chunk_bytes) + "-byte column chunks" +
+                     (chunk_bytes == 128 ? "" : " (unswizzled)") +
+                     " that overlap the rest of the epilogue and the next tile's mainloop" +
                      (given_up ? " (the ring gave up " + std::to_string(given_up) + " stage(s) for them)" : ""));
 }
 

@@ -101,6 +101,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan);
 // stores, which overlap the next tile's mainloop; the ring gives up stages
 // (down to 3) to make room. Sets KernelPlan::tma_stores, or a note why not.
 void choose_tma_stores(PlanContext& ctx, Plan& plan);
+// Columns per TMA store chunk of a tile bn wide: 128 bytes (swizzled), else
+// 96 to 112 bytes unswizzled where such chunks split the tile; 0: none.
+int tma_store_chunk_cols(int bn, int elem_bytes);
 // Epilogue ops a few instructions long (relu, clamp, +, *, ...): the wgmma
 // epilogue's defaults (TMA stores, 2-block clusters) are measured on those.
 bool cheap_epilogue_op(OpKind op);

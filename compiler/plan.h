@@ -383,6 +383,9 @@ struct KernelPlan {
   // share one element size.
   std::vector<ValueId> tma_stores;
   int tma_store_elem_bytes = 0;
+  // Columns per chunk: 128 bytes, swizzled; or fewer (a tile 168 wide: 112
+  // bytes of 16-bit, 96 of 32-bit elements), unswizzled rows in the slot.
+  int tma_store_chunk_cols = 0;
   // A wgmma conv's NCHW outputs, each computed in registers, staged in its own
   // type and stored in runs of a channel's pixels (conv_wgmma_store.cuh); empty: none.
   std::vector<ValueId> conv_runs;

@@ -9,9 +9,10 @@ namespace fj {
 
 // TMA-stored epilogue outputs (KernelPlan::tma_stores), straight from the
 // accumulators: the tile's columns go out in chunks of 128 bytes of the
-// output element (kChunkCols), each through one of kSlots shared-memory slots
-// per output (BM rows of 128 bytes, in TMA's 128-byte swizzle: a warp's
-// writes of one fragment column hit 32 different banks). Per chunk: the slot's
+// output element (kChunkCols; or 112 / 96 bytes unswizzled, see slot_at),
+// each through one of kSlots shared-memory slots per output (BM rows of 128
+// bytes, in TMA's 128-byte swizzle: a warp's writes of one fragment column
+// hit 32 different banks). Per chunk: the slot's
 // previous TMA store has read it (wait_group.read), f(acc, m, n, slot, at)
 // for the chunk's elements inside [0,M) x [0,N) (`at`: the element's index
 // in the slot), fence + barrier, then one thread calls store(slot, c0) (a
@@ -21,6 +22,16 @@ template <int kElemBytes>
 __device__ __forceinline__ int swizzled_at(int r, int c) {
   constexpr int kPer16 = 16 / kElemBytes;  // elements per 16-byte unit, the swizzle's grain
   return r * (128 / kElemBytes) + (((c / kPer16) ^ (r % 8)) * kPer16) + c % kPer16;
+}
+// Element (r, c) of a slot holding chunks of kChunkCols columns: 128-byte
+// chunks swizzled; narrower ones (tiles 168 wide: 112 or 96 bytes) in plain
+// rows, whose pitch already spreads a warp's 8 rows over the banks.
+template <int kElemBytes, int kChunkCols>
+__device__ __forceinline__ int slot_at(int r, int c) {
+  if constexpr (kChunkCols * kElemBytes == 128)
+    return swizzled_at<kElemBytes>(r, c);
+  else
+    return r * kChunkCols + c;
 }
 // The chunk protocol both epilogues share: for each chunk c of kChunkCols
 // columns inside N, the next slot of a ring of min(kSlots, chunks per tile)
@@ -49,10 +60,11 @@ __device__ __forceinline__ void tma_store_chunks(Frag& frag, int n0, int N, cons
     }
   }
 }
-template <int kElemBytes, int kSlots = 2, class Frag, class F, class Store>
+template <int kElemBytes, int kSlots = 2, int kChunkCols = 128 / kElemBytes, class Frag, class F, class Store>
 __device__ __forceinline__ void tile_pointwise_tma(Frag& frag, int m0, int n0, int M, int N, const F& f,
                                                    const Store& store) {
-  constexpr int kChunkCols = 128 / kElemBytes;
+  static_assert(kChunkCols % 8 == 0 && kChunkCols * kElemBytes <= 128 && (kChunkCols * kElemBytes) % 16 == 0,
+                "chunks of whole 8-column fragment groups, 16-byte multiples up to 128 bytes");
   constexpr int kJ = kChunkCols / 4;  // fragment columns j per chunk (j pairs span 8 tile columns)
   constexpr int U = Frag::kRowUnroll;
   const bool full = m0 + Frag::kTileRows <= M && n0 + Frag::kTileCols <= N;
@@ -66,7 +78,7 @@ __device__ __forceinline__ void tile_pointwise_tma(Frag& frag, int m0, int n0, i
 #pragma unroll
         for (int jj = 0; jj < kJ; ++jj) {
           const int j = c * kJ + jj, n = frag.col(j);
-          if (full || n0 + n < N) f(frag.pick(g, q, j), m0 + r, n0 + n, slot, swizzled_at<kElemBytes>(r, n - c * kChunkCols));
+          if (full || n0 + n < N) f(frag.pick(g, q, j), m0 + r, n0 + n, slot, slot_at<kElemBytes, kChunkCols>(r, n - c * kChunkCols));
         }
       }
   }, store);
@@ -77,10 +89,12 @@ __device__ __forceinline__ void tile_pointwise_tma(Frag& frag, int m0, int n0, i
 // that value's loads (bias, residuals) issue back to back (and repeat for
 // the group's rows only where they differ) instead of each waiting behind
 // the previous store.
-template <int kElemBytes, int kSlots = 2, class Frag, class T, class F, class Store>
+template <int kElemBytes, int kSlots = 2, int kChunkCols = 128 / kElemBytes, class Frag, class T, class F,
+          class Store>
 __device__ __forceinline__ void tile_pointwise_tma_pairs(Frag& frag, int m0, int n0, int M, int N, T* slots,
                                                          int slot_elems, const F& value, const Store& store) {
-  constexpr int kChunkCols = 128 / kElemBytes;
+  static_assert(kChunkCols % 8 == 0 && kChunkCols * kElemBytes <= 128 && (kChunkCols * kElemBytes) % 16 == 0,
+                "chunks of whole 8-column fragment groups, 16-byte multiples up to 128 bytes");
   constexpr int kJ = kChunkCols / 4;
   constexpr int U = Frag::kRowUnroll;
   static_assert(sizeof(T) == kElemBytes, "chunks of T");
@@ -107,7 +121,7 @@ __device__ __forceinline__ void tile_pointwise_tma_pairs(Frag& frag, int m0, int
         for (int jj = 0; jj < kJ; jj += 2) {  // columns n, n + 1 of fragment columns j, j + 1
           const int n = frag.col(c * kJ + jj);
           if (full || n0 + n < N)
-            store_pair_from_float(out, swizzled_at<kElemBytes>(r, n - c * kChunkCols), v[q][jj], v[q][jj + 1]);
+            store_pair_from_float(out, slot_at<kElemBytes, kChunkCols>(r, n - c * kChunkCols), v[q][jj], v[q][jj + 1]);
         }
       }
     }

@@ -245,7 +245,7 @@ TEST(CodegenWgmma, OddWidthTilesWhereTheyCutAWave) {
   const Program asked = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",
                                  "wgmma_tile=128x176x4,tma_store=1");
   EXPECT_NE(asked.plan_text.find("tile 128x176, 4 stages"), std::string::npos) << asked.plan_text;
-  EXPECT_NE(asked.plan_text.find("not whole 128-byte chunks"), std::string::npos) << "176 bf16 columns: no TMA stores";
+  EXPECT_NE(asked.plan_text.find("neither whole 128-byte chunks"), std::string::npos) << "176 bf16 columns: no TMA stores";
   const Program three_chunks = generate(linear_chain(Precision::BF16, 512, 4096, 4096, "", DType::BF16), "sm_90a",
                                         "wgmma_tile=128x192x4");
   EXPECT_NE(three_chunks.plan_text.find("TMA bulk"), std::string::npos) << three_chunks.plan_text;
