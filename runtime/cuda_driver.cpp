@@ -4,7 +4,13 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <thread>
 #include <mutex>
 #include <utility>
 
@@ -22,7 +28,8 @@ namespace {
   X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) X(cuStreamDestroy)            \
   X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamIsCapturing) X(cuEventCreate)          \
   X(cuEventDestroy)                                                                             \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuDriverGetVersion)          \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)                \
+  X(cuDriverGetVersion)                                                                         \
   X(cuTensorMapEncodeTiled)
 
 #define FJ_STRINGIFY(x) #x
@@ -165,8 +172,20 @@ Expected<DeviceInfo> device_info(int ordinal) {
   return info;
 }
 
+namespace {
+// Set when a launch never finished (CudaEvent::wait_for gave up): every later
+// driver call could block behind it (frees and copies synchronize), so none
+// is made; destructors leak what they hold, and the process exit frees it.
+std::atomic<bool> device_hung{false};
+std::string hung_launch;  // written once, before device_hung is set
+std::once_flag hung_once;
+}  // namespace
+
 Status use_device(int ordinal) {
   FJ_TRY(cuda_init());
+  if (device_hung.load(std::memory_order_acquire))
+    return Error("cuda: the device still runs " + hung_launch + ", which did not finish; nothing more runs on it "
+                 "in this process");
   DriverState& st = state();
   if (ordinal < 0 || ordinal >= st.device_count) {
     return Error("no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
@@ -393,6 +412,27 @@ Status CudaEvent::synchronize() const {
   return FJ_CU(cuEventSynchronize, event_);
 }
 
+Expected<bool> CudaEvent::wait_for(double seconds) const {
+  FJ_TRY(use_device(device_));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (auto pause = std::chrono::microseconds(20);; pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
+    const CUresult r = api().cuEventQuery(event_);
+    if (r != CUDA_ERROR_NOT_READY) {
+      FJ_TRY(check(api(), r, "cuEventQuery"));
+      return true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+void abandon_device(const std::string& launch) {
+  std::call_once(hung_once, [&] {
+    hung_launch = launch;
+    device_hung.store(true, std::memory_order_release);
+  });
+}
+
 Expected<float> elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
   FJ_TRY(cuda_init());
   float ms = 0;
@@ -414,6 +454,7 @@ Expected<bool> stream_is_capturing(CUstream stream) {
 
 Status stream_synchronize(CUstream stream) {
   FJ_TRY(cuda_init());
+  if (device_hung.load(std::memory_order_acquire)) return Error("cuda: the device still runs " + hung_launch);
   return FJ_CU(cuStreamSynchronize, stream);
 }
 

@@ -167,6 +167,9 @@ class CudaEvent {  // move-only
   CUevent get() const { return event_; }
   Status record(CUstream stream);
   Status synchronize() const;
+  // synchronize(), giving up after `seconds`: true when the work before the
+  // event finished, false when the time ran out first (a hung kernel?).
+  Expected<bool> wait_for(double seconds) const;
 
  private:
   CUevent event_ = nullptr;
@@ -178,6 +181,11 @@ Status stream_wait_event(CUstream stream, const CudaEvent& event);
 // Whether work enqueued on `stream` goes into a CUDA graph being captured.
 Expected<bool> stream_is_capturing(CUstream stream);
 Status stream_synchronize(CUstream stream);
+// After a launch that never finished (`launch` names it): every later call on
+// the device fails at once instead of blocking behind it, and destructors
+// leak what they hold (the process exit frees it). For good: a context cannot
+// stop a running kernel.
+void abandon_device(const std::string& launch);
 Status device_synchronize(int device = 0);
 
 }  // namespace fusejit

@@ -56,6 +56,25 @@ TimingStats stats_of(std::vector<double> ms) {
   return st;
 }
 
+// The work recorded before `done` finished, or an error after opts.launch_timeout_s: the device is then
+// abandoned (later calls fail rather than block behind the hung kernel).
+Status wait_for_launch(const CudaEvent& done, const std::string& what, const CheckOptions& opts) {
+  auto finished = done.wait_for(opts.launch_timeout_s);
+  if (!finished) return finished.error();
+  if (*finished) return Status::success();
+  abandon_device(what);
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", opts.launch_timeout_s);
+  return Error("cuda: " + what + " has not finished after " + limit + " s (a hang?)");
+}
+
+Status wait_for_launch(const CompiledKernel& kernel, const CheckOptions& opts) {
+  auto done = CudaEvent::create(false, kernel.device());
+  if (!done) return done.error();
+  if (Status s = done->record(nullptr); !s) return s;
+  return wait_for_launch(*done, "kernel " + kernel.name(), opts);
+}
+
 Expected<TimingStats> time_kernel(const CompiledKernel& kernel, const std::vector<DevicePtr>& in,
                                   const std::vector<DevicePtr>& out, const CheckOptions& opts) {
   auto flush = DeviceBuffer::allocate(opts.l2_flush_bytes, kernel.device());
@@ -72,7 +91,7 @@ Expected<TimingStats> time_kernel(const CompiledKernel& kernel, const std::vecto
     if (Status s = start->record(nullptr); !s) return s.error();
     if (Status s = kernel.launch(in, out); !s) return s.error();
     if (Status s = stop->record(nullptr); !s) return s.error();
-    if (Status s = stop->synchronize(); !s) return s.error();
+    if (Status s = wait_for_launch(*stop, "kernel " + kernel.name() + " (timed)", opts); !s) return s.error();
     auto t = elapsed_ms(*start, *stop);
     if (!t) return t.error();
     ms.push_back(*t);
@@ -167,6 +186,7 @@ Expected<CheckResult> check_kernel(const CompiledKernel& kernel, const Graph& g,
     bufs.push_back(std::move(*b));
   }
   if (Status s = kernel.launch(in_ptrs, out_ptrs); !s) return s.error();
+  if (Status s = wait_for_launch(kernel, opts); !s) return s.error();
   if (Status s = device_synchronize(kernel.device()); !s) return s.error();
 
   std::vector<HostTensor> outs;

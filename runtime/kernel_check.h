@@ -20,6 +20,7 @@ struct CheckOptions {
   int warmup = 3;
   int iters = 20;                    // timed trials; the median is reported
   size_t l2_flush_bytes = size_t{256} << 20;  // written before each trial
+  double launch_timeout_s = 60;      // a launch not done by then is an error (a hang), not a wait without end
 };
 
 struct OutputCheck {

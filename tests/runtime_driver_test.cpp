@@ -6,6 +6,7 @@
 
 #include "fusejit/engine.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/nvrtc_compiler.h"
 
 namespace fusejit {
 namespace {
@@ -113,6 +114,47 @@ TEST(RuntimeDriver, EngineCompileWithoutGpuIsACleanError) {
   auto arch = Engine::device_arch();
   EXPECT_FALSE(arch.ok());
   EXPECT_EQ(engine.cache_stats().compiles, 0u);
+}
+
+// wait_for gives up on a launch that outlasts its limit (kernel_check's guard
+// against hung kernels: it then reports the kernel and abandons the device);
+// the launch itself goes on and finishes.
+TEST(GpuRuntimeDriver, WaitForGivesUpOnALongLaunch) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto arch = Engine::device_arch();
+  ASSERT_TRUE(arch) << arch.error().str();
+  const std::string source = R"(
+extern "C" __global__ void fj_spin(long long cycles, int* done) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+  *done = 1;
+})";
+  auto cubin = compile_to_cubin(source, "fj_spin", {*arch, false, {}});
+  ASSERT_TRUE(cubin) << cubin.error().str();
+  auto module = CudaModule::load(cubin->cubin);
+  ASSERT_TRUE(module) << module.error().str();
+  auto f = module->function("fj_spin");
+  ASSERT_TRUE(f) << f.error().str();
+  auto done = DeviceBuffer::allocate(sizeof(int));
+  ASSERT_TRUE(done) << done.error().str();
+  ASSERT_TRUE(done->fill_bytes(0));
+  long long cycles = 4'000'000'000LL;  // ~2 s at 2 GHz
+  CUdeviceptr flag = done->ptr();
+  void* params[] = {&cycles, &flag};
+  ASSERT_TRUE(launch_kernel(*f, {1, 1, 1}, {1, 1, 1}, 0, nullptr, params));
+  auto event = CudaEvent::create(false);
+  ASSERT_TRUE(event) << event.error().str();
+  ASSERT_TRUE(event->record(nullptr));
+  auto early = event->wait_for(0.2);
+  ASSERT_TRUE(early) << early.error().str();
+  EXPECT_FALSE(*early) << "2 s of spinning done in 0.2 s?";
+  auto later = event->wait_for(60);
+  ASSERT_TRUE(later) << later.error().str();
+  EXPECT_TRUE(*later) << "the launch finishes in its own time";
+  int value = 0;
+  ASSERT_TRUE(done->download(&value, sizeof value));
+  EXPECT_EQ(value, 1);
 }
 
 }  // namespace
