@@ -135,8 +135,8 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
   if (t.raster_group < 1 || t.raster_group > 64) return bad("raster group must be in [1, 64]");
   if (t.split_k < 1 || t.split_k > 1024 || t.split_from < 0) return bad("split-K must be in [1, 1024] from a tile >= 0");
   if (t.tma_slots < 1 || t.tma_slots > 8) return bad("TMA store slots must be in [1, 8]");
-  if (t.pingpong && t.bm == 128 && t.bn > 128)
-    return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128 (registers)");
+  if (t.pingpong && t.bm == 128 && t.bn > 128 && t.bn != 168)
+    return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128, or 168 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
   if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
   if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))

@@ -185,6 +185,16 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
                           std::to_string(group) + ",wgmma_schedule=pingpong");
         }
       }
+    // 128x168 ping-pong where the default tile is 168 wide (K-major B): its B traffic, each epilogue behind the
+    // other consumer's mainloop.
+    if (!three_tf32 && op == OpKind::Linear) {
+      auto plain = generate_program(g, {arch, ""});
+      const std::string tall = "wgmma_tile=128x168x5,wgmma_schedule=pingpong";
+      const bool wide168 = plain && !plain->launches.empty() && plain->launches[0].tensor_maps.size() > 1 &&
+                           plain->launches[0].tensor_maps[1].box_rows == 168;  // B's box: the tile's width
+      if (wide168 && generate_program(g, {arch, tall}))
+        out.push_back(tall);
+    }
     out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
   }
   for (int bm : {32, 64, 128, 256}) {

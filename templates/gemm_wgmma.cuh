@@ -121,7 +121,8 @@ struct WgmmaTile {
   static_assert(kStages >= 2, "at least two stages");
   static_assert(!kBNMajor || kElemBytes == 2, "N-major B: bf16 / f16 only (tf32 wgmma reads K-major B)");
   static_assert(!kPingPong || kKind != MmaKind::F32x3, "ping-pong: not 3xTF32");
-  static_assert(!kPingPong || BM == 64 || BN <= 128, "ping-pong 128-row tiles: at most 128 columns (registers)");
+  static_assert(!kPingPong || BM == 64 || BN <= 128 || BN == 168,
+                "ping-pong 128-row tiles: at most 128 columns, or 168 (registers)");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 blocks");
   static_assert(kClusterM == 1 || (!kPingPong && kKind != MmaKind::F32x3),
                 "2-CTA clusters: the cooperative schedule, not 3xTF32");

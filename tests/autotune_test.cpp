@@ -238,6 +238,10 @@ TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   EXPECT_TRUE(has(gelu, "epilogue_pairs=1"));
   for (const auto* list : {&bf16, &gelu})
     for (const auto& c : *list) EXPECT_EQ(c.find("epilogue_direct"), std::string::npos) << c;
+  // 128x168 ping-pong where the default tile is 168 wide (512x4096x11008), not elsewhere
+  const auto odd = tuning_candidates(linear(Precision::BF16, 11008), "sm_90a");
+  EXPECT_TRUE(has(odd, "wgmma_tile=128x168x5,wgmma_schedule=pingpong"));
+  EXPECT_FALSE(has(bf16, "wgmma_tile=128x168x5,wgmma_schedule=pingpong"));
   int pingpong = 0, tall = 0;  // ping-pong candidates (64- and 128-row tiles), each one a legal program
   for (const auto& c : bf16)
     if (c.find("wgmma_schedule=pingpong") != std::string::npos) {

@@ -305,7 +305,7 @@ TEST(CodegenWgmma, PingPongWhenAsked) {
   wide.pingpong = true;
   const Status bad = cg::validate_wgmma(wide, false);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("bn must be at most 128"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("bn must be at most 128, or 168"), std::string::npos) << bad.error().message;
 }
 
 // wgmma_cluster=2: clusters of two blocks on vertically adjacent tiles share
@@ -463,7 +463,7 @@ TEST(CodegenWgmma, ConfigErrorsAreClear) {
             std::string::npos);
   auto tall = generate_program(ok, {"sm_90a", "wgmma_tile=128x256x3,wgmma_schedule=pingpong"});
   ASSERT_FALSE(tall.ok());
-  EXPECT_NE(tall.error().message.find("bn must be at most 128"), std::string::npos) << tall.error().message;
+  EXPECT_NE(tall.error().message.find("bn must be at most 128, or 168"), std::string::npos) << tall.error().message;
   auto split = generate_program(linear_chain(Precision::FP32, 2048, 512, 384), {"sm_90a", "wgmma_schedule=pingpong"});
   ASSERT_FALSE(split.ok());
   EXPECT_NE(split.error().message.find("3xTF32 runs the cooperative schedule only"), std::string::npos)

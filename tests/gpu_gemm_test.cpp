@@ -126,6 +126,7 @@ TEST(GpuGemm, WideWgmmaTilesMatchReference) { run_cases("wgmma_tile=128x256x3x3"
 TEST(GpuGemm, OddWidthWgmmaTilesMatchReference) {
   run_cases("wgmma_tile=128x168x5");
   run_cases("wgmma_tile=64x168x6,wgmma_schedule=pingpong");
+  run_cases("wgmma_tile=128x168x5,wgmma_schedule=pingpong");  // a consumer holds the whole 128x168 tile
   run_cases("wgmma_tile=128x176x5");
   run_cases("wgmma_tile=128x192x4x4");
   run_cases("wgmma_tile=64x176x6,wgmma_schedule=pingpong");

@@ -1,5 +1,7 @@
-// CPU: TMA bulk stores of wgmma tiles 168 columns wide (pass_tma_store.cpp,
-// fj::slot_at). 168 columns are not whole 128-byte chunks, so with
+// CPU: wgmma tiles 168 columns wide (512x4096x11008's default, cuBLAS's
+// width there). 128x168 ping-pong tiles (a consumer holds the whole tile: 168
+// accumulators a thread) compile without spills for each epilogue kind.
+// TMA bulk stores of such tiles (pass_tma_store.cpp, fj::slot_at): 168 columns are not whole 128-byte chunks, so with
 // tma_store=1 the outputs go out in unswizzled chunks of 56 (16-bit: 112
 // bytes) or 24 (32-bit: 96 bytes) columns; tma_store=auto leaves them to the
 // staged global stores until timed. The kernels compile with NVRTC for sm_90a
@@ -80,6 +82,29 @@ TEST(CodegenTmaStoreChunks, OddWidthTilesStoreUnswizzledChunksWhereAsked) {
                                 "wgmma_tile=128x176x4,tma_store=1");
   EXPECT_NE(wide.plan_text.find("neither whole 128-byte chunks nor whole unswizzled chunks"), std::string::npos)
       << wide.plan_text;
+}
+
+TEST(CodegenWgmma168, TallPingPongTilesCompileWithoutSpills) {
+  for (Precision p : {Precision::BF16, Precision::F16, Precision::TF32})
+    for (const char* tail : {"", "gelu", "logsumexp"}) {
+      const Graph g = linear_chain(p, 512, 4096, 11008, tail, operand_type(p));
+      const std::string label = std::string(precision_name(p)) + " '" + tail + "'";
+      auto prog = generate_program(g, {"sm_90a", "wgmma_tile=128x168x5,wgmma_schedule=pingpong"});
+      if (!prog) {  // a row reduction wider than the tile: a clear codegen error
+        EXPECT_NE(prog.error().str().find("codegen"), std::string::npos) << label << ": " << prog.error().str();
+        continue;
+      }
+      EXPECT_NE(prog->plan_text.find("tile 128x168 ping-pong, 5 stages"), std::string::npos) << label << prog->plan_text;
+      auto cubin = compile_to_cubin(prog->source, prog->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+      ASSERT_TRUE(cubin.ok()) << label << ": " << cubin.error().str();
+      EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << label << "\n" << cubin->log;
+      EXPECT_EQ(cubin->log.find("C7514"), std::string::npos) << label << ": wgmma serialized\n" << cubin->log;
+    }
+  // Wider 128-row ping-pong tiles do not fit the registers.
+  auto wide = generate_program(linear_chain(Precision::BF16, 512, 4096, 11008, "", DType::BF16),
+                               {"sm_90a", "wgmma_tile=128x176x4,wgmma_schedule=pingpong"});
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().str().find("bn must be at most 128, or 168"), std::string::npos) << wide.error().str();
 }
 
 }  // namespace
