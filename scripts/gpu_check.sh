@@ -37,6 +37,8 @@
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
 #             (STAMPS_ARGS, default "--seed 2 --mode bf16")
+# *_ARGS variables are split at spaces and passed as they are: no quotes inside them
+# (GEMM_BENCH_ARGS="--fusejit-configs a=tma_store=1;b=tma_store=0", not '...').
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
