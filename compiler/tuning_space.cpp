@@ -185,8 +185,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
                           std::to_string(group) + ",wgmma_schedule=pingpong");
         }
       }
-    // 128x168 ping-pong where the default tile is 168 wide (K-major B): its B traffic, each epilogue behind the
-    // other consumer's mainloop.
+    // 128x168 ping-pong where the default tile is 168 wide (K-major B): the cooperative tile's B traffic, and each
+    // epilogue but a block's last behind the other consumer's mainloop.
     if (!three_tf32 && op == OpKind::Linear) {
       auto plain = generate_program(g, {arch, ""});
       const std::string tall = "wgmma_tile=128x168x5,wgmma_schedule=pingpong";
