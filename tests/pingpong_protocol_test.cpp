@@ -119,7 +119,8 @@ TEST(PingPongProtocol, OneArrivalAConsumerCanDeadlock) {
 
 TEST(PingPongProtocol, AnArrivalPerWarpNeverDeadlocks) {
   for (int warps : {1, 2, 4})
-    for (int units : {1, 2, 3, 4, 5, 6}) EXPECT_FALSE(can_deadlock(Model(warps, units, true))) << warps << " " << units;
+    for (int units = 1; units <= (warps < 4 ? 6 : 4); ++units)  // (4 warps, 5+ units: slow to enumerate)
+      EXPECT_FALSE(can_deadlock(Model(warps, units, true))) << warps << " warps, " << units << " units";
 }
 
 }  // namespace
