@@ -9,9 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
-#include <mutex>
 #include <utility>
 
 namespace fusejit {
@@ -179,13 +179,17 @@ namespace {
 std::atomic<bool> device_hung{false};
 std::string hung_launch;  // written once, before device_hung is set
 std::once_flag hung_once;
+
+Status not_abandoned() {
+  if (!device_hung.load(std::memory_order_acquire)) return Status::success();
+  return Error("cuda: the device still runs " + hung_launch + ", which did not finish; nothing more runs on it in "
+               "this process");
+}
 }  // namespace
 
 Status use_device(int ordinal) {
   FJ_TRY(cuda_init());
-  if (device_hung.load(std::memory_order_acquire))
-    return Error("cuda: the device still runs " + hung_launch + ", which did not finish; nothing more runs on it "
-                 "in this process");
+  FJ_TRY(not_abandoned());
   DriverState& st = state();
   if (ordinal < 0 || ordinal >= st.device_count) {
     return Error("no CUDA device " + std::to_string(ordinal) + " (the driver reports " +
@@ -454,7 +458,7 @@ Expected<bool> stream_is_capturing(CUstream stream) {
 
 Status stream_synchronize(CUstream stream) {
   FJ_TRY(cuda_init());
-  if (device_hung.load(std::memory_order_acquire)) return Error("cuda: the device still runs " + hung_launch);
+  FJ_TRY(not_abandoned());
   return FJ_CU(cuStreamSynchronize, stream);
 }
 
