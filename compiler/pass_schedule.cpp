@@ -447,6 +447,8 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
     }
     if (!ctx.heur.split_k) tile.split_k = 1, tile.split_from = 0;  // the default's split-K: whole tiles instead
     tile.cluster_m = *ctx.heur.wgmma_cluster;
+    if (geo.op == OpKind::Conv2d && tile.pingpong)
+      return Error("codegen config: wgmma_cluster=2 on conv2d runs the cooperative schedule (not wgmma_schedule=pingpong)");
     if (geo.op == OpKind::Conv2d && wgmma_cluster_b_box_rows(tile) * 2 != tile.bn)
       return Error("codegen config: wgmma_cluster=2 on conv2d splits the filter's tile in halves of whole 8-row "
                    "atoms, not " + tile.str());

@@ -139,8 +139,7 @@ Status validate_wgmma(const WgmmaConfig& t, bool three_tf32) {
     return bad("ping-pong 128-row tiles keep a whole tile per consumer: bn must be at most 128, or 168 (registers)");
   if (t.pingpong && three_tf32) return bad("3xTF32 runs the cooperative schedule only");
   if (t.cluster_m != 1 && t.cluster_m != 2) return bad("clusters must have 1 or 2 blocks");
-  if (t.cluster_m > 1 && (t.pingpong || three_tf32 || t.split_k > 1))
-    return bad("2-block clusters run the cooperative schedule, without split-K, not 3xTF32");
+  if (t.cluster_m > 1 && (three_tf32 || t.split_k > 1)) return bad("2-block clusters run without split-K, not 3xTF32");
   if (t.cluster_m > 1 && wgmma_cluster_b_box_rows(t) % 8)  // (B's boxes: whole 8-row swizzle atoms)
     return bad("2-block clusters take tiles a multiple of 16 wide (or 168: boxes of 56 rows)");
   if (three_tf32 && wgmma_n > 128)

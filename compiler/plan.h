@@ -37,7 +37,7 @@ std::string_view mainloop_name(Mainloop);  // "ffma", "wgmma", "mma"
 // (templates/wgmma_schedule.cuh): tiles from split_from on are computed as
 // split_k K ranges, each a unit of work of its own. cluster_m = 2: clusters
 // of two blocks on vertically adjacent tiles share B's k-tiles (TMA
-// multicast; cooperative, no split-K, not 3xTF32).
+// multicast; either schedule, no split-K, not 3xTF32).
 struct WgmmaConfig {
   int bm = 128, bn = 256, stages = 4;
   int raster_group = 8;  // row tiles that sweep the column tiles together (L2 reuse)

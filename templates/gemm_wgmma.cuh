@@ -28,13 +28,15 @@
 // tensor core and add that to the fp32 accumulators with FADD (the tensor
 // core's own long accumulation truncates: its error would grow with K).
 //
-// 2-CTA clusters (kClusterM = 2, cooperative schedule, not 3xTF32): the two
+// 2-CTA clusters (kClusterM = 2, not 3xTF32): the two
 // blocks of a cluster take vertically adjacent tiles of one column (rows
 // 2p and 2p + 1 of the tile grid), so they share B's k-tiles: each block's
 // producer loads its own A and half of B, multicast to both blocks' stage
 // (TMA .multicast::cluster); empty[s] counts the consumer warps of both
 // blocks (remote arrivals through mapa), so neither producer refills a
 // stage that the other block still reads. Half the B traffic from L2.
+// Ping-pong too: both blocks run the same units in the same order, so a
+// stage's readers are the same-numbered consumer of each block.
 //
 // Swap-AB (kSwapAB, tf32, cooperative): B [K][N] N-major, C^T = B^T A^T with
 // B^T from registers (wgmma_swap_ab.cuh); BM output rows are the wgmma's N,
@@ -124,8 +126,7 @@ struct WgmmaTile {
   static_assert(!kPingPong || BM == 64 || BN <= 128 || BN == 168,
                 "ping-pong 128-row tiles: at most 128 columns, or 168 (registers)");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 blocks");
-  static_assert(kClusterM == 1 || (!kPingPong && kKind != MmaKind::F32x3),
-                "2-CTA clusters: the cooperative schedule, not 3xTF32");
+  static_assert(kClusterM == 1 || kKind != MmaKind::F32x3, "2-CTA clusters: not 3xTF32");
   static_assert(kClusterM == 1 || !kBNMajor || BN >= 128, "2-CTA clusters, N-major B: at least two 64-column boxes");
   static_assert(kClusterN >= 1 && kClusterN <= 8 && (kClusterN == 1 || (kClusterM == 1 && !kPingPong && !kSwapAB)),
                 "clusters along N: 2 to 8 blocks, the cooperative schedule, no M clusters, no swap-AB");

@@ -445,6 +445,9 @@ TEST(CodegenConvWgmma, ClustersShareTheFilterOnRequest) {
     EXPECT_NE(prog.error().message.find("wgmma_cluster=2 on conv2d takes the per-tap TMA path"), std::string::npos)
         << config << ": " << prog.error().message;
   }
+  auto pp = generate_program(g, {"sm_90a", "wgmma_cluster=2,wgmma_schedule=pingpong"});
+  ASSERT_FALSE(pp.ok());
+  EXPECT_NE(pp.error().message.find("runs the cooperative schedule"), std::string::npos) << pp.error().message;
   auto fp32 = generate_program(conv_chain(Precision::FP32, {2, 64, 8, 16}, {32, 64, 3, 3}, padded(1)),
                                {"sm_90a", "wgmma_cluster=2"});
   ASSERT_FALSE(fp32.ok());

@@ -216,6 +216,11 @@ TEST(GpuGemm, WgmmaSplitKLastTilesMatchReference) { run_cases("split_k=4,split_f
 // (3xTF32 cases are a config error there and skipped by run_cases).
 TEST(GpuGemm, TwoBlockClustersMatchReference) { run_cases("wgmma_cluster=2"); }
 TEST(GpuGemm, WideTwoBlockClustersMatchReference) { run_cases("wgmma_cluster=2,wgmma_tile=128x256x4x4"); }
+// Clusters under ping-pong: consumer c of both blocks reads a stage and releases it to both producers.
+TEST(GpuGemm, TwoBlockClusterPingPongMatchesReference) { run_cases("wgmma_cluster=2,wgmma_schedule=pingpong"); }
+TEST(GpuGemm, TallTwoBlockClusterPingPongMatchesReference) {
+  run_cases("wgmma_cluster=2,wgmma_schedule=pingpong,wgmma_tile=128x128x4x4");
+}
 TEST(GpuGemm, TwoBlockClustersWithTmaStoresMatchReference) {
   run_cases("wgmma_cluster=2,tma_store=1,wgmma_tile=128x128x6x2");
 }
@@ -235,6 +240,7 @@ TEST(GpuGemm, TwoBlockClusterMatmulsMatchReference) {
   };
   const Case cases[] = {{Precision::BF16, 0, 1000, 520, 704, "wgmma_cluster=2,wgmma_tile=128x128x4"},
                         {Precision::F16, 3, 333, 256, 384, "wgmma_cluster=2,wgmma_tile=64x256x4"},
+                        {Precision::F16, 3, 333, 256, 384, "wgmma_cluster=2,wgmma_tile=64x256x4,wgmma_schedule=pingpong"},
                         {Precision::TF32, 2, 200, 136, 250, "wgmma_cluster=2"},
                         {Precision::BF16, 0, 2048, 1024, 2048, "wgmma_cluster=2,wgmma_tile=128x256x4x8"}};
   for (const Case& c : cases) {
