@@ -141,7 +141,10 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
     if (!chunk_cols)
       return keep_global("a tile " + std::to_string(kp.wgmma.bn) + " columns wide is neither whole 128-byte chunks "
                          "nor whole unswizzled chunks of 96 to 112 bytes");
-    if (chunk_cols * elem != 128 && !asked) return;  // unswizzled chunks: not measured yet (tma_store=1 asks)
+    // Unswizzled chunks by default for 16-bit outputs (H100, 512x4096x11008 128x168 bias+relu, same run as
+    // cuBLAS: bf16 0.0732 -> 0.0699 ms, f16 0.0746 -> 0.0707; bench_gemm_*_20261206-080532_s49.md); 32-bit
+    // ones (24-column chunks, 7 a tile) are not timed: tma_store=1 asks.
+    if (chunk_cols * elem != 128 && !asked && elem != 2) return;
     elem_bytes = elem;
     tiles += wgmma_store_tile_bytes(with_slots);
   }
