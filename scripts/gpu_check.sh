@@ -33,6 +33,8 @@
 #   ncu       ncu's headline sections (duration, SM and DRAM throughput, IPC, stalls) of `fusejit run` on NCU_SPECS
 #             under each of NCU_CONFIGS (';'-separated), kernels matching NCU_KERNEL (default fj_), NCU_SKIP
 #             launches skipped, NCU_COUNT profiled; NCU_TORCH (space-separated MxKxN:dtype) adds cuBLAS's F.linear
+#   ncusass   ncu's PC sampling per SASS instruction of one kernel a run (NCU_SPECS x NCU_CONFIGS, NCU_KERNEL,
+#             NCU_SKIP): bench/ncu_sass_stalls.py's top stalls, mainloop vs epilogue (NCUSASS_SPLIT), ncusass_N.txt
 #   profile   bench/profile_backward.py: torch.profiler's kernel table of a training step; PROFILE_RUNS holds
 #             one argument list a run, separated by ';' (default "--seed 2 --mode bf16 --gaps --flush")
 #   stamps    bench/profile_stamps.py: host timestamps inside a seed model's training step, fusejit and eager
@@ -316,6 +318,31 @@ torch.cuda.synchronize()" > "$one" 2>&1
   done
   rm -f "$one"
   note "ncu: $(grep -c '^== ncu' "$out/ncu.log") run(s), the sections in ncu.log"
+}
+
+stage_ncusass() {
+  # ncu's PC sampling per SASS instruction (bench/ncu_sass_stalls.py: the top stalls, mainloop vs epilogue) of the
+  # first kernel matching NCU_KERNEL in `fusejit run` on NCU_SPECS under each of NCU_CONFIGS (';'-separated)
+  local configs spec c i=0 rep
+  IFS=';' read -ra configs <<< "${NCU_CONFIGS-}"
+  [ ${#configs[@]} -gt 0 ] || configs=("")
+  : > "$out/ncusass.log"
+  for spec in ${NCU_SPECS:-bench/specs_gemm_s44/gemm_512x4096x11008_bias_relu_bf16.yaml}; do
+    for c in "${configs[@]}"; do
+      i=$((i + 1)); rep="$out/ncusass_$i"
+      echo "== ncusass $i: $spec '$c'" | tee -a "$out/ncusass.log"
+      timeout 300 ncu --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+        -k "regex:${NCU_KERNEL:-fj_}" --launch-skip "${NCU_SKIP:-1}" --launch-count 1 -o "$rep" -f \
+        "$build/fusejit" run "$spec" --iters 2 --warmup 1 --samples 1000 --config "$c" >> "$out/ncusass.log" 2>&1
+      ncu --import "$rep.ncu-rep" --page details 2>&1 | grep -E 'Duration|Throughput' | tee -a "$out/ncusass.log"
+      ncu --import "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>> "$out/ncusass.log" &&
+        python3 bench/ncu_sass_stalls.py "$rep.csv" ${NCUSASS_SPLIT:+--split-at "$NCUSASS_SPLIT"} \
+          > "$out/ncusass_$i.txt" 2>&1
+      head -3 "$out/ncusass_$i.txt"
+      rm -f "$rep.ncu-rep" "$rep.csv"  # large; the summary stays
+    done
+  done
+  note "ncusass: $i run(s), summaries in ncusass_N.txt"
 }
 
 stage_profile() {
