@@ -94,8 +94,9 @@ __device__ __forceinline__ void tile_pointwise_staged(const Frag& frag, int m0, 
       c = kRowsFirst ? e / BM : e % kChunk;
     };
     if (rows == BM && cols == kChunk) {
-      if constexpr (!kRowsFirst && Frag::kThreads % kChunk != 0) {
-        // a chunk that does not divide the threads: (r, c) stepped
+      if constexpr (!kRowsFirst) {
+        // (r, c) stepped, not divided out at each element (signed divisions
+        // cost ~10 integer instructions an element in the unrolled loop)
         GridStep<Frag::kThreads, kChunk> e(frag.thread());
 #pragma unroll 4
         for (int k = 0; k < kIters; ++k, e.next()) f(smem[e.r * LD + e.c], m0 + e.r, n0 + c0 + e.c);
