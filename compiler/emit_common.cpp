@@ -86,7 +86,10 @@ DType KernelEmitter::buffer_dtype(BufferRef b) const {
   switch (b.kind) {
     case BufferKind::Input: return g.node(g.inputs()[static_cast<size_t>(b.index)]).type.dtype;
     case BufferKind::Output: return g.node(g.outputs[static_cast<size_t>(b.index)].value).type.dtype;
-    case BufferKind::Scratch: return DType::F32;
+    case BufferKind::Scratch: {
+      const auto it = plan_.scratch_dtype.find(b.index);
+      return it == plan_.scratch_dtype.end() ? DType::F32 : it->second;
+    }
   }
   return DType::F32;
 }

@@ -1,8 +1,10 @@
 // Pass: memory. A value computed in a kernel is stored when it is a graph
 // output or a node of another kernel reads it. Outputs are written to their
 // output buffers (every output that names the value); other values to a
-// scratch buffer, always f32 (intermediates keep full precision, as they do
-// in registers when fused). A view (reshape) reads its operand's buffer.
+// scratch buffer, f32 (intermediates keep full precision, as they do in
+// registers when fused; with scratch_dtype=graph a bf16 / f16 value is held in
+// its type, rounded as PyTorch's tensor is). A view (reshape) reads its
+// operand's buffer.
 #include <set>
 
 #include "compiler/passes.h"
@@ -178,9 +180,12 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     }
     if (outs.empty()) {
       const Node& n = g.node(v);
+      const bool narrow = ctx.heur.scratch_graph_dtype && (n.type.dtype == DType::BF16 || n.type.dtype == DType::F16);
       ScratchSpec s;
-      s.bytes = n.type.numel() * 4;
-      s.what = g.describe(v) + " (f32" + shape_str(n.type.shape) + ")";
+      s.bytes = n.type.numel() * (narrow ? 2 : 4);
+      s.what = g.describe(v) + " (" + (narrow ? std::string(dtype_name(n.type.dtype)) : "f32") +
+               shape_str(n.type.shape) + ")";
+      if (narrow) plan.scratch_dtype[static_cast<int>(plan.scratch.size())] = n.type.dtype;
       plan.buffer[v] = {BufferKind::Scratch, static_cast<int>(plan.scratch.size())};
       plan.store_to[v] = {plan.buffer[v]};
       plan.scratch.push_back(std::move(s));

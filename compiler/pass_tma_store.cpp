@@ -23,7 +23,8 @@
 // Eligible: the cooperative schedule, a pointwise epilogue (no fused
 // reduction or pool), at most two stored values of one element size, each a
 // graph output of the anchor's shape (rows flattened as the mainloop's M)
-// whose rows are a multiple of 16 bytes.
+// whose rows are a multiple of 16 bytes (or such a value another kernel reads,
+// held in its 16-bit type with scratch_dtype=graph).
 //
 // conv2d writes NCHW, whose rows are rarely 16-byte aligned: its one stored
 // output takes the runs epilogue instead (choose_conv_runs below,
@@ -131,7 +132,10 @@ void choose_tma_stores(PlanContext& ctx, Plan& plan) {
   for (ValueId v : kp.region.stores) {
     const TensorType& t = g.node(v).type;
     const int elem = static_cast<int>(dtype_size(t.dtype));
-    if (plan.buffer.at(v).kind != BufferKind::Output) return keep_global(g.describe(v) + " goes to scratch");
+    const BufferRef buf = plan.buffer.at(v);
+    const bool typed_scratch = buf.kind == BufferKind::Scratch && plan.scratch_dtype.count(buf.index);
+    if (buf.kind != BufferKind::Output && !typed_scratch)  // (f32 scratch of a 16-bit value: not the value's type)
+      return keep_global(g.describe(v) + " goes to f32 scratch");
     if (t.shape != geo.out) return keep_global(g.describe(v) + " is not of the anchor's shape");
     if ((geo.n * elem) % 16)
       return keep_global("TMA needs rows of a multiple of 16 bytes and " + g.describe(v) + " has " +

@@ -128,6 +128,8 @@ struct Heuristics {
   bool epilogue_pairs = false;     // wgmma staged epilogue: two adjacent columns a call, one store of both (opt-in)
   bool epilogue_direct = false;    // wgmma linear / matmul, cheap elementwise epilogue: stores from registers (opt-in)
   int conv_runs = 2;               // a wgmma conv's NCHW outputs (up to this many) staged in their type, stored in runs
+  bool scratch_graph_dtype = false;  // a bf16 / f16 value another kernel reads goes to scratch in its type (PyTorch's
+                                     // rounding), not f32
   PointwiseConfig pointwise;
   RowConfig row;
 };
@@ -138,7 +140,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
 // wgrad_nhwc=0|1, wgrad_flat=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
-// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
@@ -449,6 +451,8 @@ struct Plan {
   // ... and every buffer the kernel computing it writes (all outputs naming it).
   std::map<ValueId, std::vector<BufferRef>> store_to;
   std::vector<ScratchSpec> scratch;
+  // Scratch buffers of graph values held in their 16-bit type (scratch_dtype=graph); the others hold f32.
+  std::map<int, DType> scratch_dtype;
   std::map<ValueId, PartialBuffers> partials;  // partial row reductions (by reduction node)
   std::vector<std::string> notes;  // graph-level notes
 };

@@ -65,6 +65,10 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "auto" && val != "cooperative" && val != "pingpong")
         return Error("codegen config: wgmma_schedule must be auto, cooperative or pingpong, got '" + val + "'");
       h.wgmma_schedule = val;
+    } else if (key == "scratch_dtype") {
+      if (val != "f32" && val != "graph")
+        return Error("codegen config: scratch_dtype must be f32 or graph, got '" + val + "'");
+      h.scratch_graph_dtype = val == "graph";
     } else if (key == "tma_store") {
       if (val != "0" && val != "1" && val != "auto")
         return Error("codegen config: tma_store must be 0, 1 or auto, got '" + val + "'");
@@ -185,7 +189,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
     }
   }
   return h;

@@ -35,7 +35,10 @@ DType KernelFunction::buffer_dtype(BufferRef ref) const {
   switch (ref.kind) {
     case BufferKind::Input: return g.node(g.inputs()[static_cast<size_t>(ref.index)]).type.dtype;
     case BufferKind::Output: return g.node(g.outputs[static_cast<size_t>(ref.index)].value).type.dtype;
-    case BufferKind::Scratch: return DType::F32;
+    case BufferKind::Scratch: {
+      const auto it = lc_.plan.scratch_dtype.find(ref.index);
+      return it == lc_.plan.scratch_dtype.end() ? DType::F32 : it->second;
+    }
   }
   return DType::F32;
 }
