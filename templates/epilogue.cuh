@@ -372,7 +372,8 @@ __device__ __forceinline__ void tile_row_softmax(const Frag& frag, int m0, int n
       if (mx == neg_inf()) store(kLog ? neg_inf() : 0.f, m, n);
       else store(kLog ? v - mx : expf(v - mx), m, n);
     } else {
-      store(kLog ? (v - mx) - logf(total[m - m0]) : expf(v - mx) / total[m - m0], m, n);
+      // (the row's sum of exponentials is in [1, N], or NaN: a refined reciprocal, no division branch)
+      store(kLog ? (v - mx) - logf(total[m - m0]) : expf(v - mx) * recip_refined(total[m - m0]), m, n);
     }
   };
   if constexpr (kChunk > 0)

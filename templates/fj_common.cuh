@@ -116,6 +116,16 @@ __device__ __forceinline__ float min_nan(float a, float b) {
 #endif
 }
 
+// 1 / d for |d| in [2^-126, 2^126] (NaN stays NaN) without the IEEE
+// division's special-case branch, which splits an unrolled epilogue into one
+// basic block an element so that nothing overlaps their latency chains:
+// rcp.approx and one Newton step, within about an ulp.
+__device__ __forceinline__ float recip_refined(float d) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return fmaf(r, fmaf(-d, r, 1.f), r);
+}
+
 // Ceiling division for tile counts.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 

@@ -19,21 +19,14 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   const float k = 0.79788456080286535588f;  // sqrt(2/pi)
   return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
-// 1 / d for d in [1, 2] without the IEEE division's special-case branch
-// (which splits an unrolled epilogue into one block an element, so that
-// nothing overlaps their latency chains): rcp.approx and a Newton step.
-__device__ __forceinline__ float recip_1_2(float d) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
-  return fmaf(r, fmaf(-d, r, 1.f), r);
-}
 // From t = e^-|x|, which never overflows: 1 / (1 + t) for x >= 0, t / (1 + t)
-// below (denormal results kept, as expf's). Within 3.5 ulps (expf's 2, the
-// reciprocal's 1, the product's half; H100: 3.11 at worst over 4M inputs,
+// below (denormal results kept, as expf's), the reciprocal without a division
+// branch (fj::recip_refined). Within 3.5 ulps (expf's 2, the reciprocal's 1,
+// the product's half; H100: 3.11 at worst over 4M inputs,
 // tests/gpu_op_accuracy_test.cpp).
 __device__ __forceinline__ float sigmoid(float x) {
   const float t = expf(-fabsf(x));
-  const float r = recip_1_2(1.f + t);
+  const float r = recip_refined(1.f + t);
   return x >= 0.f ? r : t * r;
 }
 __device__ __forceinline__ float tanh_(float x) { return tanhf(x); }

@@ -170,10 +170,10 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
   for (int r = lane; r < len; r += G) s += expf(load(b, r) - m);
   s = group_combine<G, kBlock>(s, [](float x, float y) { return x + y; }, smem);
   if (!active) return;
-  const float log_s = logf(s);
+  const float log_s = logf(s), inv_s = 1.f / s;  // once a row (no division an element)
   for (int r = lane; r < len; r += G) {
     const float x = load(b, r);
-    store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) / s);
+    store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) * inv_s);
   }
 }
 
