@@ -1,4 +1,4 @@
-// GPU: fj_ops.cuh's branch-free sigmoid and silu against fp64 on a dense sweep
+// GPU: fj_ops.cuh's branch-free sigmoid and silu (and fj::recip_refined, below) against fp64 on a dense sweep
 // of fp32 inputs and the special values: within 3.5 ulps (sigmoid) and 4.5 (silu)
 // where the result is a normal float (silu: or within |x| 2^-148 where its
 // sigmoid is denormal), within 2^-126 below that, NaN for NaN,
@@ -105,6 +105,63 @@ TEST(GpuOpAccuracy, SigmoidAndSiluWithinAFewUlps) {
   }
   EXPECT_EQ(bad, 0);
   std::printf("sigmoid: worst %.2f ulps, silu: worst %.2f ulps over %d inputs\n", worst_sig, worst_silu, n);
+}
+
+}  // namespace
+}  // namespace fusejit
+
+namespace fusejit {
+namespace {
+
+// fj::recip_refined over [2^-126, 2^126] (a softmax's row sums are in [1, N]): within an ulp of 1 / d.
+TEST(GpuOpAccuracy, RefinedReciprocalWithinAnUlp) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  auto info = device_info(0);
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  std::vector<float> d;
+  for (float v = 1.17549435e-38f; v < 8.5e37f; v *= 1.0009765f) d.insert(d.end(), {v, -v});
+  for (int i = 1; i <= 100000; ++i) d.push_back(1.f + static_cast<float>(i) * 1e-5f);  // [1, 2]
+  d.push_back(std::numeric_limits<float>::quiet_NaN());
+  const int n = static_cast<int>(d.size());
+  Program p;
+  p.name = "fj_test_recip";
+  p.source = "constexpr int kN = " + std::to_string(n) + ";\n" + R"(
+#include "fusejit/fj_common.cuh"
+extern "C" __global__ void fj_test_recip(const float* d, float* r) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < kN) r[i] = fj::recip_refined(d[i]);
+}
+)";
+  p.launches.push_back({"fj_test_recip", {static_cast<unsigned>((n + 255) / 256), 1, 1}, {256, 1, 1}, 0,
+                        {{BufferKind::Input, 0}, {BufferKind::Output, 0}}});
+  NvrtcOptions opts;
+  opts.arch = info->arch;
+  auto cubin = compile_to_cubin(p.source, p.name, opts);
+  ASSERT_TRUE(cubin.ok()) << cubin.error().message;
+  auto lp = LoadedProgram::load(p, cubin->cubin, 1, 1);
+  ASSERT_TRUE(lp.ok()) << lp.error().message;
+  auto dd = DeviceBuffer::allocate(d.size() * 4), dr = DeviceBuffer::allocate(d.size() * 4);
+  ASSERT_TRUE(dd.ok() && dr.ok());
+  ASSERT_TRUE(dd->upload(d.data(), d.size() * 4).ok());
+  ASSERT_TRUE(dr->fill_bytes(0xFF).ok());
+  Status s = (*lp)->run({dd->ptr()}, {dr->ptr()}, nullptr);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_TRUE(stream_synchronize(nullptr).ok());
+  std::vector<float> r(d.size());
+  ASSERT_TRUE(dr->download(r.data(), r.size() * 4).ok());
+  double worst = 0;
+  int bad = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (std::isnan(d[i])) {
+      EXPECT_TRUE(std::isnan(r[i]));
+      continue;
+    }
+    const double u = ulps(r[i], 1.0 / static_cast<double>(d[i]));
+    worst = std::max(worst, u);
+    if (u > 1.0 && ++bad <= 10) ADD_FAILURE() << "1 / " << d[i] << " = " << r[i] << " (" << u << " ulps)";
+  }
+  EXPECT_EQ(bad, 0);
+  std::printf("recip_refined: worst %.2f ulps over %d inputs\n", worst, n);
 }
 
 }  // namespace
