@@ -35,10 +35,49 @@ double ulps(float got, double want) {  // |got - want| in ulps of want (as a flo
   return std::fabs(static_cast<double>(got) - want) / ulp;
 }
 
+// Runs kernel `name` of `body` (after `constexpr int kN = x.size();`, a thread an element: x in, `outputs`
+// float arrays out, poisoned with NaN first) and returns the outputs.
+Expected<std::vector<std::vector<float>>> run_elementwise(const std::string& name, const std::string& body,
+                                                          const std::vector<float>& x, int outputs) {
+  auto info = device_info(0);
+  if (!info) return info.error();
+  const int n = static_cast<int>(x.size());
+  Program p;
+  p.name = name;
+  p.source = "constexpr int kN = " + std::to_string(n) + ";\n" + body;
+  LaunchSpec launch{name, {static_cast<unsigned>((n + 255) / 256), 1, 1}, {256, 1, 1}, 0, {{BufferKind::Input, 0}}};
+  for (int o = 0; o < outputs; ++o) launch.args.push_back({BufferKind::Output, o});
+  p.launches.push_back(launch);
+  NvrtcOptions opts;
+  opts.arch = info->arch;
+  auto cubin = compile_to_cubin(p.source, p.name, opts);
+  if (!cubin) return cubin.error();
+  auto lp = LoadedProgram::load(p, cubin->cubin, 1, outputs);
+  if (!lp) return lp.error();
+  const size_t bytes = x.size() * sizeof(float);
+  auto dx = DeviceBuffer::allocate(bytes);
+  if (!dx) return dx.error();
+  if (Status s = dx->upload(x.data(), bytes); !s) return s.error();
+  std::vector<DeviceBuffer> outs;
+  std::vector<CUdeviceptr> out_ptrs;
+  for (int o = 0; o < outputs; ++o) {
+    auto b = DeviceBuffer::allocate(bytes);
+    if (!b) return b.error();
+    if (Status s = b->fill_bytes(0xFF); !s) return s.error();  // NaN poison
+    out_ptrs.push_back(b->ptr());
+    outs.push_back(b.take());
+  }
+  if (Status s = (*lp)->run({dx->ptr()}, out_ptrs, nullptr); !s) return s.error();
+  if (Status s = stream_synchronize(nullptr); !s) return s.error();
+  std::vector<std::vector<float>> host(static_cast<size_t>(outputs), std::vector<float>(x.size()));
+  for (int o = 0; o < outputs; ++o)
+    if (Status s = outs[static_cast<size_t>(o)].download(host[static_cast<size_t>(o)].data(), bytes); !s)
+      return s.error();
+  return host;
+}
+
 TEST(GpuOpAccuracy, SigmoidAndSiluWithinAFewUlps) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  auto info = device_info(0);
-  ASSERT_TRUE(info.ok()) << info.error().message;
   std::vector<float> x;
   for (int i = -2000000; i <= 2000000; ++i) x.push_back(static_cast<float>(i) * 6e-5f);  // [-120, 120]
   for (float v = 1e-30f; v < 1e30f; v *= 1.7f) x.insert(x.end(), {v, -v});
@@ -46,29 +85,10 @@ TEST(GpuOpAccuracy, SigmoidAndSiluWithinAFewUlps) {
   x.insert(x.end(), {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-45f, -1e-45f, 88.7f, -88.7f,
                      -87.3f, -103.f, 3.4e38f, -3.4e38f});
   const int n = static_cast<int>(x.size());
-
-  Program p;
-  p.name = "fj_test_ops";
-  p.source = "constexpr int kN = " + std::to_string(n) + ";\n" + kSource;
-  p.launches.push_back({"fj_test_ops", {static_cast<unsigned>((n + 255) / 256), 1, 1}, {256, 1, 1}, 0,
-                        {{BufferKind::Input, 0}, {BufferKind::Output, 0}, {BufferKind::Output, 1}}});
-  NvrtcOptions opts;
-  opts.arch = info->arch;
-  auto cubin = compile_to_cubin(p.source, p.name, opts);
-  ASSERT_TRUE(cubin.ok()) << cubin.error().message;
-  auto lp = LoadedProgram::load(p, cubin->cubin, 1, 2);
-  ASSERT_TRUE(lp.ok()) << lp.error().message;
-  auto dx = DeviceBuffer::allocate(x.size() * 4), ds = DeviceBuffer::allocate(x.size() * 4),
-       dl = DeviceBuffer::allocate(x.size() * 4);
-  ASSERT_TRUE(dx.ok() && ds.ok() && dl.ok());
-  ASSERT_TRUE(dx->upload(x.data(), x.size() * 4).ok());
-  ASSERT_TRUE(ds->fill_bytes(0xFF).ok() && dl->fill_bytes(0xFF).ok());  // NaN poison
-  Status s = (*lp)->run({dx->ptr()}, {ds->ptr(), dl->ptr()}, nullptr);
-  ASSERT_TRUE(s.ok()) << s.error().message;
-  ASSERT_TRUE(stream_synchronize(nullptr).ok());
-  std::vector<float> sig(x.size()), silu(x.size());
-  ASSERT_TRUE(ds->download(sig.data(), sig.size() * 4).ok());
-  ASSERT_TRUE(dl->download(silu.data(), silu.size() * 4).ok());
+  auto outs = run_elementwise("fj_test_ops", kSource, x, 2);
+  ASSERT_TRUE(outs) << outs.error().message;
+  const std::vector<float>& sig = (*outs)[0];
+  const std::vector<float>& silu = (*outs)[1];
 
   const double kMinNormal = std::numeric_limits<float>::min();
   double worst_sig = 0, worst_silu = 0;
@@ -107,48 +127,23 @@ TEST(GpuOpAccuracy, SigmoidAndSiluWithinAFewUlps) {
   std::printf("sigmoid: worst %.2f ulps, silu: worst %.2f ulps over %d inputs\n", worst_sig, worst_silu, n);
 }
 
-}  // namespace
-}  // namespace fusejit
-
-namespace fusejit {
-namespace {
-
 // fj::recip_refined over [2^-126, 2^126] (a softmax's row sums are in [1, N]): within an ulp of 1 / d.
 TEST(GpuOpAccuracy, RefinedReciprocalWithinAnUlp) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  auto info = device_info(0);
-  ASSERT_TRUE(info.ok()) << info.error().message;
   std::vector<float> d;
   for (float v = 1.17549435e-38f; v < 8.5e37f; v *= 1.0009765f) d.insert(d.end(), {v, -v});
   for (int i = 1; i <= 100000; ++i) d.push_back(1.f + static_cast<float>(i) * 1e-5f);  // [1, 2]
   d.push_back(std::numeric_limits<float>::quiet_NaN());
   const int n = static_cast<int>(d.size());
-  Program p;
-  p.name = "fj_test_recip";
-  p.source = "constexpr int kN = " + std::to_string(n) + ";\n" + R"(
+  auto outs = run_elementwise("fj_test_recip", R"(
 #include "fusejit/fj_common.cuh"
 extern "C" __global__ void fj_test_recip(const float* d, float* r) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < kN) r[i] = fj::recip_refined(d[i]);
 }
-)";
-  p.launches.push_back({"fj_test_recip", {static_cast<unsigned>((n + 255) / 256), 1, 1}, {256, 1, 1}, 0,
-                        {{BufferKind::Input, 0}, {BufferKind::Output, 0}}});
-  NvrtcOptions opts;
-  opts.arch = info->arch;
-  auto cubin = compile_to_cubin(p.source, p.name, opts);
-  ASSERT_TRUE(cubin.ok()) << cubin.error().message;
-  auto lp = LoadedProgram::load(p, cubin->cubin, 1, 1);
-  ASSERT_TRUE(lp.ok()) << lp.error().message;
-  auto dd = DeviceBuffer::allocate(d.size() * 4), dr = DeviceBuffer::allocate(d.size() * 4);
-  ASSERT_TRUE(dd.ok() && dr.ok());
-  ASSERT_TRUE(dd->upload(d.data(), d.size() * 4).ok());
-  ASSERT_TRUE(dr->fill_bytes(0xFF).ok());
-  Status s = (*lp)->run({dd->ptr()}, {dr->ptr()}, nullptr);
-  ASSERT_TRUE(s.ok()) << s.error().message;
-  ASSERT_TRUE(stream_synchronize(nullptr).ok());
-  std::vector<float> r(d.size());
-  ASSERT_TRUE(dr->download(r.data(), r.size() * 4).ok());
+)", d, 1);
+  ASSERT_TRUE(outs) << outs.error().message;
+  const std::vector<float>& r = (*outs)[0];
   double worst = 0;
   int bad = 0;
   for (size_t i = 0; i < d.size(); ++i) {
