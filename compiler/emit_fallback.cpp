@@ -38,6 +38,10 @@ namespace {
 // reduce_by_columns, plan.cpp).
 constexpr int kColumnGroups = 16;
 
+// softmax_rows (templates/reduce.cuh): the most elements a thread holds in
+// registers (the row read once); longer rows take three passes over memory.
+constexpr int64_t kMaxSoftmaxRegisters = 32;
+
 
 
 // Strides of a contiguous tensor.
@@ -207,11 +211,15 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(len);
   if (group > 32) group = cfg.threads;
+  // Up to kMaxSoftmaxRegisters elements a thread: the row held in registers (read once).
+  const int64_t per_thread = (len + group - 1) / group;
+  const int64_t held = per_thread <= kMaxSoftmaxRegisters ? per_thread : 0;
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + " along dim " +
-              std::to_string(dim) + ", " + std::to_string(group) + " threads per row";
+              std::to_string(dim) + ", " + std::to_string(group) + " threads per row" +
+              (held ? ", " + std::to_string(held) + " elements a thread in registers" : "");
   s.constants.push_back({"kRows", rows, "rows"});
   s.constants.push_back({"kLen", len, "row length (dim " + std::to_string(dim) + ")"});
   s.constants.push_back({"kInner", inner, "stride of dim " + std::to_string(dim)});
@@ -221,7 +229,7 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
   const int rank = static_cast<int>(xs.size());
   std::vector<std::string> run = {
       "fj::softmax_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ", " +
-          (r.op == OpKind::LogSoftmax ? "true" : "false") + ">(",
+          (r.op == OpKind::LogSoftmax ? "true" : "false") + ", " + std::to_string(held) + ">(",
       "    kRows, kLen,",
       "[&](long long o) -> long long { return (o / kInner) * ((long long)kLen * kInner) + o % kInner; },",
       "[&](long long b, int r) -> float { return " + element + "; },",

@@ -233,6 +233,30 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
   float* total = smem + S * BM;   // [BM]
   float* row_max = total + BM;    // [BM] (logsumexp)
   constexpr int U = Frag::kRowUnroll;
+  // Every column of the tile inside N (checked once a tile): the folds below
+  // run unguarded, without a branch an element that would serialize them.
+  const bool full = n0 + Frag::kTileCols <= N;
+  // This thread's fold of its row (g, q) (global row m): term(value) of each
+  // of its columns into kAcc independent partials (no chain through one
+  // register), then those in order. Ragged tiles skip columns past N.
+  auto fold = [&](int g, int q, int m, float identity, const auto& term, const auto& combine) {
+    constexpr int kAcc = Frag::kCols % 4 == 0 ? 4 : 1;
+    float a[kAcc];
+#pragma unroll
+    for (int k = 0; k < kAcc; ++k) a[k] = identity;
+    if (full) {
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j)
+        a[j % kAcc] = combine(a[j % kAcc], term(value(frag.pick(g, q, j), m, n0 + frag.col(j))));
+    } else {
+#pragma unroll
+      for (int j = 0; j < Frag::kCols; ++j)
+        if (n0 + frag.col(j) < N) a[j % kAcc] = combine(a[j % kAcc], term(value(frag.pick(g, q, j), m, n0 + frag.col(j))));
+    }
+#pragma unroll
+    for (int k = 1; k < kAcc; ++k) a[0] = combine(a[0], a[k]);
+    return a[0];
+  };
   // partial(g, q, m): this thread's partial of its row g*U + q (global row m < M).
   auto reduce_rows = [&](const auto& partial, const auto& combine, float identity) {
 #pragma unroll 1
@@ -251,40 +275,24 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
     }
     Frag::sync();
   };
+  const auto same = [](float v) { return v; };
   if constexpr (Op::kLogSumExp) {
-    reduce_rows(
-        [&](int g, int q, int m) {
-          float a = neg_inf();
-#pragma unroll
-          for (int j = 0; j < Frag::kCols; ++j)
-            if (n0 + frag.col(j) < N) a = max_nan(a, value(frag.pick(g, q, j), m, n0 + frag.col(j)));
-          return a;
-        },
-        [](float a, float b) { return max_nan(a, b); }, neg_inf());
+    const auto max2 = [](float a, float b) { return max_nan(a, b); };
+    reduce_rows([&](int g, int q, int m) { return fold(g, q, m, neg_inf(), same, max2); }, max2, neg_inf());
     for (int r = frag.thread(); r < BM; r += kThreads) row_max[r] = total[r];
     Frag::sync();
     reduce_rows(
         [&](int g, int q, int m) {
           const float mx = row_max[m - m0];
-          float a = 0.f;
-          if (is_finite(mx)) {
-#pragma unroll
-            for (int j = 0; j < Frag::kCols; ++j)
-              if (n0 + frag.col(j) < N) a += expf(value(frag.pick(g, q, j), m, n0 + frag.col(j)) - mx);
-          }
-          return a;
+          if (!is_finite(mx)) return 0.f;
+          return fold(g, q, m, 0.f, [&](float v) { return exp_nonpositive(v - mx); },
+                      [](float a, float b) { return a + b; });
         },
         [](float a, float b) { return a + b; }, 0.f);
   } else {
-    reduce_rows(
-        [&](int g, int q, int m) {
-          float a = Op::identity();
-#pragma unroll
-          for (int j = 0; j < Frag::kCols; ++j)
-            if (n0 + frag.col(j) < N) a = Op::combine(a, value(frag.pick(g, q, j), m, n0 + frag.col(j)));
-          return a;
-        },
-        [](float a, float b) { return Op::combine(a, b); }, Op::identity());
+    const auto combine = [](float a, float b) { return Op::combine(a, b); };
+    reduce_rows([&](int g, int q, int m) { return fold(g, q, m, Op::identity(), same, combine); }, combine,
+                Op::identity());
   }
 }
 

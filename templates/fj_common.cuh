@@ -126,6 +126,18 @@ __device__ __forceinline__ float recip_refined(float d) {
   return fmaf(r, fmaf(-d, r, 1.f), r);
 }
 
+// exp(d) for d <= 0 (a value minus its row's maximum) by one ex2.approx of
+// d * log2(e): about 2 ulps near 0, where the terms of a sum of exponentials
+// whose largest is 1 matter; results below 2^-126 (d < about -87.3) flush to
+// 0, and the product's rounding adds |d| * 2^-24 relative. -inf gives 0, NaN
+// stays NaN. For the sums of log-sum-exp and softmax partials, not for
+// values stored one by one.
+__device__ __forceinline__ float exp_nonpositive(float d) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d * 1.44269504088896341f));
+  return r;
+}
+
 // Ceiling division for tile counts.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 

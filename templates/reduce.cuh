@@ -154,8 +154,11 @@ __device__ __forceinline__ void reduce_columns(long long inner, int len, const B
 }
 
 // softmax / log_softmax along a row: max, sum of exp(x - max), then write.
-// store(o, b, r, v) writes element r of row o.
-template <int G, int kBlock, bool kLog, class BaseF, class LoadF, class StoreF>
+// store(o, b, r, v) writes element r of row o. kPer > 0 (at least len / G,
+// rounded up): each thread keeps its kPer elements in registers, so the row
+// is read once and each exponential computed once; 0: three passes over
+// memory, for rows too long to hold.
+template <int G, int kBlock, bool kLog, int kPer = 0, class BaseF, class LoadF, class StoreF>
 __device__ __forceinline__ void softmax_rows(long long rows, int len, const BaseF& base, const LoadF& load,
                                              const StoreF& store) {
   __shared__ float smem[kBlock / 32];
@@ -163,17 +166,46 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
   const int lane = threadIdx.x % G;
   const bool active = o < rows;
   const auto b = base(active ? o : 0);
-  float m = neg_inf();
-  for (int r = lane; r < len; r += G) m = max_nan(m, load(b, r));
-  m = group_combine<G, kBlock>(m, [](float x, float y) { return max_nan(x, y); }, smem);
-  float s = 0.f;
-  for (int r = lane; r < len; r += G) s += expf(load(b, r) - m);
-  s = group_combine<G, kBlock>(s, [](float x, float y) { return x + y; }, smem);
-  if (!active) return;
-  const float log_s = logf(s), inv_s = 1.f / s;  // once a row (no division an element)
-  for (int r = lane; r < len; r += G) {
-    const float x = load(b, r);
-    store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) * inv_s);
+  const auto max2 = [](float x, float y) { return max_nan(x, y); };
+  const auto add = [](float x, float y) { return x + y; };
+  if constexpr (kPer > 0) {
+    // element lane + i * G of the row (i < kPer): the whole-G steps need no check
+    const auto inside = [&](int i) { return (i + 1) * G <= len || lane + i * G < len; };
+    float v[kPer];
+    float m = neg_inf();
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      v[i] = inside(i) ? load(b, lane + i * G) : neg_inf();
+      m = max_nan(m, v[i]);
+    }
+    m = group_combine<G, kBlock>(m, max2, smem);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      v[i] -= m;  // (an element outside the row: -inf - m, never stored)
+      const float e = expf(v[i]);
+      if (inside(i)) s += e;
+      if constexpr (!kLog) v[i] = e;
+    }
+    s = group_combine<G, kBlock>(s, add, smem);
+    if (!active) return;
+    const float log_s = logf(s), inv_s = 1.f / s;  // once a row (no division an element)
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (inside(i)) store(o, b, lane + i * G, kLog ? v[i] - log_s : v[i] * inv_s);
+  } else {
+    float m = neg_inf();
+    for (int r = lane; r < len; r += G) m = max_nan(m, load(b, r));
+    m = group_combine<G, kBlock>(m, max2, smem);
+    float s = 0.f;
+    for (int r = lane; r < len; r += G) s += expf(load(b, r) - m);
+    s = group_combine<G, kBlock>(s, add, smem);
+    if (!active) return;
+    const float log_s = logf(s), inv_s = 1.f / s;  // once a row (no division an element)
+    for (int r = lane; r < len; r += G) {
+      const float x = load(b, r);
+      store(o, b, r, kLog ? (x - m) - log_s : expf(x - m) * inv_s);
+    }
   }
 }
 
