@@ -27,6 +27,9 @@ Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& 
   s.constants.push_back({"kTiles", pb.tiles, "partials per row: the anchor's column tiles"});
   s.constants.push_back({"kTileN", plan.kernels[0].tile_n(), "columns of an anchor tile"});
   s.constants.push_back({"kThreads", threads, "one block a row"});
+  // Up to 32 elements a thread: loaded first, overlapping the partials' loads.
+  const int64_t per_thread = (len + threads - 1) / threads;
+  s.constants.push_back({"kHeld", per_thread <= 32 ? per_thread : 0, "elements a thread holds (0: none)"});
   const std::string stage = em.buffer_param(*pb.stage, true);  // read, then written in place: not const
   const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, false);
   const std::string maxima = em.buffer_param({BufferKind::Scratch, pb.maxima}, false);
@@ -37,7 +40,7 @@ Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& 
       "__shared__ float smem[kThreads / 32];",
       "for (long long row = blockIdx.x; row < kRows; row += gridDim.x) {",
       "fj::softmax_finish_row<" + std::string(r.op == OpKind::LogSoftmax ? "true" : "false") +
-          ", kTiles, kTileN, kThreads>(kLen,",
+          ", kTiles, kTileN, kThreads, kHeld>(kLen,",
       "    [&](int t) { return " + sums + "[" + at + "]; },",
       "    [&](int t) { return " + maxima + "[" + at + "]; },",
       "    [&](int n) { return fj::load_as_float(" + stage + ", row * kLen + n); },",

@@ -378,7 +378,7 @@ __device__ __forceinline__ void tile_row_softmax(const Frag& frag, int m0, int n
     const float v = value(acc, m, n), mx = row_max[m - m0];
     if constexpr (kPartial) {
       if (mx == neg_inf()) store(kLog ? neg_inf() : 0.f, m, n);
-      else store(kLog ? v - mx : expf(v - mx), m, n);
+      else store(kLog ? v - mx : exp_nonpositive(v - mx), m, n);  // scaled by the finish: ~2 ulps suffice
     } else {
       // (the row's sum of exponentials is in [1, N], or NaN: a refined reciprocal, no division branch)
       store(kLog ? (v - mx) - logf(total[m - m0]) : expf(v - mx) * recip_refined(total[m - m0]), m, n);
@@ -432,10 +432,20 @@ __device__ __forceinline__ float combine_partials(const PartialF& partial, const
 // combined in a fixed order), then element n of column tile t = n / kTileN
 // becomes stage(n) * exp(row_max(t) - L) (log: stage(n) + row_max(t) - L) and
 // goes to store(n, v); NaN everywhere if L is not finite (as PyTorch's).
-// partial(t), row_max(t): tile t's values for this row. smem: kThreads / 32 floats.
-template <bool kLog, int kTiles, int kTileN, int kThreads, class PartialF, class MaxF, class StageF, class StoreF>
+// kPer > 0 (at least len / kThreads, rounded up): each thread loads its kPer
+// elements first, so that their loads overlap the partials'; 0: one at a
+// time after. partial(t), row_max(t): tile t's values for this row. smem:
+// kThreads / 32 floats.
+template <bool kLog, int kTiles, int kTileN, int kThreads, int kPer = 0, class PartialF, class MaxF, class StageF,
+          class StoreF>
 __device__ __forceinline__ void softmax_finish_row(int len, const PartialF& partial, const MaxF& row_max,
                                                    const StageF& stage, const StoreF& store, float* smem) {
+  const auto inside = [&](int i) { return (i + 1) * kThreads <= len || (int)threadIdx.x + i * kThreads < len; };
+  float held[kPer > 0 ? kPer : 1];
+  if constexpr (kPer > 0) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) held[i] = inside(i) ? stage((int)threadIdx.x + i * kThreads) : 0.f;
+  }
   float mx = max_of_tiles(threadIdx.x, kThreads, kTiles, row_max);
   mx = group_combine<kThreads, kThreads>(mx, [](float a, float b) { return max_nan(a, b); }, smem);
   float s = is_finite(mx) ? sum_exp_of_tiles(threadIdx.x, kThreads, kTiles, partial, row_max, mx) : 0.f;
@@ -449,12 +459,23 @@ __device__ __forceinline__ void softmax_finish_row(int len, const PartialF& part
     return kLog ? shift : expf(shift);
   };
   if constexpr (kCached) {
+    __syncthreads();  // the previous row's factors are read
     for (int t = threadIdx.x; t < kTiles; t += kThreads) cached[t] = factor(t);
     __syncthreads();
   }
-  for (int n = threadIdx.x; n < len; n += kThreads) {
-    const float f = kCached ? cached[n / kTileN] : factor(n / kTileN), e = stage(n);
-    store(n, kLog ? e + f : e * f);
+  if constexpr (kPer > 0) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int n = (int)threadIdx.x + i * kThreads;
+      if (!inside(i)) continue;
+      const float f = kCached ? cached[n / kTileN] : factor(n / kTileN);
+      store(n, kLog ? held[i] + f : held[i] * f);
+    }
+  } else {
+    for (int n = threadIdx.x; n < len; n += kThreads) {
+      const float f = kCached ? cached[n / kTileN] : factor(n / kTileN), e = stage(n);
+      store(n, kLog ? e + f : e * f);
+    }
   }
 }
 
