@@ -159,5 +159,62 @@ extern "C" __global__ void fj_test_recip(const float* d, float* r) {
   std::printf("recip_refined: worst %.2f ulps over %d inputs\n", worst, n);
 }
 
+// fj::op::erf_branchless (erf and gelu's) over a dense sweep of [-5, 5] and every
+// binade down to the denormals: within 2 ulps of erf (erff's own bound), NaN for
+// NaN, +-1 at +-inf; gelu within 3 ulps plus erf's error scaled by x (the formula cancels below 0).
+TEST(GpuOpAccuracy, BranchFreeErfWithinTwoUlps) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  std::vector<float> x;
+  for (int i = -2000000; i <= 2000000; ++i) x.push_back(static_cast<float>(i) * 2.5e-6f);  // [-5, 5]
+  for (float v = 1e-44f; v < 1e6f; v *= 1.001f) x.insert(x.end(), {v, -v});
+  const float inf = std::numeric_limits<float>::infinity();
+  x.insert(x.end(), {0.f, -0.f, 1.25f, -1.25f, 4.f, -4.f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  const int n = static_cast<int>(x.size());
+  auto outs = run_elementwise("fj_test_erf", R"(
+#include "fusejit/fj_ops.cuh"
+extern "C" __global__ void fj_test_erf(const float* x, float* erf, float* gelu) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < kN) {
+    erf[i] = fj::op::erf_(x[i]);
+    gelu[i] = fj::op::gelu_erf(x[i]);
+  }
+}
+)", x, 2);
+  ASSERT_TRUE(outs) << outs.error().message;
+  const std::vector<float>& e = (*outs)[0];
+  const std::vector<float>& g = (*outs)[1];
+  double worst_erf = 0, worst_gelu = 0;
+  int bad = 0;
+  const double kMinNormal = std::numeric_limits<float>::min();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xi = x[i];
+    if (std::isnan(xi)) {
+      EXPECT_TRUE(std::isnan(e[i]) && std::isnan(g[i])) << "erf / gelu of NaN";
+      continue;
+    }
+    if (std::isinf(xi)) {
+      EXPECT_EQ(e[i], xi > 0 ? 1.f : -1.f) << "erf(" << xi << ")";
+      continue;
+    }
+    const double want = std::erf(xi);
+    const double u = ulps(e[i], want);
+    worst_erf = std::max(worst_erf, u);
+    if (u > 2.0 && ++bad <= 10) ADD_FAILURE() << "erf(" << x[i] << ") = " << e[i] << ", want " << want << " (" << u << " ulps)";
+    // gelu: 0.5 x (1 + erf(x / sqrt 2)), PyTorch's formula, which cancels below 0 (as PyTorch's does): within
+    // 3 |gelu| 2^-23 (3 to 6 ulps) plus |x| 2^-23 (erf's 2 ulps near 1, times x / 2, with room); worst
+    // ulps reported for x >= 0.
+    const double want_gelu = 0.5 * xi * (1.0 + std::erf(xi / std::sqrt(2.0)));
+    if (std::fabs(want_gelu) >= kMinNormal) {
+      const double ug = ulps(g[i], want_gelu);
+      const double ulp_gelu = std::fabs(want_gelu) * 0x1p-23;  // one or two ulps of want
+      if (xi >= 0) worst_gelu = std::max(worst_gelu, ug);
+      if (std::fabs(g[i] - want_gelu) > 3 * ulp_gelu + std::fabs(xi) * 0x1p-23 && ++bad <= 10)
+        ADD_FAILURE() << "gelu(" << x[i] << ") = " << g[i] << ", want " << want_gelu << " (" << ug << " ulps)";
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  std::printf("erf: worst %.2f ulps, gelu (x >= 0): worst %.2f ulps over %d inputs\n", worst_erf, worst_gelu, n);
+}
+
 }  // namespace
 }  // namespace fusejit
