@@ -1,8 +1,8 @@
 // fusejit/fj_ops.cuh — the elementwise op library. One function per op, fp32
 // in and out, PyTorch semantics (see docs/codegen.md). Generated epilogue
 // node functions call these with their attributes as literals. Only accurate
-// math (tanhf, expf, log1pf, ...; reciprocals refined to an ulp; erf and
-// sigmoid branch-free, within 2 and 3.5 ulps): never the fast-math intrinsics.
+// math (tanhf, expf, erff, log1pf, ...; reciprocals refined to an ulp): never
+// the fast-math intrinsics.
 #pragma once
 
 #include "fusejit/fj_common.cuh"
@@ -10,45 +10,10 @@
 namespace fj {
 namespace op {
 
-// erf without a branch (erff's large-|x| branch makes each element of an
-// unrolled epilogue its own basic block, serializing their latency chains):
-// x (1 + P(x^2)) below |x| = 1.25, and 1 - 2^Q(|x| - 2.625) up to |x| = 4
-// (erf rounds to 1 beyond), both computed and one selected. P, Q: degree-8
-// Chebyshev fits of erf(x)/x - 1 in x^2 on [0, 1.5625] and of log2 erfc on
-// [1.25, 4] (mpmath, docs/codegen.md), coefficients rounded to float. Within
-// 2 ulps (tests/gpu_op_accuracy_test.cpp); NaN stays NaN, +-inf gives +-1.
-__device__ __forceinline__ float erf_branchless(float x) {
-  const float a = fabsf(x), s = x * x;
-  float p = 8.306594168e-07f;
-  p = fmaf(p, s, -1.282079666e-05f);
-  p = fmaf(p, s, 1.174312783e-04f);
-  p = fmaf(p, s, -8.520607953e-04f);
-  p = fmaf(p, s, 5.222511943e-03f);
-  p = fmaf(p, s, -2.686573192e-02f);
-  p = fmaf(p, s, 1.128378510e-01f);
-  p = fmaf(p, s, -3.761263788e-01f);
-  p = fmaf(p, s, 1.283791661e-01f);
-  const float small = fmaf(p, x, x);
-  const float u = fminf(a, 4.f) - 2.625f;
-  float q = 2.239758487e-06f;
-  q = fmaf(q, u, -1.684404378e-05f);
-  q = fmaf(q, u, 9.620236960e-05f);
-  q = fmaf(q, u, -5.285386578e-04f);
-  q = fmaf(q, u, 2.769351471e-03f);
-  q = fmaf(q, u, -1.419411600e-02f);
-  q = fmaf(q, u, -1.367343664e+00f);
-  q = fmaf(q, u, -8.063434601e+00f);
-  q = fmaf(q, u, -1.224944687e+01f);
-  float erfc_a;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(erfc_a) : "f"(q));
-  const float large = copysignf(1.f - erfc_a, x);
-  return a >= 1.25f ? large : small;  // NaN: small, NaN
-}
-
 __device__ __forceinline__ float relu(float x) { return is_nan(x) ? x : (x > 0.f ? x : 0.f); }
 __device__ __forceinline__ float leaky_relu(float x, float slope) { return x > 0.f ? x : x * slope; }
 __device__ __forceinline__ float gelu_erf(float x) {
-  return 0.5f * x * (1.f + erf_branchless(x * 0.70710678118654752440f));
+  return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f));
 }
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float k = 0.79788456080286535588f;  // sqrt(2/pi)
@@ -93,7 +58,7 @@ __device__ __forceinline__ float div(float a, float b) { return a / b; }
 __device__ __forceinline__ float minimum(float a, float b) { return min_nan(a, b); }
 __device__ __forceinline__ float maximum(float a, float b) { return max_nan(a, b); }
 __device__ __forceinline__ float pow_(float a, float b) { return powf(a, b); }
-__device__ __forceinline__ float erf_(float x) { return erf_branchless(x); }
+__device__ __forceinline__ float erf_(float x) { return erff(x); }
 // cast: x rounded to bf16 / f16 (to nearest, ties to even; overflow -> inf,
 // NaN stays NaN), as __float2bfloat16_rn / __float2half_rn, and back to float.
 // Bit operations and cvt: no cuda_bf16.h / cuda_fp16.h needed.
