@@ -40,6 +40,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     fuse_spatial_reduction(ctx, plan);
     if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
     fuse_row_cluster(ctx, plan);
+    fuse_softmax_cluster(ctx, plan);
     store_epilogue_transposes(ctx, plan);
   } else {
     plan.notes.push_back("no anchor op: a pointwise program (elementwise, layout, reduction and row kernels only)");

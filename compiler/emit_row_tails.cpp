@@ -1,5 +1,6 @@
 // Anchor epilogues of a row reduction along N (pass_fuse_reduction.cpp):
-// - a softmax / log_softmax (pass_fuse_softmax.cpp): whole in the tile, or
+// - a softmax / log_softmax (pass_fuse_softmax.cpp): whole in the tile, whole
+//   across a cluster of column tiles (fj::tile_row_softmax_cluster), or
 //   exp(v - the tile's row max) and partials for a finish kernel;
 // - per-tile partials where N is wider than the tile (fj::tile_row_partials),
 //   which a row-finish kernel combines;
@@ -24,23 +25,30 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
   const KernelPlan& kp = em.plan().kernels[0];
   const bool wgmma = kp.mainloop == Mainloop::Wgmma;
   const int64_t tile_m = kp.tile_m(), tile_n = kp.tile_n(), stats = (row_sharers + 2) * tile_m;
-  int chunk = wgmma ? wgmma_epilogue_chunk(kp.wgmma, kp.mma_kind == "f32x3", stats * 4 * (kp.wgmma.pingpong ? 2 : 1))
+  // across a cluster of column tiles (pass_fuse_softmax.cpp, row_cluster=1): fj::tile_row_softmax_cluster
+  const bool cluster = wgmma && kp.wgmma.cluster_n > 1;
+  int chunk = wgmma ? wgmma_epilogue_chunk(kp.wgmma, kp.mma_kind == "f32x3",
+                                           stats * 4 * (kp.wgmma.pingpong ? 2 : 1) + (cluster ? kRowExchangeReserve : 0))
                     : 64;
   while (chunk > 16 && (tile_n % chunk || (!wgmma && (stats + tile_m * (chunk + 8)) * 4 > 32 * 1024))) chunk /= 2;
   if (tile_n % chunk) chunk = 0;  // narrow SIMT tiles: stores from the fragment
   smem_floats = std::max<int64_t>(smem_floats, stats + tile_m * (chunk + 8));
   const Node& sn = g.node(tail.op);
   const std::string log = sn.op == OpKind::LogSoftmax ? "true" : "false";
-  std::vector<std::string> out = {"fj::tile_row_softmax<" + log + ", " + (tail.partial ? "true" : "false") +
-                                  ", " + std::to_string(chunk) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " + shape.rows + ", " + shape.cols +
-                                  ", smem,"};
+  std::vector<std::string> out = {
+      cluster ? "fj::tile_row_softmax_cluster<" + log + ", " + std::to_string(chunk) +
+                    ", Tile::BM, Frag::kThreads, Tile::kClusterN>(frag, m0, n0, " + shape.rows + ", " + shape.cols +
+                    ", smem, round,"
+              : "fj::tile_row_softmax<" + log + ", " + (tail.partial ? "true" : "false") + ", " +
+                    std::to_string(chunk) + ", Tile::BM, Frag::kThreads>(frag, m0, n0, " + shape.rows + ", " +
+                    shape.cols + ", smem,"};
   value.back() = "},";
   append(out, value);
   if (!tail.partial) {
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, -1, true),
                                           "fj_post_softmax", "after " + g.describe(tail.op) + ", at output coordinates");
     const int rank = static_cast<int>(sn.type.shape.size());
-    out.push_back("[](float, float, int) {},");
+    if (!cluster) out.push_back("[](float, float, int) {},");
     out.push_back("[&](float v, int m, int n) {");
     append(out, shape.coords);
     out.push_back(post + "(p, v, " + coord_args(rank) + ");");

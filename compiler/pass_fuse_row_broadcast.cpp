@@ -90,6 +90,60 @@ void fuse_row_broadcast(PlanContext& ctx, Plan& plan) {
                      wide_ops(ctx, kp) + " on the accumulators, the anchor's output not stored for them");
 }
 
+std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const KernelPlan& kp, std::string& why_not) {
+  const WgmmaConfig& wt = kp.wgmma;
+  const bool three_tf32 = kp.mma_kind == "f32x3";
+  if (wt.swap_ab || wt.cluster_m > 1 || wt.conv_halo) {
+    why_not = "the tile " + wt.str() + " takes no clusters";
+    return std::nullopt;
+  }
+  if (ctx.heur.wgmma && (wt.pingpong || wt.split_k > 1)) {
+    why_not = "the configured tile " + wt.str() + " is ping-pong or split";
+    return std::nullopt;
+  }
+  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  const int64_t n = geo.n, m_tiles = (geo.m + wt.bm - 1) / wt.bm;
+  // The tile: as configured, else the narrowest that 8 blocks span (the most blocks for a short M), wider while
+  // the grid still fills the SMs.
+  WgmmaConfig t = wt;
+  if (!ctx.heur.wgmma && wt.pingpong && wt.bm == 64) {  // the ping-pong rule's 64 rows: the cooperative 128
+    t.bm = 128;
+    t.raster_group = std::max(1, t.raster_group / 2);
+  }
+  t.pingpong = false;
+  t.split_k = 1;
+  t.split_from = 0;
+  if (!ctx.heur.wgmma) {
+    std::vector<int> widths = three_tf32 ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
+    int chosen = 0;
+    for (int w : widths) {
+      const int64_t c = (n + w - 1) / w;
+      if (c > 8) continue;
+      if (chosen == 0 || m_tiles * c >= 132) chosen = w;
+    }
+    if (chosen == 0) {
+      why_not = "N = " + std::to_string(n) + " needs more than 8 column tiles";
+      return std::nullopt;
+    }
+    t.bn = chosen;
+    // the ring leaves the epilogue its row totals, 16-column chunks and the exchange's static shared memory
+    for (t.stages = 8; t.stages > 2; --t.stages) {
+      const int64_t epilogue = (int64_t{4 + 2} * t.bm + int64_t{t.bm} * (16 + 8)) * 4;
+      if (validate_wgmma(t, three_tf32) &&
+          wgmma_smem_bytes(t, three_tf32) + epilogue + kRowExchangeReserve <= kWgmmaDynamicSmemLimit)
+        break;
+    }
+  }
+  const int64_t cluster = (n + t.bn - 1) / t.bn;
+  if (cluster < 2 || cluster > 8) {
+    why_not = "N = " + std::to_string(n) + " spans " + std::to_string(cluster) + " tiles of " + std::to_string(t.bn) +
+              " columns (clusters of 2 to 8)";
+    return std::nullopt;
+  }
+  t.cluster_n = static_cast<int>(cluster);
+  return t;
+}
+
 void fuse_row_cluster(PlanContext& ctx, Plan& plan) {
   if (!ctx.heur.row_broadcast || !ctx.heur.row_cluster || plan.kernels.empty()) return;
   KernelPlan& kp = plan.kernels[0];
@@ -102,40 +156,11 @@ void fuse_row_cluster(PlanContext& ctx, Plan& plan) {
   };
   if (!why->empty()) return refuse(*why);
   WgmmaConfig& wt = kp.wgmma;
-  const bool three_tf32 = kp.mma_kind == "f32x3";
-  if (wt.swap_ab || wt.cluster_m > 1 || wt.conv_halo) return refuse("the tile " + wt.str() + " takes no clusters");
-  if (ctx.heur.wgmma && (wt.pingpong || wt.split_k > 1))
-    return refuse("the configured tile " + wt.str() + " is ping-pong or split");
-  const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const int64_t n = geo.n, m_tiles = (geo.m + wt.bm - 1) / wt.bm;
-  // The tile: as configured, else the narrowest that 8 blocks span (the most blocks for a short M), wider while
-  // the grid still fills the SMs.
-  WgmmaConfig t = wt;
-  t.pingpong = false;
-  t.split_k = 1;
-  t.split_from = 0;
-  if (!ctx.heur.wgmma) {
-    std::vector<int> widths = three_tf32 ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
-    int chosen = 0;
-    for (int w : widths) {
-      const int64_t c = (n + w - 1) / w;
-      if (c > 8) continue;
-      if (chosen == 0 || m_tiles * c >= 132) chosen = w;
-    }
-    if (chosen == 0) return refuse("N = " + std::to_string(n) + " needs more than 8 column tiles");
-    t.bn = chosen;
-    // the ring leaves the epilogue its row totals, 16-column chunks and the exchange's static shared memory
-    for (t.stages = 8; t.stages > 2; --t.stages) {
-      const int64_t epilogue = (int64_t{4 + 2} * t.bm + int64_t{t.bm} * (16 + 8)) * 4;
-      if (validate_wgmma(t, three_tf32) &&
-          wgmma_smem_bytes(t, three_tf32) + epilogue + kRowExchangeReserve <= kWgmmaDynamicSmemLimit)
-        break;
-    }
-  }
-  const int64_t cluster = (n + t.bn - 1) / t.bn;
-  if (cluster < 2 || cluster > 8)
-    return refuse("N = " + std::to_string(n) + " spans " + std::to_string(cluster) + " tiles of " +
-                  std::to_string(t.bn) + " columns (clusters of 2 to 8)");
+  std::string why_not;
+  const std::optional<WgmmaConfig> tile = cluster_row_tile(ctx, kp, why_not);
+  if (!tile) return refuse(why_not);
+  const WgmmaConfig t = *tile;
+  const int64_t cluster = t.cluster_n;
   // The tail becomes whole in the epilogue (no partials, no row-finish kernel), its consumers with it.
   const std::vector<int> saved = ctx.kernel_of;
   tail.partial = false;
@@ -150,7 +175,6 @@ void fuse_row_cluster(PlanContext& ctx, Plan& plan) {
     return;
   }
   plan.partials.erase(tail.op);
-  t.cluster_n = static_cast<int>(cluster);
   wt = t;
   kp.notes.erase(std::remove_if(kp.notes.begin(), kp.notes.end(),
                                 [&](const std::string& s) { return s.rfind(label + " partly fused", 0) == 0; }),

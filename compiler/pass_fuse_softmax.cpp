@@ -9,6 +9,11 @@
 // adds it), then runs the consumers. Either way y never goes to memory in
 // fp32, and the wide case reads the 16-bit values back once. The wide case
 // is opt-in (softmax_parts=1): it measured slower than the row kernel so far.
+// With row_cluster=1 (opt-in, wgmma), an N that 2 to 8 column tiles span is
+// finished across a cluster of that many blocks instead (fuse_softmax_cluster,
+// once the tile is chosen): the rows' log-sum-exps exchanged through
+// distributed shared memory, y never stored.
+#include <algorithm>
 #include <set>
 
 #include "compiler/passes.h"
@@ -51,7 +56,10 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan) {
         refuse("disabled by the codegen config (fuse_reductions=0)");
         continue;
       }
-      if (geo.n > max_cols && !ctx.heur.softmax_parts) {
+      // row_cluster=1: planned in parts here, then whole across a cluster of column tiles once the tile is known
+      // (fuse_softmax_cluster), or back to the row kernel where no cluster spans N.
+      const bool cluster = ctx.heur.row_cluster && kp.mainloop == Mainloop::Wgmma;
+      if (geo.n > max_cols && !ctx.heur.softmax_parts && !cluster) {
         // H100 bf16, in parts vs the fp32 row kernel (`fusejit run` medians):
         // 4096^3 0.279 vs 0.243 ms, 16384x2048x2048 0.419 vs 0.305 (ncu: the
         // GEMM with that epilogue 0.307 ms, the finish 0.107 at 1.0 TB/s).
@@ -76,6 +84,59 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan) {
       kp.notes.push_back(label + " fused into the epilogue: one tile spans N=" + std::to_string(geo.n));
       grow_region(ctx, kp.tails.back().post, {u}, u, 0, /*allow_placed=*/false);
     }
+  }
+}
+
+void fuse_softmax_cluster(PlanContext& ctx, Plan& plan) {
+  if (!ctx.heur.row_cluster || plan.kernels.empty()) return;
+  KernelPlan& kp = plan.kernels[0];
+  if (kp.kind != KernelKind::Anchor || kp.mainloop != Mainloop::Wgmma) return;
+  for (size_t i = 0; i < kp.tails.size(); ++i) {
+    FusedTail& tail = kp.tails[i];
+    const Node& r = ctx.node(tail.op);
+    if (!tail.partial || (r.op != OpKind::Softmax && r.op != OpKind::LogSoftmax)) continue;
+    const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(tail.op);
+    const auto drop_parts_note = [&] {
+      kp.notes.erase(std::remove_if(kp.notes.begin(), kp.notes.end(),
+                                    [&](const std::string& s) { return s.rfind(label + " partly fused", 0) == 0; }),
+                     kp.notes.end());
+    };
+    std::string why_not;
+    std::optional<WgmmaConfig> tile;
+    const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+    const OpKind anchor = ctx.node(kp.root).op;
+    if (kp.tails.size() != 1 || !kp.wide.nodes.empty())
+      why_not = "the cluster exchanges one row statistic, and the epilogue has other row tails";
+    else if ((anchor != OpKind::Linear && anchor != OpKind::Matmul) || kp.region.domain.size() != 2 || geo.batch != 1)
+      why_not = "only a linear's or matmul's 2-D output";
+    else
+      tile = cluster_row_tile(ctx, kp, why_not);
+    if (!tile) {
+      if (ctx.heur.softmax_parts) {  // the parts' plan stays
+        kp.notes.push_back(label + " not finished across a cluster (row_cluster=1): " + why_not);
+        continue;
+      }
+      // back to the row kernel: the anchor's output goes to memory
+      drop_parts_note();
+      plan.partials.erase(tail.op);
+      kp.notes.push_back(label + " not fused into the epilogue: N=" + std::to_string(geo.n) +
+                         " is wider than one tile and no cluster "
+                         "spans it (row_cluster=1: " + why_not + "); %" + std::to_string(r.operands[0]) +
+                         " goes to memory and a row kernel normalizes it");
+      kp.tails.erase(kp.tails.begin() + static_cast<std::ptrdiff_t>(i));
+      --i;
+      continue;
+    }
+    tail.partial = false;
+    tail.post.domain = r.type.shape;
+    ctx.kernel_of[static_cast<size_t>(tail.op)] = 0;
+    grow_region(ctx, tail.post, {tail.op}, tail.op, 0, /*allow_placed=*/false);
+    plan.partials.erase(tail.op);
+    kp.wgmma = *tile;
+    drop_parts_note();
+    kp.notes.push_back(label + " fused across clusters of " + std::to_string(tile->cluster_n) + " column tiles (" +
+                       tile->str() + "): each block's row log-sum-exps exchanged through distributed shared memory, "
+                       "then the normalized values stored; the anchor's output not stored for it");
   }
 }
 

@@ -56,6 +56,9 @@ void fuse_row_broadcast(PlanContext& ctx, Plan& plan);
 // partial reduction finished across a cluster of that many blocks
 // (WgmmaConfig::cluster_n, wgmma_row_cluster.cuh), no row-finish kernel.
 void fuse_row_cluster(PlanContext& ctx, Plan& plan);
+// The cluster tile for a row statistic over N (2 to 8 column tiles, cooperative, cluster_n set), or nullopt with
+// why_not: the configured tile, else the narrowest that 8 blocks span, wider while the grid still fills the SMs.
+std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const KernelPlan& kp, std::string& why_not);
 
 // pass_fuse_softmax.cpp: softmax / log_softmax along a linear's or matmul's
 // N into the epilogue: whole when one tile spans N; else the epilogue stores
@@ -63,6 +66,10 @@ void fuse_row_cluster(PlanContext& ctx, Plan& plan);
 // scales each element in place (no fp32 copy of y, no second row pass);
 // that wide form only with softmax_parts=1. CUDA only (the CPU backend runs a row kernel).
 void fuse_row_softmax(PlanContext& ctx, Plan& plan);
+// row_cluster=1 (after choose_anchor_tile): a softmax in parts whose N 2 to 8 column tiles span finished whole
+// across a cluster of that many blocks (fj::tile_row_softmax_cluster); else back to the row kernel (or the parts
+// with softmax_parts=1).
+void fuse_softmax_cluster(PlanContext& ctx, Plan& plan);
 
 // pass_fuse_spatial.cpp: a reduction over a conv's output pixels
 // (global_avg_pool; sum, mean, max, min over dims [2, 3]) as per-tile,

@@ -300,7 +300,7 @@ TEST(GpuGemm, NanAndInfPropagate) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
   for (const char* tail : {"gelu", "softmax"})
-  for (const char* config : {"", "mainloop=mma", "softmax_parts=1", "mainloop=mma,softmax_parts=1"})
+  for (const char* config : {"", "mainloop=mma", "softmax_parts=1", "mainloop=mma,softmax_parts=1", "row_cluster=1"})
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16}) {
     CompileOptions opts;
     opts.config = config;

@@ -182,6 +182,31 @@ ops:
   - {name: y, op: mul, args: [x, s]}
 outputs: [y]
 )"},
+      {"softmax_wide_bf16",  // softmax over N = 1000, wider than a tile (row_cluster=1: across a cluster of 8)
+       R"(name: softmax_wide_bf16
+precision: bf16
+inputs:
+  - {name: x, shape: [512, 256], dtype: bf16}
+  - {name: w, shape: [1000, 256], dtype: bf16}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: p, op: softmax, args: [h], dim: 1}
+  - {name: y, op: mul, args: [p, 3.0]}
+outputs: [y]
+)"},
+      {"log_softmax_wide_ragged_f16",  // ragged M and N, a bias, log_softmax and a consumer
+       R"(name: log_softmax_wide_ragged_f16
+precision: f16
+inputs:
+  - {name: x, shape: [300, 384], dtype: f16}
+  - {name: w, shape: [700, 384], dtype: f16}
+  - {name: b, shape: [700], dtype: f16}
+ops:
+  - {name: h, op: linear, args: [x, w, b]}
+  - {name: p, op: log_softmax, args: [h], dim: 1}
+  - {name: y, op: tanh, args: [p]}
+outputs: [y]
+)"},
   };
 }
 

@@ -76,6 +76,10 @@ const std::map<std::string, Exception>& exceptions() {
       {"conv_batch_norm_instance_norm", {2, true, "instance_norm needs its whole plane: a norm kernel"}},
       {"conv_grouped_dilated_maxpool", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
       {"conv_group_norm_swish", {2, true, "group_norm needs its whole group: a norm kernel over the stored output"}},
+      {"softmax_wide_bf16",
+       {2, true, "softmax over N = 1000, wider than a tile: a row kernel over the stored output (one kernel across "
+                 "clusters with row_cluster=1, opt-in until timed)"}},
+      {"log_softmax_wide_ragged_f16", {2, true, "as softmax_wide_bf16, log_softmax over N = 700"}},
   };
   return list;
 }
