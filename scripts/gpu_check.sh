@@ -41,6 +41,7 @@
 #             (STAMPS_ARGS, default "--seed 2 --mode bf16")
 # *_ARGS variables are split at spaces and passed as they are: no quotes inside them
 # (GEMM_BENCH_ARGS="--fusejit-configs a=tma_store=1;b=tma_store=0", not '...').
+# FUSEJIT_COMMIT=<hash>: the commit to print and record in bench results (the device's .git can lag the tree).
 #   scripts/gpu_check.sh build test runs memcheck
 # Logs go to $OUT (or ./gpu-out), one file per stage; a summary is printed last.
 set -uo pipefail
@@ -54,7 +55,10 @@ summary=()
 note() { summary+=("$1"); echo "-- $1"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-echo "commit: $(git log -1 --oneline 2>/dev/null || echo '?')"
+# The device's copy of .git can lag the tree sent: FUSEJIT_COMMIT (set in the run's command, e.g. from
+# `git rev-parse --short HEAD` here) names the tree instead, and goes to the bench scripts' --commit.
+echo "commit: ${FUSEJIT_COMMIT:-$(git log -1 --oneline 2>/dev/null || echo '?')}"
+commit_arg=${FUSEJIT_COMMIT:+--commit $FUSEJIT_COMMIT}
 
 stage_build() {
   local t0=$(date +%s)
@@ -240,19 +244,19 @@ stage_swapab() {
 
 stage_gemmbench() {
   export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
-  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_gemm.py --out "$out" ${GEMM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gemm.log" | tail -60
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_gemm.py --out "$out" $commit_arg ${GEMM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gemm.log" | tail -60
   note "gemm bench: rc=${PIPESTATUS[0]}"
 }
 
 stage_convbench() {
   export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
-  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_conv.py --out "$out" ${CONV_BENCH_ARGS:-} 2>&1 | tee "$out/bench_conv.log" | tail -60
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_conv.py --out "$out" $commit_arg ${CONV_BENCH_ARGS:-} 2>&1 | tee "$out/bench_conv.log" | tail -60
   note "conv bench: rc=${PIPESTATUS[0]}"
 }
 
 stage_normbench() {
   export FUSEJIT_LIB="$PWD/$build/capi/libfusejit_c.so"
-  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_norm.py --out "$out" --fusejit-bin "$PWD/$build/fusejit" ${NORM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_norm.log" | tail -60
+  PYTHONUNBUFFERED=1 timeout 560 python3 bench/bench_norm.py --out "$out" $commit_arg --fusejit-bin "$PWD/$build/fusejit" ${NORM_BENCH_ARGS:-} 2>&1 | tee "$out/bench_norm.log" | tail -60
   note "norm bench: rc=${PIPESTATUS[0]}"
 }
 
