@@ -240,11 +240,13 @@ __device__ __forceinline__ void tile_row_combine(const Frag& frag, int m0, int n
   // of its columns into kAcc independent partials (no chain through one
   // register), then those in order. Ragged tiles skip columns past N.
   auto fold = [&](int g, int q, int m, float identity, const auto& term, const auto& combine) {
-    constexpr int kAcc = Frag::kCols % 4 == 0 ? 4 : 1;
+    // (short rows, e.g. mma.sync's 8 columns a thread, keep one: registers are tight there; 4 partials and the
+    // unguarded copy spilled a tf32 mma.sync matmul + gelu + row sum, CodegenGemmMma)
+    constexpr int kAcc = Frag::kCols >= 32 && Frag::kCols % 4 == 0 ? 4 : 1;
     float a[kAcc];
 #pragma unroll
     for (int k = 0; k < kAcc; ++k) a[k] = identity;
-    if (full) {
+    if (kAcc > 1 && full) {  // (short rows: the guarded loop alone, as its code was before)
 #pragma unroll
       for (int j = 0; j < Frag::kCols; ++j)
         a[j % kAcc] = combine(a[j % kAcc], term(value(frag.pick(g, q, j), m, n0 + frag.col(j))));
