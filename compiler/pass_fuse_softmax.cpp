@@ -58,13 +58,17 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan) {
       }
       // row_cluster=1: planned in parts here, then whole across a cluster of column tiles once the tile is known
       // (fuse_softmax_cluster), or back to the row kernel where no cluster spans N.
-      const bool cluster = ctx.heur.row_cluster && kp.mainloop == Mainloop::Wgmma;
+      // (N over 8 of cluster_row_tile's widest tiles: refused here, so that the anchor's tile is chosen without it)
+      const int64_t widest = kp.mma_kind == "f32x3" ? 128 : 256;
+      const bool wgmma_cluster = ctx.heur.row_cluster && kp.mainloop == Mainloop::Wgmma;
+      const bool cluster = wgmma_cluster && geo.n <= 8 * widest;
       if (geo.n > max_cols && !ctx.heur.softmax_parts && !cluster) {
         // H100 bf16, in parts vs the fp32 row kernel (`fusejit run` medians):
         // 4096^3 0.279 vs 0.243 ms, 16384x2048x2048 0.419 vs 0.305 (ncu: the
         // GEMM with that epilogue 0.307 ms, the finish 0.107 at 1.0 TB/s).
-        refuse("N=" + std::to_string(geo.n) + " is wider than one tile (the per-tile form, softmax_parts=1, measured "
-               "slower)");
+        refuse("N=" + std::to_string(geo.n) + " is wider than one tile" +
+               (wgmma_cluster ? " and than a cluster's 8 tiles of " + std::to_string(widest) + " (row_cluster=1)"
+                              : " (the per-tile form, softmax_parts=1, measured slower)"));
         continue;
       }
       FusedTail tail;

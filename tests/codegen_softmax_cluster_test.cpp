@@ -80,9 +80,11 @@ TEST(CodegenSoftmaxCluster, RowKernelWhereNoClusterApplies) {
   const Program wide = plan_of(spec("sc_wide", "bf16", 1024, 256, 4096, "softmax", false), "sc_wide", "sm_90a",
                                "row_cluster=1");
   EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
-  EXPECT_NE(wide.plan_text.find("no cluster spans it (row_cluster=1: N = 4096 needs more than 8 column tiles)"),
+  EXPECT_NE(wide.plan_text.find("N=4096 is wider than one tile and than a cluster's 8 tiles of 256 (row_cluster=1)"),
             std::string::npos)
       << wide.plan_text;
+  EXPECT_EQ(wide.plan_text.find("ping-pong"), std::string::npos) << "the tile chosen as without the softmax\n"
+                                                                   << wide.plan_text;
   EXPECT_EQ(wide.plan_text.find("partly fused"), std::string::npos) << wide.plan_text;
   // with softmax_parts=1 as well, the parts' plan stays where no cluster spans N
   const Program parts = plan_of(spec("sc_parts", "bf16", 1024, 256, 4096, "softmax", false), "sc_parts", "sm_90a",
