@@ -10,20 +10,10 @@
 #include "fusejit/spec.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tests/program_util.h"
+#include "tests/softmax_cluster_cases.h"
 
 namespace fusejit {
 namespace {
-
-std::string spec(const std::string& name, const std::string& precision, int64_t m, int64_t k, int64_t n,
-                 const std::string& op, bool bias) {
-  const std::string dt = precision == "bf16" || precision == "f16" ? precision : "f32";
-  return "name: " + name + "\nprecision: " + precision + "\ninputs:\n  - {name: x, shape: [" + std::to_string(m) +
-         ", " + std::to_string(k) + "], dtype: " + dt + "}\n  - {name: w, shape: [" + std::to_string(n) + ", " +
-         std::to_string(k) + "], dtype: " + dt + "}\n" +
-         (bias ? "  - {name: b, shape: [" + std::to_string(n) + "], dtype: " + dt + "}\n" : "") +
-         "ops:\n  - {name: h, op: linear, args: [x, w" + (bias ? ", b" : "") + "]}\n  - {name: p, op: " + op +
-         ", args: [h], dim: 1}\n  - {name: y, op: mul, args: [p, 0.5]}\noutputs: [y]\n";
-}
 
 Program plan_of(const std::string& text, const std::string& name, const std::string& arch,
                 const std::string& config) {
@@ -36,22 +26,9 @@ Program plan_of(const std::string& text, const std::string& name, const std::str
 }
 
 TEST(CodegenSoftmaxCluster, OneKernelAcrossAClusterWithRowCluster) {
-  struct Case {
-    const char* precision;
-    int64_t m, k, n;
-    const char* op;
-    bool bias;
-  };
-  const Case cases[] = {
-      {"bf16", 4096, 512, 2048, "softmax", false},    // 8 tiles of 256
-      {"bf16", 300, 384, 700, "log_softmax", true},   // ragged M and N
-      {"f16", 1024, 256, 1000, "softmax", true},
-      {"tf32", 2048, 256, 1000, "log_softmax", false},
-      {"fp32", 2048, 256, 640, "softmax", false},     // 3xTF32
-  };
-  for (const Case& c : cases) {
-    const std::string name = std::string("sc_") + c.precision + "_" + c.op + "_" + std::to_string(c.n);
-    const std::string text = spec(name, c.precision, c.m, c.k, c.n, c.op, c.bias);
+  for (const testing::SoftmaxClusterCase& c : testing::softmax_cluster_cases()) {
+    const std::string& name = c.name;
+    const std::string& text = c.spec;
     const Program p = plan_of(text, name, "sm_90a", "row_cluster=1");
     EXPECT_EQ(testing::chain_launches(p), 1u) << name << "\n" << p.plan_text;
     EXPECT_TRUE(testing::chain_scratch(p).empty()) << name << "\n" << p.plan_text;
@@ -60,9 +37,9 @@ TEST(CodegenSoftmaxCluster, OneKernelAcrossAClusterWithRowCluster) {
     EXPECT_GE(l.cluster, 2) << p.plan_text;
     EXPECT_LE(l.cluster, 8) << p.plan_text;
     EXPECT_EQ(l.grid[0] % static_cast<unsigned>(l.cluster), 0u) << p.plan_text;
-    EXPECT_NE(p.source.find("fj::tile_row_softmax_cluster<" + std::string(c.op == std::string("log_softmax") ? "true"
-                                                                                                               : "false")),
-              std::string::npos)
+    if (name.find("16384x") != std::string::npos)  // units for several rounds of every cluster that fits 132 SMs
+      EXPECT_GE(l.grid[0], 2u * 132u) << p.plan_text;
+    EXPECT_NE(p.source.find(std::string("fj::tile_row_softmax_cluster<") + (c.log ? "true" : "false")), std::string::npos)
         << name;
     EXPECT_NE(p.source.find("__cluster_dims__(" + std::to_string(l.cluster) + ", 1, 1)"), std::string::npos) << name;
     auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
@@ -77,7 +54,7 @@ TEST(CodegenSoftmaxCluster, OneKernelAcrossAClusterWithRowCluster) {
 
 TEST(CodegenSoftmaxCluster, RowKernelWhereNoClusterApplies) {
   // N = 4096: 16 tiles of 256, more than a cluster holds
-  const Program wide = plan_of(spec("sc_wide", "bf16", 1024, 256, 4096, "softmax", false), "sc_wide", "sm_90a",
+  const Program wide = plan_of(testing::softmax_cluster_spec("sc_wide", "bf16", 1024, 256, 4096, "softmax", false), "sc_wide", "sm_90a",
                                "row_cluster=1");
   EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
   EXPECT_NE(wide.plan_text.find("N=4096 is wider than one tile and than a cluster's 8 tiles of 256 (row_cluster=1)"),
@@ -87,7 +64,7 @@ TEST(CodegenSoftmaxCluster, RowKernelWhereNoClusterApplies) {
                                                                    << wide.plan_text;
   EXPECT_EQ(wide.plan_text.find("partly fused"), std::string::npos) << wide.plan_text;
   // with softmax_parts=1 as well, the parts' plan stays where no cluster spans N
-  const Program parts = plan_of(spec("sc_parts", "bf16", 1024, 256, 4096, "softmax", false), "sc_parts", "sm_90a",
+  const Program parts = plan_of(testing::softmax_cluster_spec("sc_parts", "bf16", 1024, 256, 4096, "softmax", false), "sc_parts", "sm_90a",
                                 "row_cluster=1,softmax_parts=1");
   EXPECT_NE(parts.plan_text.find("partly fused"), std::string::npos) << parts.plan_text;
   EXPECT_NE(parts.plan_text.find("not finished across a cluster (row_cluster=1"), std::string::npos) << parts.plan_text;
@@ -101,7 +78,7 @@ TEST(CodegenSoftmaxCluster, RowKernelWhereNoClusterApplies) {
   EXPECT_NE(tails.plan_text.find("other row tails"), std::string::npos) << tails.plan_text;
   EXPECT_EQ(tails.source.find("tile_row_softmax_cluster"), std::string::npos);
   // sm_80 (mma.sync): no clusters; the row kernel, as without the option
-  const Program mma = plan_of(spec("sc_mma", "bf16", 1024, 256, 1000, "softmax", false), "sc_mma", "sm_80",
+  const Program mma = plan_of(testing::softmax_cluster_spec("sc_mma", "bf16", 1024, 256, 1000, "softmax", false), "sc_mma", "sm_80",
                               "row_cluster=1");
   EXPECT_EQ(testing::chain_launches(mma), 2u) << mma.plan_text;
   EXPECT_EQ(mma.plan_text.find("clusters"), std::string::npos) << mma.plan_text;
