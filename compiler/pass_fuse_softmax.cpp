@@ -111,8 +111,8 @@ void fuse_softmax_cluster(PlanContext& ctx, Plan& plan) {
     const OpKind anchor = ctx.node(kp.root).op;
     if (kp.tails.size() != 1 || !kp.wide.nodes.empty())
       why_not = "the cluster exchanges one row statistic, and the epilogue has other row tails";
-    else if ((anchor != OpKind::Linear && anchor != OpKind::Matmul) || kp.region.domain.size() != 2 || geo.batch != 1)
-      why_not = "only a linear's or matmul's 2-D output";
+    else if ((anchor != OpKind::Linear && anchor != OpKind::Matmul) || geo.batch != 1)
+      why_not = "only a linear or an unbatched matmul (a cluster's units hold no batch index)";
     else
       tile = cluster_row_tile(ctx, kp, why_not);
     if (!tile) {
