@@ -47,6 +47,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   }
   if (Status s = plan_fallback_kernels(ctx, plan); !s) return s.error();
   if (plan.kernels.empty()) return Error("codegen: internal error: the plan has no kernel");
+  if (anchored) sum_spatial_partials_atomically(ctx, plan);
   assign_buffers(ctx, plan);
   if (anchored) choose_tma_stores(ctx, plan);
   for (size_t k = 0; k < plan.kernels.size(); ++k)

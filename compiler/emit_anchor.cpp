@@ -461,10 +461,15 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         run.back() = "},";
         run.push_back("[&](float part, int n) {");
         const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
-        append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
-                     "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +
-                         " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
-                     em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[at] = part;"});
+        const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
+        if (pb.atomic)  // one sum per (image, channel), zeroed (pass_spatial_atomics.cpp)
+          append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
+                       "atomicAdd(&" + sums + "[(long long)image * ConvShape::kCout + g * kCoutPerGroup + n], part);"});
+        else
+          append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
+                       "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +
+                           " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
+                       sums + "[at] = part;"});
         run.push_back("});");
         continue;
       }

@@ -514,7 +514,13 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
     out.push_back("}");
     return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
   }
+  // Atomic sums (pass_spatial_atomics.cpp): read once a row, then zeroed for the next launch.
+  std::vector<std::string> zero_sums;
+  for (ValueId r : finishes)
+    if (const PartialBuffers& pb = plan.partials.at(r); pb.atomic)
+      zero_sums.push_back(em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[e] = 0.f;");
   std::vector<std::string> inner = combine_lines("combine_partials", ", kTiles", "", "");
+  append(inner, zero_sums);
   inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
   if (!kp.tails.empty()) return finish_kernel_across(em, kp, finishes, std::move(inner), cfg);
   if (!kp.row_stages.empty()) return finish_kernel_row_stages(em, kp, finishes, std::move(inner), cfg);

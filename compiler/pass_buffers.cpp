@@ -55,10 +55,15 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       const bool softmax = op_category(g.node(v).op) == OpCategory::Normalize;  // rows of [.., N], not a reduction
       pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;
       pb.rows = g.node(v).type.numel() / (softmax ? geo.n : 1);
+      if (pb.atomic) pb.tiles = 1;  // pass_spatial_atomics.cpp: every tile adds into one sum a row
       const int64_t bytes = pb.tiles * pb.rows * 4;
       pb.sums = static_cast<int>(plan.scratch.size());
-      plan.scratch.push_back({bytes, "per-tile partials of " + g.describe(v) + " (f32[" + std::to_string(pb.tiles) +
-                                         "," + std::to_string(pb.rows) + "])"});
+      if (pb.atomic)
+        plan.scratch.push_back({bytes, "sums of " + g.describe(v) + ", added atomically (f32[" +
+                                           std::to_string(pb.rows) + "], zeroed)", true});
+      else
+        plan.scratch.push_back({bytes, "per-tile partials of " + g.describe(v) + " (f32[" + std::to_string(pb.tiles) +
+                                           "," + std::to_string(pb.rows) + "])"});
       if (g.node(v).op == OpKind::LogSumExp || softmax) {
         pb.maxima = static_cast<int>(plan.scratch.size());
         plan.scratch.push_back({bytes, "per-tile row maxima of " + g.describe(v)});

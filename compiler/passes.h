@@ -76,6 +76,9 @@ void fuse_softmax_cluster(PlanContext& ctx, Plan& plan);
 // per-channel partials from the conv epilogue (tiles of one image's pixels)
 // and a RowFinish kernel, when it is the epilogue's only consumer.
 void fuse_spatial_reduction(PlanContext& ctx, Plan& plan);
+// pass_spatial_atomics.cpp (after plan_fallback_kernels): those partials of a sum / mean / global_avg_pool added
+// atomically into one f32 per (image, channel) where the finish kernel reads each once (atomic_partials=1).
+void sum_spatial_partials_atomically(PlanContext& ctx, Plan& plan);
 
 // pass_schedule.cpp: picks the anchor's tile (heuristics or override) to
 // suit the fused tails.

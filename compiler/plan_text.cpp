@@ -79,7 +79,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     else if (kp.kind == KernelKind::Anchor)
       s << ", tile " << kp.tile.str();
     if (kp.kind == KernelKind::RowFinish) {
-      s << ", reads per-tile partials from scratch";
+      const bool atomic = !kp.finishes.empty() && plan.partials.at(kp.finishes[0]).atomic;
+      s << (atomic ? ", reads (and zeroes) the atomic sums in scratch" : ", reads per-tile partials from scratch");
       for (ValueId r : kp.finishes) {
         const PartialBuffers& pb = plan.partials.at(r);
         s << (r == kp.finishes[0] ? " " : ", ") << pb.sums;

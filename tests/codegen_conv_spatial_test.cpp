@@ -2,8 +2,9 @@
 // sum, mean, max, min over [2, 3]) runs as per-channel partials from the conv
 // epilogue (tiles of one image's pixels) plus one row-finish kernel: two
 // kernels, the conv output never stored, every variant compiling for sm_80
-// and sm_90a on the FFMA and mma.sync mainloops. Other consumers of the conv
-// output keep it stored. GPU: gpu_conv_spatial_test.cpp.
+// and sm_90a on the FFMA and mma.sync mainloops; sums add into one zeroed
+// f32 per (image, channel) atomically unless atomic_partials=0. Other
+// consumers of the conv output keep it stored. GPU: gpu_conv_spatial_test.cpp.
 #include <gtest/gtest.h>
 
 #include "compiler/codegen.h"
@@ -21,7 +22,7 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
       for (const char* arch : {"sm_80", "sm_90a"})
-        for (const char* config : {"", "mainloop=ffma", "mainloop=mma"}) {
+        for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "atomic_partials=0"}) {
           if (std::string(config) == "mainloop=ffma" && p != Precision::FP32) continue;
           const std::string label = c.label + " " + std::string(precision_name(p)) + " " + arch + " '" + config + "'";
           auto g = testing::conv_spatial_chain(p, c);
@@ -32,8 +33,21 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
           EXPECT_NE(prog->plan_text.find("partly fused: each tile (pixels of one image)"), std::string::npos)
               << label << "\n" << prog->plan_text;
           ASSERT_EQ(prog->scratch.size(), 1u) << label << "\n" << prog->plan_text;  // the partials, not the conv
-          EXPECT_NE(prog->scratch[0].what.find("per-tile partials"), std::string::npos) << prog->scratch[0].what;
-          EXPECT_LT(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4 * 64) << label;
+          // Sums add atomically into one f32 per (image, channel), zeroed (pass_spatial_atomics.cpp); max / min
+          // and atomic_partials=0 keep per-tile partials in a fixed order.
+          const bool atomic = c.op != "max" && c.op != "min" && std::string(config) != "atomic_partials=0";
+          if (atomic) {
+            EXPECT_NE(prog->scratch[0].what.find("added atomically"), std::string::npos) << prog->scratch[0].what;
+            EXPECT_TRUE(prog->scratch[0].zeroed) << label;
+            EXPECT_EQ(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4) << label;
+            EXPECT_NE(prog->source.find("atomicAdd("), std::string::npos) << label;
+            EXPECT_NE(prog->plan_text.find("reads (and zeroes) the atomic sums"), std::string::npos) << prog->plan_text;
+          } else {
+            EXPECT_NE(prog->scratch[0].what.find("per-tile partials"), std::string::npos) << prog->scratch[0].what;
+            EXPECT_FALSE(prog->scratch[0].zeroed) << label;
+            EXPECT_LT(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4 * 64) << label;
+            EXPECT_EQ(prog->source.find("atomicAdd("), std::string::npos) << label;
+          }
           jobs.push_back({label, arch, prog->name, prog->source});
         }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
