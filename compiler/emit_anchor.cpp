@@ -466,7 +466,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
         if (pb.atomic)  // one sum per (image, channel), zeroed (pass_spatial_atomics.cpp)
           append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
-                       "atomicAdd(&" + sums + "[(long long)image * ConvShape::kCout + g * kCoutPerGroup + n], part);"});
+                       "fj::red_add_keep_in_l2(&" + sums + "[(long long)image * ConvShape::kCout + g * kCoutPerGroup + n], part);"});
         else
           append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
                        "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +

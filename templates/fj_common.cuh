@@ -138,6 +138,16 @@ __device__ __forceinline__ float exp_nonpositive(float d) {
   return r;
 }
 
+// *p += v as a reduction in L2 (red.global.add.f32, relaxed, no value
+// returned), its line marked evict-last: a few kilobytes of sums that every
+// tile adds into (a conv's pixel sums, pass_spatial_atomics.cpp) stay in L2
+// while the operands stream past, instead of going back to DRAM.
+__device__ __forceinline__ void red_add_keep_in_l2(float* p, float v) {
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("red.global.add.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(policy) : "memory");
+}
+
 // Ceiling division for tile counts.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 

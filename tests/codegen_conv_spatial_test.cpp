@@ -40,13 +40,13 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
             EXPECT_NE(prog->scratch[0].what.find("added atomically"), std::string::npos) << prog->scratch[0].what;
             EXPECT_TRUE(prog->scratch[0].zeroed) << label;
             EXPECT_EQ(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4) << label;
-            EXPECT_NE(prog->source.find("atomicAdd("), std::string::npos) << label;
+            EXPECT_NE(prog->source.find("fj::red_add_keep_in_l2("), std::string::npos) << label;
             EXPECT_NE(prog->plan_text.find("reads (and zeroes) the atomic sums"), std::string::npos) << prog->plan_text;
           } else {
             EXPECT_NE(prog->scratch[0].what.find("per-tile partials"), std::string::npos) << prog->scratch[0].what;
             EXPECT_FALSE(prog->scratch[0].zeroed) << label;
             EXPECT_LT(prog->scratch[0].bytes, c.x[0] * c.w[0] * 4 * 64) << label;
-            EXPECT_EQ(prog->source.find("atomicAdd("), std::string::npos) << label;
+            EXPECT_EQ(prog->source.find("fj::red_add_keep_in_l2("), std::string::npos) << label;
           }
           jobs.push_back({label, arch, prog->name, prog->source});
         }
