@@ -299,6 +299,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
 
   if (wgmma) {  // persistent: the epilogue runs on the consumers, as a lambda
     append(run, {"const fj::TileOrder order{kMTiles, kNTiles, kRasterGroup};", wgmma_split_k(kp, em, s)});
+    if (wt.pingpong && wt.cluster_n > 1)
+      append(run, {"int round = 0;  // units whose rows this thread's consumer has exchanged with its cluster"});
     if (wt.pingpong)
       append(run, {"float* const epilogue_smem = reinterpret_cast<float*>(ring + kRingBytes);",
                    "// persistent, ping-pong: the two consumers take this block's tiles in turn",

@@ -97,8 +97,8 @@ std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const Kernel
     why_not = "the tile " + wt.str() + " takes no clusters";
     return std::nullopt;
   }
-  if (ctx.heur.wgmma && (wt.pingpong || wt.split_k > 1)) {
-    why_not = "the configured tile " + wt.str() + " is ping-pong or split";
+  if (ctx.heur.wgmma && (wt.split_k > 1 || (wt.pingpong && wt.bm != 64))) {
+    why_not = "the configured tile " + wt.str() + " is split, or ping-pong of more than 64 rows";
     return std::nullopt;
   }
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
@@ -110,7 +110,7 @@ std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const Kernel
     t.bm = 128;
     t.raster_group = std::max(1, t.raster_group / 2);
   }
-  t.pingpong = false;
+  if (!ctx.heur.wgmma) t.pingpong = false;  // a configured 64-row ping-pong tile stays (an exchange per consumer)
   t.split_k = 1;
   t.split_from = 0;
   if (!ctx.heur.wgmma) {

@@ -128,8 +128,9 @@ struct WgmmaTile {
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 blocks");
   static_assert(kClusterM == 1 || kKind != MmaKind::F32x3, "2-CTA clusters: not 3xTF32");
   static_assert(kClusterM == 1 || !kBNMajor || BN >= 128, "2-CTA clusters, N-major B: at least two 64-column boxes");
-  static_assert(kClusterN >= 1 && kClusterN <= 8 && (kClusterN == 1 || (kClusterM == 1 && !kPingPong && !kSwapAB)),
-                "clusters along N: 2 to 8 blocks, the cooperative schedule, no M clusters, no swap-AB");
+  static_assert(kClusterN >= 1 && kClusterN <= 8 && (kClusterN == 1 || (kClusterM == 1 && !kSwapAB)),
+                "clusters along N: 2 to 8 blocks, no M clusters, no swap-AB");
+  static_assert(kClusterN == 1 || !kPingPong || BM == 64, "clusters along N, ping-pong: 64-row tiles");
   // N-major B: one column of 64 n (swap-AB: 32 n) x BK k (128-byte rows) per TMA box.
   static constexpr int kBColumnBytes = BK * 128;
   static_assert(kRingBytes + 1024 <= 227 * 1024, "shared memory over the sm_90 limit");
@@ -146,6 +147,7 @@ struct WgmmaFragment {
   static constexpr int kRowSharers = 4;
   static constexpr int kThreads = Tile::kTileThreads;
   static constexpr int kTileRows = Tile::BM, kTileCols = Tile::BN;
+  static constexpr int kConsumerTiles = Tile::kPingPong ? 2 : 1;  // tiles in flight in a block's epilogues
   float acc[kRows][kCols];
   // F32x3 only: one k-tile's sum in the tensor core, added to acc in fp32.
   // (A member, so that it lives before the warp roles split: declared inside
@@ -318,17 +320,19 @@ struct MainloopRegs<Tile, Operands, true> {
 // in a slot of static shared memory (the same offset in every block of the
 // cluster), and barriers that the other blocks arrive on once theirs are
 // written; slot and barrier alternate by the unit's parity
-// (wgmma_row_cluster.cuh). The mainloop initializes the barriers before the
-// cluster's first sync.
+// (wgmma_row_cluster.cuh). One exchange per consumer tile (kCopies: 2 for
+// ping-pong, whose consumers take alternate units; every block of a cluster
+// takes the same units in the same order, so consumer c meets consumer c).
+// The mainloop initializes the barriers before the cluster's first sync.
 template <int BM>
 struct RowExchange {
   float partial[2][BM];
   unsigned long long ready[2];
 };
-template <int BM>
-__device__ __forceinline__ RowExchange<BM>& row_exchange() {
-  __shared__ __align__(8) RowExchange<BM> x;
-  return x;
+template <int BM, int kCopies>
+__device__ __forceinline__ RowExchange<BM>& row_exchange(int consumer) {
+  __shared__ __align__(8) RowExchange<BM> x[kCopies];
+  return x[consumer];
 }
 
 // The persistent mainloop: block b computes units b, b + gridDim.x, ... of
@@ -377,7 +381,10 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     }
     for (int b = 0; b < 2; ++b) sm90::mbar_init(&turn[b], 4);  // one arrival per warp of a consumer
     if constexpr (Tile::kClusterN > 1)  // one arrival from each other block of the cluster
-      for (int b = 0; b < 2; ++b) sm90::mbar_init(&row_exchange<Tile::BM>().ready[b], Tile::kClusterN - 1);
+      for (int c = 0; c < WgmmaFragment<Tile>::kConsumerTiles; ++c)
+        for (int b = 0; b < 2; ++b)
+          sm90::mbar_init(&row_exchange<Tile::BM, WgmmaFragment<Tile>::kConsumerTiles>(c).ready[b],
+                          Tile::kClusterN - 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if constexpr (kBlocks > 1)

@@ -53,7 +53,7 @@ __device__ __forceinline__ void tile_row_broadcast_cluster(const Frag& frag, int
                                                            const ApplyF& apply) {
   static_assert(!Op::kLogSumExp, "tile_row_broadcast_cluster: sum, max, min (a mean: kMean)");
   static_assert(kClusterN >= 2 && kClusterN <= 8, "clusters of 2 to 8 blocks along N");
-  RowExchange<BM>& x = row_exchange<BM>();
+  RowExchange<BM>& x = row_exchange<BM, Frag::kConsumerTiles>(frag.consumer());
   const int slot = round & 1;
   const unsigned parity = (round >> 1) & 1;
   ++round;
@@ -88,7 +88,7 @@ template <bool kLog, int kChunk, int BM, int kThreads, int kClusterN, class Frag
 __device__ __forceinline__ void tile_row_softmax_cluster(const Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                          int& round, const ValueF& value, const StoreF& store) {
   static_assert(kClusterN >= 2 && kClusterN <= 8, "clusters of 2 to 8 blocks along N");
-  RowExchange<BM>& x = row_exchange<BM>();
+  RowExchange<BM>& x = row_exchange<BM, Frag::kConsumerTiles>(frag.consumer());
   const int slot = round & 1;
   const unsigned parity = (round >> 1) & 1;
   ++round;

@@ -25,6 +25,26 @@ Program plan_of(const std::string& text, const std::string& name, const std::str
   return p ? *p : Program{};
 }
 
+// A configured 64-row ping-pong tile keeps ping-pong across the cluster (each consumer exchanges its own units).
+TEST(CodegenSoftmaxCluster, PingPongTilesAcrossAClusterWhenConfigured) {
+  for (const testing::SoftmaxClusterCase& c : testing::softmax_cluster_cases()) {
+    if (!c.pingpong_ok()) continue;
+    const Program p = plan_of(c.spec, c.name, "sm_90a", testing::kSoftmaxClusterPingPong);
+    EXPECT_EQ(testing::chain_launches(p), 1u) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("64x256 ping-pong"), std::string::npos) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("fused across clusters of"), std::string::npos) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.source.find("frag.consumer() * kEpilogueFloats"), std::string::npos) << c.name;
+    auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
+  }
+  // Ping-pong tiles of 128 rows are refused (one exchange of 64 rows a consumer): the row kernel, said.
+  const testing::SoftmaxClusterCase c = testing::softmax_cluster_cases()[0];
+  const Program wide = plan_of(c.spec, c.name, "sm_90a", "row_cluster=1,wgmma_schedule=pingpong,wgmma_tile=128x128x4");
+  EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
+  EXPECT_NE(wide.plan_text.find("ping-pong of more than 64 rows"), std::string::npos) << wide.plan_text;
+}
+
 TEST(CodegenSoftmaxCluster, OneKernelAcrossAClusterWithRowCluster) {
   for (const testing::SoftmaxClusterCase& c : testing::softmax_cluster_cases()) {
     const std::string& name = c.name;

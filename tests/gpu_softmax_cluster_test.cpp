@@ -27,5 +27,18 @@ TEST(GpuSoftmaxCluster, MatchesReference) {
   }
 }
 
+// The same across clusters of 64-row ping-pong tiles (an exchange per consumer; the 16384-row case gives each
+// consumer several units, so both consumers' slots and barriers alternate).
+TEST(GpuSoftmaxCluster, PingPongMatchesReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  for (const testing::SoftmaxClusterCase& c : testing::softmax_cluster_cases()) {
+    if (!c.pingpong_ok()) continue;
+    Expected<Graph> g = parse_spec(c.spec, c.name);
+    ASSERT_TRUE(g) << c.name << ": " << g.error().str();
+    test_util::expect_matches_reference(engine, *g, testing::kSoftmaxClusterPingPong, c.name);
+  }
+}
+
 }  // namespace
 }  // namespace fusejit

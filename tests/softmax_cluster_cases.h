@@ -26,7 +26,11 @@ inline std::string softmax_cluster_spec(const std::string& name, const std::stri
 struct SoftmaxClusterCase {
   std::string name, spec;
   bool log;
+  bool pingpong_ok() const { return name.find("_fp32_") == std::string::npos; }  // 3xTF32 has no ping-pong
 };
+
+// The cluster on 64-row ping-pong tiles (an exchange per consumer), where the precision allows ping-pong.
+inline const char* kSoftmaxClusterPingPong = "row_cluster=1,wgmma_schedule=pingpong,wgmma_tile=64x256x4";
 
 inline std::vector<SoftmaxClusterCase> softmax_cluster_cases() {
   struct Shape {
