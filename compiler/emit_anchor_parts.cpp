@@ -25,9 +25,10 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_
   std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
                      std::to_string(t.conv_halo ? 2 : t.stages) +
                      ", fj::MmaKind::" + kind_enum(kind);
-  if (t.cluster_n > 1)  // every parameter up to kClusterN (no swap-AB, ping-pong or M clusters with it)
-    args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") +
-            ", /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/false, /*kBRowBytes=*/128, /*kBRows=*/0, /*kClusterN=*/" +
+  if (t.cluster_n > 1)  // every parameter up to kClusterN (no swap-AB or M clusters with it)
+    args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
+            (t.pingpong ? "true" : "false") +
+            ", /*kClusterM=*/1, /*kSwapAB=*/false, /*kBRowBytes=*/128, /*kBRows=*/0, /*kClusterN=*/" +
             std::to_string(t.cluster_n);
   else if (t.swap_ab)
     args += ", /*kBNMajor=*/false, /*kPingPong=*/false, /*kClusterM=*/1, /*kSwapAB=*/true" +

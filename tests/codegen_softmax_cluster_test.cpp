@@ -34,6 +34,9 @@ TEST(CodegenSoftmaxCluster, PingPongTilesAcrossAClusterWhenConfigured) {
     EXPECT_NE(p.plan_text.find("64x256 ping-pong"), std::string::npos) << c.name << "\n" << p.plan_text;
     EXPECT_NE(p.plan_text.find("fused across clusters of"), std::string::npos) << c.name << "\n" << p.plan_text;
     EXPECT_NE(p.source.find("frag.consumer() * kEpilogueFloats"), std::string::npos) << c.name;
+    // the Tile itself is ping-pong (a cooperative 64-row Tile under a ping-pong launch of 384 threads hung)
+    EXPECT_NE(p.source.find("/*kPingPong=*/true"), std::string::npos) << c.name;
+    EXPECT_NE(p.source.find("/*kClusterN=*/"), std::string::npos) << c.name;
     auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
     ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
     EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
