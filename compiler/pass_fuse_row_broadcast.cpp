@@ -102,15 +102,21 @@ std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const Kernel
     return std::nullopt;
   }
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
-  const int64_t n = geo.n, m_tiles = (geo.m + wt.bm - 1) / wt.bm;
   // The tile: as configured, else the narrowest that 8 blocks span (the most blocks for a short M), wider while
-  // the grid still fills the SMs.
+  // the grid still fills the SMs. The schedule: a configured tile's; else 64-row ping-pong tiles where the config
+  // says wgmma_schedule=pingpong (an exchange per consumer), else cooperative (the ping-pong rule's 64 rows: 128).
+  const bool pingpong = ctx.heur.wgmma ? wt.pingpong : ctx.heur.wgmma_schedule == "pingpong" && !three_tf32;
   WgmmaConfig t = wt;
-  if (!ctx.heur.wgmma && wt.pingpong && wt.bm == 64) {  // the ping-pong rule's 64 rows: the cooperative 128
-    t.bm = 128;
-    t.raster_group = std::max(1, t.raster_group / 2);
+  if (!ctx.heur.wgmma) {
+    if (pingpong) {
+      t.bm = 64;
+    } else if (wt.pingpong && wt.bm == 64) {
+      t.bm = 128;
+      t.raster_group = std::max(1, t.raster_group / 2);
+    }
+    t.pingpong = pingpong;
   }
-  if (!ctx.heur.wgmma) t.pingpong = false;  // a configured 64-row ping-pong tile stays (an exchange per consumer)
+  const int64_t n = geo.n, m_tiles = (geo.m + t.bm - 1) / t.bm;
   t.split_k = 1;
   t.split_from = 0;
   if (!ctx.heur.wgmma) {
@@ -128,7 +134,7 @@ std::optional<WgmmaConfig> cluster_row_tile(const PlanContext& ctx, const Kernel
     t.bn = chosen;
     // the ring leaves the epilogue its row totals, 16-column chunks and the exchange's static shared memory
     for (t.stages = 8; t.stages > 2; --t.stages) {
-      const int64_t epilogue = (int64_t{4 + 2} * t.bm + int64_t{t.bm} * (16 + 8)) * 4;
+      const int64_t epilogue = (int64_t{4 + 2} * t.bm + int64_t{t.bm} * (16 + 8)) * 4 * (t.pingpong ? 2 : 1);
       if (validate_wgmma(t, three_tf32) &&
           wgmma_smem_bytes(t, three_tf32) + epilogue + kRowExchangeReserve <= kWgmmaDynamicSmemLimit)
         break;

@@ -41,6 +41,17 @@ TEST(CodegenSoftmaxCluster, PingPongTilesAcrossAClusterWhenConfigured) {
     ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
     EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
   }
+  // wgmma_schedule=pingpong alone: the pass picks the width and stages, on 64-row ping-pong tiles
+  for (const testing::SoftmaxClusterCase& c : testing::softmax_cluster_cases()) {
+    if (!c.pingpong_ok()) continue;
+    const Program p = plan_of(c.spec, c.name, "sm_90a", "row_cluster=1,wgmma_schedule=pingpong");
+    EXPECT_EQ(testing::chain_launches(p), 1u) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("ping-pong"), std::string::npos) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.source.find("/*kPingPong=*/true"), std::string::npos) << c.name;
+    auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
+  }
   // Ping-pong tiles of 128 rows are refused (one exchange of 64 rows a consumer): the row kernel, said.
   const testing::SoftmaxClusterCase c = testing::softmax_cluster_cases()[0];
   const Program wide = plan_of(c.spec, c.name, "sm_90a", "row_cluster=1,wgmma_schedule=pingpong,wgmma_tile=128x128x4");
