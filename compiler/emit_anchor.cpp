@@ -464,14 +464,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         run.push_back("[&](float part, int n) {");
         const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
         const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
-        if (pb.atomic)  // one sum per (image, channel), zeroed (pass_spatial_atomics.cpp)
-          append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
-                       "fj::red_add_keep_in_l2(&" + sums + "[(long long)image * ConvShape::kCout + g * kCoutPerGroup + n], part);"});
-        else
-          append(run, {"const int image = " + tile + " / Pixels::kTilesPerImage;",
-                       "const long long at = (long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows +
-                           " + (long long)image * ConvShape::kCout + g * kCoutPerGroup + n;",
-                       sums + "[at] = part;"});
+        const std::string row = "(long long)image * ConvShape::kCout + g * kCoutPerGroup + n";
+        run.push_back("const int image = " + tile + " / Pixels::kTilesPerImage;");
+        run.push_back(pb.atomic ? "fj::red_add_keep_in_l2(&" + sums + "[" + row + "], part);"  // pass_spatial_atomics.cpp
+                                : sums + "[(long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows + " + " + row +
+                                      "] = part;");
         run.push_back("});");
         continue;
       }
