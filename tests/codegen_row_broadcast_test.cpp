@@ -56,6 +56,24 @@ TEST(CodegenRowBroadcast, OneKernelAndNoStoredAnchorOutput) {
   }
 }
 
+// row_cluster=1 with wgmma_schedule=pingpong: 64-row ping-pong tiles across the cluster (an exchange per
+// consumer), the Tile itself ping-pong, compiled without spills (3xTF32 has no ping-pong: the schedule is a
+// config error there, before any cluster).
+TEST(CodegenRowBroadcast, PingPongTilesAcrossClusters) {
+  for (const testing::RowBroadcastCase& c : testing::row_broadcast_cases()) {
+    if (c.name.rfind("cluster_", 0) != 0 || c.name.find("fp32") != std::string::npos) continue;
+    const Program p = plan_of(c.spec, c.name, "row_cluster=1,wgmma_schedule=pingpong");
+    EXPECT_EQ(testing::chain_launches(p), 1u) << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.plan_text.find("exchanged through distributed shared memory"), std::string::npos)
+        << c.name << "\n" << p.plan_text;
+    EXPECT_NE(p.source.find("/*kPingPong=*/true"), std::string::npos) << c.name;
+    EXPECT_NE(p.plan_text.find("ping-pong"), std::string::npos) << c.name << "\n" << p.plan_text;
+    auto cubin = compile_to_cubin(p.source, p.name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.name << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.name << "\n" << cubin->log;
+  }
+}
+
 TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
   const std::string max_sub = "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
                               "  - {name: y, op: sub, args: [h, mx]}\n"
