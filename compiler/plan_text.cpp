@@ -79,7 +79,7 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     else if (kp.kind == KernelKind::Anchor)
       s << ", tile " << kp.tile.str();
     if (kp.kind == KernelKind::RowFinish) {
-      const bool atomic = !kp.finishes.empty() && plan.partials.at(kp.finishes[0]).atomic;
+      const bool atomic = plan.partials.at(kp.finishes.empty() ? kp.root : kp.finishes[0]).atomic;
       s << (atomic ? ", reads (and zeroes) the atomic sums in scratch" : ", reads per-tile partials from scratch");
       for (ValueId r : kp.finishes) {
         const PartialBuffers& pb = plan.partials.at(r);
