@@ -141,11 +141,16 @@ __device__ __forceinline__ float exp_nonpositive(float d) {
 // *p += v as a reduction in L2 (red.global.add.f32, relaxed, no value
 // returned), its line marked evict-last: a few kilobytes of sums that every
 // tile adds into (a conv's pixel sums, pass_spatial_atomics.cpp) stay in L2
-// while the operands stream past, instead of going back to DRAM.
+// while the operands stream past, instead of going back to DRAM. (Before
+// sm_80, which has no L2 cache hints: a plain atomicAdd.)
 __device__ __forceinline__ void red_add_keep_in_l2(float* p, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned long long policy;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("red.global.add.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(policy) : "memory");
+#else
+  atomicAdd(p, v);
+#endif
 }
 
 // Ceiling division for tile counts.

@@ -53,6 +53,21 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// Before sm_80 (the SIMT conv, no L2 cache hints): the atomic sums compile as plain atomicAdd.
+TEST(CodegenConvSpatial, AtomicSumsCompileBeforeSm80) {
+  std::vector<CompileJob> jobs;
+  for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases()) {
+    if (c.op == "max" || c.op == "min") continue;
+    auto g = testing::conv_spatial_chain(Precision::FP32, c);
+    ASSERT_TRUE(g) << c.label << ": " << g.error().str();
+    auto prog = generate_program(*g, {"sm_75", ""});
+    ASSERT_TRUE(prog.ok()) << c.label << ": " << prog.error().str();
+    EXPECT_NE(prog->source.find("fj::red_add_keep_in_l2("), std::string::npos) << c.label;
+    jobs.push_back({c.label + " sm_75", "sm_75", prog->name, prog->source});
+  }
+  for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 TEST(CodegenConvSpatial, OtherConsumersKeepTheConvOutput) {
   GraphBuilder g(Precision::FP32, "conv_spatial_and_output");
   auto x = g.input("x", {2, 4, 10, 10});
