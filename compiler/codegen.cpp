@@ -39,6 +39,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     }, "");
     fuse_spatial_reduction(ctx, plan);
     if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
+    finish_spatial_in_clusters(ctx, plan);
     fuse_row_cluster(ctx, plan);
     fuse_softmax_cluster(ctx, plan);
     store_epilogue_transposes(ctx, plan);
@@ -92,6 +93,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps
     if (mainloop == Mainloop::Mma)
       module.includes.push_back(plan.kernels[0].conv_patch ? "fusejit/conv_patch.cuh" : "fusejit/conv_mma.cuh");
+    if (plan.kernels[0].spatial_cluster) module.includes.push_back("fusejit/conv_spatial_cluster.cuh");
     if (mainloop == Mainloop::Wgmma)
       module.includes.push_back(plan.kernels[0].wgmma.conv_halo ? "fusejit/conv_wgmma_halo.cuh"
                                                                 : "fusejit/conv_wgmma.cuh");

@@ -133,16 +133,19 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.persistent = true;  // (clusters: a unit is a pair of patches, one block each, as the GEMM's)
       launch.cluster = wt.cluster_m;
     } else if (halo_patches) {  // persistent over pixel tiles: the filters are copied once per block
+      if (kp.spatial_cluster)  // the fold's reduction (pass_spatial_cluster.cpp)
+        s.aliases.push_back("using SpatialOp = " + reduce_op_type(g.node(kp.tails[0].op).op) + ";");
       auto head = halo_patch_loop(ctx, geo, patch, mt, kp.halo_prefetch, kp.halo_pipeline, elem_bytes, T, em.load_param(a.operands[0]),
-                                  em.load_param(a.operands[1]), s);
+                                  em.load_param(a.operands[1]), s, kp.spatial_cluster);
       if (!head) return head.error();
       append(run, *head);
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
       // Blocks loop over the pixel tiles: as many as an SM's threads hold, every (column tile, group) alike.
       const int64_t columns = n_tiles * geo.groups;
       const int64_t blocks = std::max<int64_t>(1, sm_count_guess(ctx.arch) * (kSmThreads / mt.threads()) / columns);
-      launch.grid = {static_cast<unsigned>(std::min(m_tiles, blocks)), static_cast<unsigned>(n_tiles),
-                     static_cast<unsigned>(geo.groups)};
+      launch.grid = {static_cast<unsigned>(kp.spatial_cluster ? geo.batch_n * kp.spatial_cluster  // a cluster an image
+                                                              : std::min(m_tiles, blocks)),
+                     static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
     } else {
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                    "const int g = blockIdx.z;  // group"});
@@ -450,18 +453,23 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
         continue;
       }
       if (tail.spatial) {  // per-channel partials over this tile's pixels (one image)
-        const PartialBuffers& pb = plan.partials.at(tail.op);
         const int threads = wgmma ? (wt.pingpong ? 128 : wt.consumers() * 128) : mma ? mt.threads() : t.threads();
         int chunk = tile_n;
         while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > staged_room)) chunk /= 2;
         smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8) + threads);
-        const std::string rows = "kPartialRows" + suffix;
-        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});
         run.push_back("fj::tile_col_partials<" + reduce_op_type(rn.op) + ", " + std::to_string(chunk) +
                       ">(frag, m0, n0, kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },");
         append(run, epilogue_lambda(value_head, shape.coords, value_call));
         run.back() = "},";
         run.push_back("[&](float part, int n) {");
+        if (kp.spatial_cluster) {  // folded into this block's column (pass_spatial_cluster.cpp)
+          run.push_back("fold[n - n0] = SpatialOp::combine(fold[n - n0], part);");
+          run.push_back("});");
+          continue;
+        }
+        const PartialBuffers& pb = plan.partials.at(tail.op);
+        const std::string rows = "kPartialRows" + suffix;
+        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});
         const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
         const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
         const std::string row = "(long long)image * ConvShape::kCout + g * kCoutPerGroup + n";
@@ -553,6 +561,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     // halo patches: the epilogue's after the operand copies; else it reuses the ring
     const int64_t smem_bytes = halo_patches ? ring_bytes + smem_floats * 4 : std::max(ring_bytes, smem_floats * 4);
     if (halo_patches) run.push_back("}  // pixel tiles");
+    if (kp.spatial_cluster) append(run, spatial_cluster_finish(em, geo, kp.tails[0]));
     if (smem_bytes > kWgmmaDynamicSmemLimit)
       return Error("codegen: the mma tile " + mt.str() + " and its epilogue need " + std::to_string(smem_bytes) +
                    " bytes of shared memory, over 226 KiB");
@@ -579,6 +588,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     launch.args = em.finish(name, mt.threads(),
                             {"extern __shared__ __align__(128) char smem_raw[];", s.ns + "::run(p, smem_raw);"},
                             min_blocks);
+    if (kp.spatial_cluster) s.entry.prefix += " __cluster_dims__(" + std::to_string(kp.spatial_cluster) + ", 1, 1)";
   } else {
     if (smem_floats * 4 > 48 * 1024)
       return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +

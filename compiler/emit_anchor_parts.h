@@ -57,10 +57,15 @@ Status check_map_params(const WgmmaMapParams& m, const std::vector<TensorMapSpec
 // A conv on halo patches (conv_patch.cuh): the Conv alias and the head of the
 // persistent pixel-tile loop up to the accumulation (`prefetch`: through
 // registers held across tiles; KernelPlan::halo_prefetch; `pipeline`: KernelPlan::halo_pipeline).
+// image_cluster > 0 (KernelPlan::spatial_cluster): a cluster of that many blocks loops over one image's tiles,
+// each folding per-channel values (`fold`, fj::begin_column_fold<SpatialOp, Tile::BN>).
 Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const AnchorGeometry& geo,
                                                    const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
                                                    bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
-                                                   const std::string& w, KernelSource& s);
+                                                   const std::string& w, KernelSource& s, int image_cluster = 0);
+// After that loop: block 0 of each image cluster combines the folds and runs the spatial tail's consumers
+// (tail.post) at [image, channel], storing the outputs (pass_spatial_cluster.cpp; emit_spatial_cluster.cpp).
+std::vector<std::string> spatial_cluster_finish(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail);
 // nchw_x (conv_nchw=1): the x parameter the producer reads (per-tap A tiles, or with conv_halo=1 each patch's
 // halo); elem_type: x's element type; lookahead: conv_nchw's k-tiles of loads in flight (per-tap A tiles).
 std::string conv_wgmma_call(const WgmmaConfig& wt, const ConvPatch& patch, KernelSource& s,

@@ -165,7 +165,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" ||
                key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "epilogue_direct" ||
                key == "pool_registers" ||
-               key == "staging_prefetch" || key == "atomic_partials") {
+               key == "staging_prefetch" || key == "atomic_partials" || key == "spatial_cluster") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
@@ -173,6 +173,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "staging_prefetch" ? h.staging_prefetch
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "atomic_partials" ? h.atomic_partials
+       : key == "spatial_cluster" ? h.spatial_cluster
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
        : key == "row_pass"        ? h.row_pass
@@ -190,7 +191,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, atomic_partials, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
     }
   }
   return h;

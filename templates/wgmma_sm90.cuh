@@ -1,9 +1,10 @@
 // fusejit/wgmma_sm90.cuh — the Hopper (sm_90a) primitives the wgmma
 // mainloops use: mbarriers, TMA tile loads (multicast too) and stores,
-// cluster rank and barrier, wgmma fences, shared-memory matrix descriptors,
+// wgmma fences (cluster_sm90.cuh: cluster rank, barrier, remote loads), shared-memory matrix descriptors,
 // and one sm90::mma per kind and width (wgmma_ops.cuh has the instructions).
 #pragma once
 
+#include "fusejit/cluster_sm90.cuh"
 #include "fusejit/wgmma_ops.cuh"
 
 namespace fj {
@@ -17,9 +18,6 @@ enum class MmaKind { BF16, F16, TF32, F32x3 };
 
 namespace sm90 {
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
@@ -70,16 +68,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDescri
       "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(cta_mask)
       : "memory");
 }
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster (barrier.cluster; release / acquire).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 // Arrives on the mbarrier at bar's offset in block `cta` of the cluster.
 // Default: release at CTA scope, as a local arrival (the mainloop's stage
 // reads are wgmma's, already complete; a .release.cluster arrival made the
@@ -109,16 +97,6 @@ __device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned long long* ba
       "@!ready bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
-}
-// The float at p's offset in block `cta`'s shared memory.
-__device__ __forceinline__ float ld_shared_cluster(const float* p, unsigned cta) {
-  float v;
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\nld.shared::cluster.f32 %0, [remote];\n}"
-      : "=f"(v)
-      : "r"(smem_addr(p)), "r"(cta)
-      : "memory");
-  return v;
 }
 // 2-D tile store: the dense box at src -> global at (c0 along the contiguous
 // dim, c1 rows), clipped to the tensor; one bulk async group per commit.

@@ -3,7 +3,9 @@
 // epilogue (tiles of one image's pixels) plus one row-finish kernel: two
 // kernels, the conv output never stored, every variant compiling for sm_80
 // and sm_90a on the FFMA and mma.sync mainloops; sums add into one zeroed
-// f32 per (image, channel) atomically unless atomic_partials=0. Other
+// f32 per (image, channel) atomically unless atomic_partials=0. On sm_90a,
+// halo-patch convs finish the reduction in the kernel instead (clusters over
+// each image's tiles: one kernel) unless spatial_cluster=0. Other
 // consumers of the conv output keep it stored. GPU: gpu_conv_spatial_test.cpp.
 #include <gtest/gtest.h>
 
@@ -19,16 +21,36 @@ using test_util::CompileJob;
 
 TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
   std::vector<CompileJob> jobs;
+  int clusters = 0;
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
       for (const char* arch : {"sm_80", "sm_90a"})
-        for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "atomic_partials=0"}) {
-          if (std::string(config) == "mainloop=ffma" && p != Precision::FP32) continue;
+        for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "atomic_partials=0", "spatial_cluster=0",
+                                   "mainloop=mma,spatial_cluster=0"}) {
+          if (std::string(config).rfind("mainloop=ffma", 0) == 0 && p != Precision::FP32) continue;
           const std::string label = c.label + " " + std::string(precision_name(p)) + " " + arch + " '" + config + "'";
           auto g = testing::conv_spatial_chain(p, c);
           ASSERT_TRUE(g) << label << ": " << g.error().str();
           auto prog = generate_program(*g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
+          // sm_90 halo-patch convs finish the reduction in the kernel, by clusters over each image's tiles
+          // (pass_spatial_cluster.cpp): one kernel, no scratch, nothing added atomically.
+          const bool halo = prog->plan_text.find(" from halo patches, ") != std::string::npos;  // the tile line
+          const bool cluster = prog->plan_text.find("finished in the conv kernel: clusters of") != std::string::npos;
+          EXPECT_EQ(cluster, std::string(arch) == "sm_90a" && halo &&
+                                 std::string(config).find("spatial_cluster=0") == std::string::npos)
+              << label << "\n" << prog->plan_text;
+          if (cluster) {
+            ++clusters;
+            EXPECT_EQ(prog->launches.size(), 1u) << label << "\n" << prog->plan_text;
+            EXPECT_TRUE(prog->scratch.empty()) << label << "\n" << prog->plan_text;
+            EXPECT_NE(prog->source.find("fj::finish_column_fold<SpatialOp, Tile::BN, kImageCluster>"), std::string::npos)
+                << label;
+            EXPECT_NE(prog->source.find("__cluster_dims__(8, 1, 1)"), std::string::npos) << label;
+            EXPECT_EQ(prog->source.find("fj::red_add_keep_in_l2("), std::string::npos) << label;
+            jobs.push_back({label, arch, prog->name, prog->source});
+            continue;
+          }
           ASSERT_EQ(prog->launches.size(), 2u) << label << "\n" << prog->plan_text;
           EXPECT_NE(prog->plan_text.find("partly fused: each tile (pixels of one image)"), std::string::npos)
               << label << "\n" << prog->plan_text;
@@ -50,6 +72,7 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
           }
           jobs.push_back({label, arch, prog->name, prog->source});
         }
+  EXPECT_GE(clusters, 20);  // every case on halo patches with mainloop=mma, each precision
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

@@ -2,7 +2,9 @@
 // partials (codegen_conv_spatial_test checks the plans) match the fp64
 // reference on the FFMA and mma.sync mainloops in every precision, and with
 // the reduction unfused (fuse_reductions=0) or its sums in a fixed order
-// (atomic_partials=0).
+// (atomic_partials=0); on sm_90 halo patches, also finished in the conv
+// kernel by clusters over each image's tiles (the default) and not
+// (spatial_cluster=0).
 #include <gtest/gtest.h>
 
 #include "compiler/program.h"
@@ -18,7 +20,8 @@ TEST(GpuConvSpatial, PartialsMatchReference) {
   Engine engine;
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
-      for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "fuse_reductions=0", "atomic_partials=0"}) {
+      for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "fuse_reductions=0", "atomic_partials=0",
+                                 "spatial_cluster=0", "mainloop=mma,spatial_cluster=0"}) {
         if (std::string(config) == "mainloop=ffma" && p != Precision::FP32) continue;
         const std::string label = c.label + " " + std::string(precision_name(p)) + " '" + config + "'";
         auto g = testing::conv_spatial_chain(p, c);
@@ -27,29 +30,41 @@ TEST(GpuConvSpatial, PartialsMatchReference) {
       }
 }
 
-// The atomic sums (pass_spatial_atomics.cpp) are zeroed by the finish kernel: a second and third launch of the
-// same loaded program, on fresh inputs, match the reference too (a sum left behind would add to the next).
-TEST(GpuConvSpatial, AtomicSumsStartFromZeroEachLaunch) {
+// Nothing carries over from one launch to the next: the atomic sums (pass_spatial_atomics.cpp, spatial_cluster=0)
+// are zeroed by the finish kernel, and the in-kernel cluster finish (pass_spatial_cluster.cpp, mainloop=mma on
+// sm_90 halo patches) keeps its folds in shared memory. A second and third launch of the same loaded program, on
+// fresh inputs, match the reference too (a sum left behind would add to the next).
+TEST(GpuConvSpatial, SumsStartFromZeroEachLaunch) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
-  for (Precision p : {Precision::FP32, Precision::BF16})
-    for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases()) {
-      if (c.op == "max" || c.op == "min") continue;
-      const std::string label = c.label + " " + std::string(precision_name(p));
-      auto g = testing::conv_spatial_chain(p, c);
-      ASSERT_TRUE(g) << label << ": " << g.error().str();
-      auto kernel = engine.compile(*g, CompileOptions{});
-      ASSERT_TRUE(kernel) << label << ": " << kernel.error().str();
-      ASSERT_NE((*kernel)->program().plan_text.find("atomic sums"), std::string::npos) << (*kernel)->program().plan_text;
-      for (uint64_t seed : {1, 2, 3}) {
-        CheckOptions check;
-        check.time = false;
-        check.seed = seed;
-        auto r = check_kernel(**kernel, *g, check);
-        EXPECT_TRUE(r && r->pass) << label << ", launch with seed " << seed << ":\n"
-                                  << (r ? r->summary() : r.error().str());
+  int clusters = 0;
+  for (const char* config : {"spatial_cluster=0", "mainloop=mma"})
+    for (Precision p : {Precision::FP32, Precision::BF16})
+      for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases()) {
+        const bool atomics = std::string(config) == "spatial_cluster=0";
+        if (atomics && (c.op == "max" || c.op == "min")) continue;
+        const std::string label = c.label + " " + std::string(precision_name(p)) + " '" + config + "'";
+        auto g = testing::conv_spatial_chain(p, c);
+        ASSERT_TRUE(g) << label << ": " << g.error().str();
+        CompileOptions options;
+        options.config = config;
+        auto kernel = engine.compile(*g, options);
+        ASSERT_TRUE(kernel) << label << ": " << kernel.error().str();
+        const std::string& plan = (*kernel)->program().plan_text;
+        if (atomics) ASSERT_NE(plan.find("atomic sums"), std::string::npos) << plan;
+        clusters += plan.find("finished in the conv kernel: clusters of") != std::string::npos;
+        for (uint64_t seed : {1, 2, 3}) {
+          CheckOptions check;
+          check.time = false;
+          check.seed = seed;
+          auto r = check_kernel(**kernel, *g, check);
+          EXPECT_TRUE(r && r->pass) << label << ", launch with seed " << seed << ":\n"
+                                    << (r ? r->summary() : r.error().str());
+        }
       }
-    }
+  auto info = device_info(0);
+  ASSERT_TRUE(info) << info.error().str();
+  if (info->cc_major >= 9) EXPECT_GE(clusters, 8);  // the halo-patch cases on sm_90 (all but the strided), each precision
 }
 
 }  // namespace

@@ -355,6 +355,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) k(const __grid_constant__ f
   run<fj::WgmmaTile<128, 128, 3, fj::MmaKind::BF16, false, true>>(&o, slots, bias, smem);
   run<fj::WgmmaTile<128, 256, 3, fj::MmaKind::TF32>>(&o, slots, bias, smem);
 })"},
+      {"cluster_sm90.cuh", R"(
+// Each block of a cluster of 2 reads its peer's shared float after the cluster barrier.
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(float* out) {
+  __shared__ float x[32];
+  x[threadIdx.x % 32] = threadIdx.x + blockIdx.x;
+  fj::sm90::cluster_sync();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = fj::sm90::ld_shared_cluster(&x[threadIdx.x % 32], fj::sm90::cluster_rank() ^ 1u);
+  fj::sm90::cluster_sync();
+})"},
+      {"conv_spatial_cluster.cuh", R"(
+#include "fusejit/reduce.cuh"
+// Per-channel folds of a cluster of 8 blocks combined by block 0: a sum and a max.
+template <class Op>
+__device__ void run(float* out, float x) {
+  float* fold = fj::begin_column_fold<Op, 16>();
+  __syncthreads();
+  for (int c = threadIdx.x; c < 16; c += blockDim.x) fold[c] = Op::combine(fold[c], x * c);
+  fj::finish_column_fold<Op, 16, 8>(fold, 0, 12, [&](float v, int n) { out[n] = v; });
+}
+extern "C" __global__ void __cluster_dims__(8, 1, 1) k(float* out, float x) {
+  run<fj::SumOp>(out, x);
+  run<fj::MaxOp>(out + 16, x);
+})"},
       {"wgmma_row_cluster.cuh", R"(
 #include "fusejit/reduce.cuh"
 // Rows reduced across clusters of 4 column tiles (sum, then max as a mean-less op), broadcast back; and the
