@@ -13,10 +13,6 @@
 namespace fusejit::cg {
 using namespace anchor;  // the pieces in emit_anchor_parts.h
 
-// conv2d from halo patches: the grid asks for as many blocks as an SM's
-// threads (each loops over pixel tiles; the filters are copied once per block).
-static constexpr int64_t kSmThreads = 2048;
-
 Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -140,7 +136,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (!head) return head.error();
       append(run, *head);
       s.constants.push_back({"kMTiles", m_tiles, "pixel patches"});
-      // Blocks loop over the pixel tiles: as many as an SM's threads hold, every (column tile, group) alike.
+      // Blocks loop over the pixel tiles: as many as an SM's threads hold (kSmThreads), every (column tile, group)
+      // alike; the filters are copied once per block.
       const int64_t columns = n_tiles * geo.groups;
       const int64_t blocks = std::max<int64_t>(1, sm_count_guess(ctx.arch) * (kSmThreads / mt.threads()) / columns);
       launch.grid = {static_cast<unsigned>(kp.spatial_cluster ? geo.batch_n * kp.spatial_cluster  // a cluster an image
@@ -588,7 +585,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     launch.args = em.finish(name, mt.threads(),
                             {"extern __shared__ __align__(128) char smem_raw[];", s.ns + "::run(p, smem_raw);"},
                             min_blocks);
-    if (kp.spatial_cluster) s.entry.prefix += " __cluster_dims__(" + std::to_string(kp.spatial_cluster) + ", 1, 1)";
+    if (kp.spatial_cluster) {  // over 8 blocks: a non-portable size (the runtime allows it at load time)
+      s.entry.prefix += " __cluster_dims__(" + std::to_string(kp.spatial_cluster) + ", 1, 1)";
+      launch.cluster = kp.spatial_cluster;
+    }
   } else {
     if (smem_floats * 4 > 48 * 1024)
       return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +

@@ -79,9 +79,8 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan);
 // pass_spatial_atomics.cpp (after plan_fallback_kernels): those partials of a sum / mean / global_avg_pool added
 // atomically into one f32 per (image, channel) where the finish kernel reads each once (atomic_partials=1).
 void sum_spatial_partials_atomically(PlanContext& ctx, Plan& plan);
-// pass_spatial_cluster.cpp (after choose_anchor_tile; sm_90, spatial_cluster=1): that reduction finished in the
-// halo-patch conv kernel by clusters of kConvImageCluster blocks over one image's tiles; no partials, no finish kernel.
-inline constexpr int kConvImageCluster = 8;
+// pass_spatial_cluster.cpp (after choose_anchor_tile; sm_90, spatial_cluster != 0): that reduction finished in the
+// halo-patch conv kernel by a cluster of blocks over each image's tiles; no partials, no finish kernel.
 void finish_spatial_in_clusters(PlanContext& ctx, Plan& plan);
 
 // pass_schedule.cpp: picks the anchor's tile (heuristics or override) to

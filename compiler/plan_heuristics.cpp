@@ -165,7 +165,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" ||
                key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "epilogue_direct" ||
                key == "pool_registers" ||
-               key == "staging_prefetch" || key == "atomic_partials" || key == "spatial_cluster") {
+               key == "staging_prefetch" || key == "atomic_partials") {
       if (val != "0" && val != "1") return Error("codegen config: " + key + " must be 0 or 1");
       (key == "fuse_pool"         ? h.fuse_pool
        : key == "pool_first"      ? h.pool_first
@@ -173,7 +173,6 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "staging_prefetch" ? h.staging_prefetch
        : key == "fuse_reductions" ? h.fuse_reductions
        : key == "atomic_partials" ? h.atomic_partials
-       : key == "spatial_cluster" ? h.spatial_cluster
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
        : key == "row_pass"        ? h.row_pass
@@ -185,6 +184,11 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "epilogue_direct" ? h.epilogue_direct
        : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
+    } else if (key == "spatial_cluster") {
+      if (!parse_int(val, num) || num < 0 || num > 16)
+        return Error("codegen config: spatial_cluster must be 0 (off) or a cluster size of 1 to 16 blocks, got '" +
+                     val + "'");
+      h.spatial_cluster = static_cast<int>(num);
     } else if (key == "pointwise_threads" || key == "row_threads") {
       if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
         return Error("codegen config: " + key + " must be a multiple of 32 in [32, 1024]");

@@ -67,7 +67,8 @@ struct LaunchSpec {
   bool persistent = false;                // grid[0] counts tiles; the runtime launches
                                           // min(grid[0], SMs) blocks that loop over them
   int cluster = 1;                        // blocks per cluster along x (compiled in with
-                                          // __cluster_dims__; persistent grids stay a multiple)
+                                          // __cluster_dims__; persistent grids stay a multiple;
+                                          // over 8 the runtime allows the non-portable size)
   bool operand_staging = false;           // prepares the next launch's operands (3xTF32's
                                           // residuals); computes no graph value
 };

@@ -247,6 +247,11 @@ Status set_max_dynamic_shared(CUfunction f, unsigned bytes) {
                static_cast<int>(bytes));
 }
 
+Status allow_non_portable_clusters(CUfunction f) {
+  FJ_TRY(cuda_init());
+  return FJ_CU(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+}
+
 Expected<int> max_active_clusters(CUfunction f, int cluster, const std::array<unsigned, 3>& block,
                                   unsigned shared_bytes) {
   FJ_TRY(cuda_init());

@@ -79,6 +79,8 @@ class CudaModule {
 
 // Allows `bytes` of dynamic shared memory (needed above 48 KB).
 Status set_max_dynamic_shared(CUfunction f, unsigned bytes);
+// Clusters of more than 8 blocks (H100: up to 16) for f.
+Status allow_non_portable_clusters(CUfunction f);
 
 // How many clusters of a kernel compiled with __cluster_dims__(cluster, 1, 1)
 // can be resident at once with this block size and dynamic shared memory

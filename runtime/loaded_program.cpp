@@ -60,6 +60,10 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
         return Error(launch_where + ": cannot allow " + std::to_string(spec.shared_bytes) +
                      " bytes of shared memory: " + s.error().message);
     }
+    if (spec.cluster > 8)
+      if (auto s = allow_non_portable_clusters(*fn); !s)
+        return Error(launch_where + ": cannot allow clusters of " + std::to_string(spec.cluster) +
+                     " blocks: " + s.error().message);
     std::array<unsigned, 3> grid = spec.grid;
     if (spec.persistent) {  // one block per SM at most; each loops over its tiles
       auto info = device_info(device);

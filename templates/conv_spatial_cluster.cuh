@@ -31,7 +31,7 @@ __device__ __forceinline__ float* begin_column_fold() {
 // every block of the cluster calls it.
 template <class Op, int BN, int kCluster, class FinishF>
 __device__ __forceinline__ void finish_column_fold(const float* fold, int n0, int N, const FinishF& finish) {
-  static_assert(kCluster >= 1 && kCluster <= 8, "portable clusters: up to 8 blocks");
+  static_assert(kCluster >= 1 && kCluster <= 16, "clusters of up to 16 blocks (over 8: non-portable)");
   sm90::cluster_sync();
   if (sm90::cluster_rank() == 0)
     for (int c = threadIdx.x; c < BN; c += blockDim.x) {
