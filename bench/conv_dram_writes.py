@@ -11,6 +11,11 @@ outputs' size. The issue wants bytes written within 1.2x of the outputs'.
 --config: fusejit codegen configs (e.g. mma_tile=128x32x3x16), each measured on every problem and mode ("" the
 default plan), one row each.
 
+Baseline: ncu reports DRAM writes for kernels that write almost nothing (H100, session 52: a kernel summing a
+134 MB input over H, W -- 8 KB of output -- "wrote" 2.37 MB). Each problem and mode also measures such a read-only
+kernel over the conv's input x (`sum` over dims [2, 3], same dtype), and the table shows the writes net of it
+(written - baseline) next to the raw figure; the net is what the chain adds.
+
 Writes conv_dram_writes_<device>_<UTC time>.md (and .json) to --out (default bench/results) and prints the table.
 GPU machine only (ncu); no torch needed.
 """
@@ -67,6 +72,15 @@ def ncu_bytes(ncu, fusejit, spec, count, config=""):
     return written, read, kernels
 
 
+def baseline_spec(P, mode):
+    """A read-only kernel over the conv's input: x summed over H, W (an [N, C] f32 output)."""
+    n, cin, h, w = C.x_dims(P, False)
+    precision, dt = C.MODES[mode]
+    return (f"name: read_x_{P['name']}_{mode}\nprecision: {precision}\ninputs:\n"
+            f"  - {{name: x, shape: [{n}, {cin}, {h}, {w}], dtype: {dt}, init: uniform01}}\n"
+            "ops:\n  - {name: s, op: sum, args: [x], dims: [2, 3]}\noutputs: [s]\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default="2,4,6,7")
@@ -80,7 +94,17 @@ def main():
     problems = C.parse_problems(a.problems)
     modes = [m for m in a.modes.split(",") if m]
     rows = []
+    baselines = {}
     with tempfile.TemporaryDirectory() as d:
+        for P, mode in ((P, m) for P in problems for m in modes):
+            spec = os.path.join(d, f"read_x_{P['name']}_{mode}.yaml")
+            with open(spec, "w") as f:
+                f.write(baseline_spec(P, mode))
+            try:
+                count, _ = launches(a.fusejit, spec)
+                baselines[(P["name"], mode)] = ncu_bytes(a.ncu, a.fusejit, spec, count)[0]
+            except Exception as e:  # the rows still run, without a net figure
+                print(f"baseline {P['name']} {mode}: {type(e).__name__}: {str(e)[:200]}", flush=True)
         for P, mode, config in ((P, m, c) for P in problems for m in modes for c in a.config):
             spec = os.path.join(d, f"conv_{P['name']}_{mode}.yaml")
             with open(spec, "w") as f:
@@ -93,24 +117,30 @@ def main():
                 count, _ = launches(a.fusejit, spec, config)
                 w, r, kernels = ncu_bytes(a.ncu, a.fusejit, spec, count, config)
                 row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes)
+                if (P["name"], mode) in baselines:
+                    row.update(baseline=baselines[(P["name"], mode)],
+                               net_ratio=(w - baselines[(P["name"], mode)]) / out_bytes)
             except Exception as e:  # one row's failure is reported, the rest still run
                 row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
             rows.append(row)
             print(row, flush=True)
     configs = a.config != [""]
     head = "| # | problem | mode |" + (" config |" if configs else "") + \
-        " outputs MB | DRAM written MB | written / outputs | target <= 1.2 | read MB | kernels |"
+        " outputs MB | DRAM written MB | read-only baseline MB | net / outputs | target <= 1.2 (net) | " \
+        "written / outputs (raw) | read MB | kernels |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         cfg = f" {r['config'] or '(default)'} |" if configs else ""
         if "error" in r:
             lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | ERR | | | | "
-                         f"{r['error'].replace('|', '/')} |")
+                         f"| | {r['error'].replace('|', '/')} |")
             continue
-        ok = "yes" if r["ratio"] <= TARGET else "no"
+        net = r.get("net_ratio")
+        ok = "?" if net is None else "yes" if net <= TARGET else "no"
+        base = "?" if net is None else f"{r['baseline'] / 1e6:.3f}"
         lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | "
-                     f"{r['written'] / 1e6:.3f} | {r['ratio']:.2f} | {ok} | {r['read'] / 1e6:.1f} | "
-                     f"{' + '.join(r['kernels'])} |")
+                     f"{r['written'] / 1e6:.3f} | {base} | {'?' if net is None else f'{net:.2f}'} | {ok} | "
+                     f"{r['ratio']:.2f} | {r['read'] / 1e6:.1f} | {' + '.join(r['kernels'])} |")
     now = datetime.datetime.now(datetime.timezone.utc)
     try:
         device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
@@ -121,7 +151,8 @@ def main():
              f"{now:%Y-%m-%d %H:%M} UTC; commit {a.commit or '?'}; command: python3 bench/conv_dram_writes.py "
              f"--problems {a.problems} --modes {a.modes}"
              f"{' --config ' + ' '.join(repr(c) for c in a.config) if configs else ''}; ncu dram__bytes_write.sum / dram__bytes_read.sum summed over "
-             f"one run's fj_ kernels (`fusejit run --no-time`).\n")
+             f"one run's fj_ kernels (`fusejit run --no-time`); baseline: the same for a kernel that only reads x "
+             f"(x summed over H, W), net = (written - baseline) / outputs.\n")
     text = title + "\n" + "\n".join(lines) + "\n"
     print(text)
     os.makedirs(a.out, exist_ok=True)
