@@ -143,8 +143,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(kp.spatial_cluster ? geo.batch_n * kp.spatial_cluster  // a cluster an image
                                                               : std::min(m_tiles, blocks)),
                      static_cast<unsigned>(n_tiles), static_cast<unsigned>(geo.groups)};
-      // Image clusters: as many as are resident at once loop over the images (the runtime sizes grid[0]).
-      launch.persistent = kp.spatial_cluster > 1;
     } else {
       append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
                    "const int g = blockIdx.z;  // group"});

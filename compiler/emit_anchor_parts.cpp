@@ -148,15 +148,12 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& /*ctx*/, c
       "const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
       "const Conv conv{" + x + ", " + w + ", g, n0, smem_raw};",
       "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's"};
-  // Every block strides over all tiles; with image clusters (KernelPlan::spatial_cluster) the clusters, as many
-  // as fit at once (a persistent grid), take the images in turn, and a cluster's blocks stride over the image's
-  // tiles, block `rank` from the image's tile `rank` (the loop over images closes in spatial_cluster_finish).
+  // Every block strides over all tiles; with image clusters (KernelPlan::spatial_cluster) a cluster's blocks
+  // stride over one image's, block `rank` from the image's tile `rank`.
   std::string first = "blockIdx.x", end = "kMTiles", stride = "gridDim.x";
   if (image_cluster > 0) {
     s.constants.push_back({"kImageCluster", image_cluster, "blocks of a cluster, all on one image's pixel tiles"});
-    append(run, {"#pragma unroll 1",
-                 "for (int image = blockIdx.x / kImageCluster; image < ConvShape::kBatch; image += gridDim.x / "
-                 "kImageCluster) {",
+    append(run, {"const int image = blockIdx.x / kImageCluster;",
                  "const int image_end = (image + 1) * Pixels::kTilesPerImage;  // past the image's last tile",
                  "const int image_first = image * Pixels::kTilesPerImage + blockIdx.x % kImageCluster;",
                  "float* fold = fj::begin_column_fold<SpatialOp, Tile::BN>();  // this block's per-channel values"});

@@ -22,7 +22,6 @@ std::vector<std::string> spatial_cluster_finish(KernelEmitter& em, const AnchorG
   if (rank == 4) append(out, {"const int i2 = 0;", "const int i3 = 0;"});
   out.push_back(post + "(p, " + (mean ? "v / (float)kImagePixels" : std::string("v")) + ", " + coord_args(rank) + ");");
   out.push_back("});");
-  out.push_back("}  // images");
   if (mean) em.src().constants.push_back({"kImagePixels", geo.oh * geo.ow, "output pixels of an image: the mean's divisor"});
   return out;
 }

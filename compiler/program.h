@@ -65,8 +65,7 @@ struct LaunchSpec {
   std::vector<TensorMapSpec> tensor_maps; // parameters after `args`, in order
   std::vector<AlignedBuffer> aligned;     // alignment the kernel's loads need
   bool persistent = false;                // grid[0] counts tiles; the runtime launches
-                                          // min(grid[0], SMs) blocks that loop over them (clusters:
-                                          // the resident ones, shared by grid[1] x grid[2])
+                                          // min(grid[0], SMs) blocks that loop over them
   int cluster = 1;                        // blocks per cluster along x (compiled in with
                                           // __cluster_dims__; persistent grids stay a multiple;
                                           // over 8 the runtime allows the non-portable size)

@@ -74,9 +74,6 @@ Expected<std::shared_ptr<LoadedProgram>> LoadedProgram::load(const Program& prog
         auto resident = max_active_clusters(*fn, spec.cluster, spec.block, spec.shared_bytes);
         if (!resident) log::warn(launch_where + ": " + resident.error().message + "; assuming SMs / " + std::to_string(cluster));
         blocks = resident && *resident > 0 ? static_cast<unsigned>(*resident) * cluster : blocks / cluster * cluster;
-        // grid[1] x grid[2] slabs of clusters along x (a conv's column tiles and groups) share the resident ones
-        const unsigned slabs = spec.grid[1] * spec.grid[2];
-        if (slabs > 1) blocks = std::max(blocks / cluster / slabs, 1u) * cluster;
         log::info(launch_where + ": " + std::to_string(blocks / cluster) + " clusters of " + std::to_string(cluster) +
                   " resident at once");
       }
