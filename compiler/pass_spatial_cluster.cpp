@@ -1,12 +1,15 @@
 // Pass: a reduction over a conv's output pixels (pass_fuse_spatial.cpp)
-// finished inside the conv kernel on sm_90 (the default; spatial_cluster=0
-// turns it off, =N sets the size): the blocks of a cluster take the pixel tiles of one image
+// finished inside the conv kernel on sm_90 (opt-in: spatial_cluster=auto, or
+// =N for the size): the blocks of a cluster take the pixel tiles of one image
 // (for one column tile and group), each folds its tiles' per-channel partials
 // in shared memory, then block 0 combines the cluster's folds in rank order
 // through distributed shared memory and runs the reduction's consumers
 // (tail.post) at [image, channel]. No per-tile partials, no atomic sums, no
 // finish kernel: the outputs are the bytes the chain writes (issue 9's
 // traffic target), in a fixed order (bitwise reproducible), max / min too.
+// Not the default: on the H100 (session 52, bench_conv's gap row) the conv
+// ran 1.3-1.4x the time of its per-tile loop with the atomic sums and a
+// finish kernel (clusters of 4 / 8 / 16, and a persistent grid, alike).
 // Halo-patch mma.sync convs only (their blocks loop over pixel tiles).
 #include <algorithm>
 #include <cstdlib>
@@ -24,20 +27,15 @@ void finish_spatial_in_clusters(PlanContext& ctx, Plan& plan) {
   const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(tail.op);
   const int rank = static_cast<int>(r.type.shape.size());
   const bool sm90 = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 90;
+  if (ctx.heur.spatial_cluster == 0) return;  // off (the default): the partials' plan, no note
   std::string why;
-  if (ctx.heur.spatial_cluster == 0)
-    why = "disabled by the codegen config (spatial_cluster=0)";
-  else if (!sm90)
+  if (!sm90)
     why = "clusters need sm_90 (target " + ctx.arch + ")";
   else if (kp.mainloop != Mainloop::Mma || !kp.conv_patch)
     why = "only halo-patch mma.sync convs (their blocks loop over pixel tiles)";
   else if (rank != 2 && rank != 4)
     why = "its output is neither [N, C] nor [N, C, 1, 1]";
-  if (!why.empty()) {
-    if (ctx.heur.spatial_cluster != 0)
-      kp.notes.push_back(label + " not finished in the conv kernel: " + why);
-    return;
-  }
+  if (!why.empty()) return kp.notes.push_back(label + " not finished in the conv kernel: " + why);
   // The cluster's size: as configured, else enough blocks an image for the grid the per-tile loop would launch
   // (an SM's threads' worth of blocks on every SM: latency-bound patches want them all), at most the image's
   // tiles and 16 (over 8: a non-portable size, allowed at load time).

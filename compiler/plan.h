@@ -118,8 +118,9 @@ struct Heuristics {
   int conv_nchw = 0;               // wgmma conv2d: the producer's threads read NCHW x, 1 or 2 k-tiles ahead (0: staged)
   bool fuse_reductions = true;     // row reductions in the GEMM/conv epilogue
   bool atomic_partials = true;     // a conv's fused pixel sums added atomically (0: per-tile partials, fixed order)
-  int spatial_cluster = -1;        // sm_90 halo-patch conv: its pixel reduction finished in the kernel by clusters
-                                   // of this many blocks an image (1..16; -1: as the grid needs, 0: never)
+  int spatial_cluster = 0;         // sm_90 halo-patch conv: its pixel reduction finished in the kernel by clusters
+                                   // of this many blocks an image (1..16; -1 = auto: as the grid needs; 0: never,
+                                   // the default: slower than the partials on the H100, session 52)
   bool softmax_parts = false;      // a softmax along an N wider than a tile: per-tile partials + a finish kernel
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
@@ -143,7 +144,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
 // wgrad_nhwc=0|1, wgrad_flat=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
-// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
+// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0|auto|1..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.

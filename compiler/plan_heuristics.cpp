@@ -185,10 +185,14 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "pointwise_lanes" ? h.pointwise.lanes
                                   : h.conv_tap_table) = val == "1";
     } else if (key == "spatial_cluster") {
-      if (!parse_int(val, num) || num < 0 || num > 16)
-        return Error("codegen config: spatial_cluster must be 0 (off) or a cluster size of 1 to 16 blocks, got '" +
-                     val + "'");
-      h.spatial_cluster = static_cast<int>(num);
+      if (val == "auto") {
+        h.spatial_cluster = -1;
+      } else {
+        if (!parse_int(val, num) || num < 0 || num > 16)
+          return Error("codegen config: spatial_cluster must be 0 (off), auto or a cluster size of 1 to 16 blocks, "
+                       "got '" + val + "'");
+        h.spatial_cluster = static_cast<int>(num);
+      }
     } else if (key == "pointwise_threads" || key == "row_threads") {
       if (!parse_int(val, num) || num < 32 || num > 1024 || num % 32)
         return Error("codegen config: " + key + " must be a multiple of 32 in [32, 1024]");

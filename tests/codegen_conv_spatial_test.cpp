@@ -3,9 +3,9 @@
 // epilogue (tiles of one image's pixels) plus one row-finish kernel: two
 // kernels, the conv output never stored, every variant compiling for sm_80
 // and sm_90a on the FFMA and mma.sync mainloops; sums add into one zeroed
-// f32 per (image, channel) atomically unless atomic_partials=0. On sm_90a,
-// halo-patch convs finish the reduction in the kernel instead (clusters over
-// each image's tiles: one kernel) unless spatial_cluster=0. Other
+// f32 per (image, channel) atomically unless atomic_partials=0. On sm_90a
+// with spatial_cluster=auto|N, halo-patch convs finish the reduction in the
+// kernel instead (clusters over each image's tiles: one kernel). Other
 // consumers of the conv output keep it stored. GPU: gpu_conv_spatial_test.cpp.
 #include <gtest/gtest.h>
 
@@ -25,20 +25,20 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
       for (const char* arch : {"sm_80", "sm_90a"})
-        for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "atomic_partials=0", "spatial_cluster=0",
-                                   "mainloop=mma,spatial_cluster=0"}) {
+        for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "atomic_partials=0", "spatial_cluster=auto",
+                                   "mainloop=mma,spatial_cluster=auto", "mainloop=mma,spatial_cluster=8"}) {
           if (std::string(config).rfind("mainloop=ffma", 0) == 0 && p != Precision::FP32) continue;
           const std::string label = c.label + " " + std::string(precision_name(p)) + " " + arch + " '" + config + "'";
           auto g = testing::conv_spatial_chain(p, c);
           ASSERT_TRUE(g) << label << ": " << g.error().str();
           auto prog = generate_program(*g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
-          // sm_90 halo-patch convs finish the reduction in the kernel, by clusters over each image's tiles
-          // (pass_spatial_cluster.cpp): one kernel, no scratch, nothing added atomically.
+          // With spatial_cluster, sm_90 halo-patch convs finish the reduction in the kernel, by clusters over
+          // each image's tiles (pass_spatial_cluster.cpp): one kernel, no scratch, nothing added atomically.
           const bool halo = prog->plan_text.find(" from halo patches, ") != std::string::npos;  // the tile line
           const bool cluster = prog->plan_text.find("finished in the conv kernel: clusters of") != std::string::npos;
           EXPECT_EQ(cluster, std::string(arch) == "sm_90a" && halo &&
-                                 std::string(config).find("spatial_cluster=0") == std::string::npos)
+                                 std::string(config).find("spatial_cluster=") != std::string::npos)
               << label << "\n" << prog->plan_text;
           if (cluster) {
             ++clusters;
@@ -48,6 +48,7 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
                 << label;
             const int size = prog->launches[0].cluster;  // blocks an image: at most 16 (over 8: non-portable)
             EXPECT_TRUE(size >= 1 && size <= 16) << label << ": " << size;
+            if (std::string(config).find("spatial_cluster=8") != std::string::npos) EXPECT_EQ(size, 8) << label;
             EXPECT_NE(prog->source.find("__cluster_dims__(" + std::to_string(size) + ", 1, 1)"), std::string::npos)
                 << label;
             EXPECT_EQ(prog->source.find("fj::red_add_keep_in_l2("), std::string::npos) << label;
@@ -75,7 +76,7 @@ TEST(CodegenConvSpatial, PartialsFromTheConvEpilogue) {
           }
           jobs.push_back({label, arch, prog->name, prog->source});
         }
-  EXPECT_GE(clusters, 20);  // every case on halo patches with mainloop=mma, each precision
+  EXPECT_GE(clusters, 40);  // every case on halo patches with mainloop=mma, each precision, two configs
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

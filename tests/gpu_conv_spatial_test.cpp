@@ -3,8 +3,7 @@
 // reference on the FFMA and mma.sync mainloops in every precision, and with
 // the reduction unfused (fuse_reductions=0) or its sums in a fixed order
 // (atomic_partials=0); on sm_90 halo patches, also finished in the conv
-// kernel by clusters over each image's tiles (the default) and not
-// (spatial_cluster=0).
+// kernel by clusters over each image's tiles (spatial_cluster=auto, =8).
 #include <gtest/gtest.h>
 
 #include "compiler/program.h"
@@ -21,7 +20,8 @@ TEST(GpuConvSpatial, PartialsMatchReference) {
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16})
     for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases())
       for (const char* config : {"", "mainloop=ffma", "mainloop=mma", "fuse_reductions=0", "atomic_partials=0",
-                                 "spatial_cluster=0", "mainloop=mma,spatial_cluster=0"}) {
+                                 "spatial_cluster=auto", "mainloop=mma,spatial_cluster=auto",
+                                 "mainloop=mma,spatial_cluster=8"}) {
         if (std::string(config) == "mainloop=ffma" && p != Precision::FP32) continue;
         const std::string label = c.label + " " + std::string(precision_name(p)) + " '" + config + "'";
         auto g = testing::conv_spatial_chain(p, c);
@@ -30,18 +30,18 @@ TEST(GpuConvSpatial, PartialsMatchReference) {
       }
 }
 
-// Nothing carries over from one launch to the next: the atomic sums (pass_spatial_atomics.cpp, spatial_cluster=0)
-// are zeroed by the finish kernel, and the in-kernel cluster finish (pass_spatial_cluster.cpp, mainloop=mma on
-// sm_90 halo patches) keeps its folds in shared memory. A second and third launch of the same loaded program, on
+// Nothing carries over from one launch to the next: the atomic sums (pass_spatial_atomics.cpp, the default)
+// are zeroed by the finish kernel, and the in-kernel cluster finish (pass_spatial_cluster.cpp, spatial_cluster=auto
+// on sm_90 halo patches) keeps its folds in shared memory. A second and third launch of the same loaded program, on
 // fresh inputs, match the reference too (a sum left behind would add to the next).
 TEST(GpuConvSpatial, SumsStartFromZeroEachLaunch) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
   Engine engine;
   int clusters = 0;
-  for (const char* config : {"spatial_cluster=0", "mainloop=mma"})
+  for (const char* config : {"", "mainloop=mma,spatial_cluster=auto"})
     for (Precision p : {Precision::FP32, Precision::BF16})
       for (const testing::ConvSpatialCase& c : testing::conv_spatial_cases()) {
-        const bool atomics = std::string(config) == "spatial_cluster=0";
+        const bool atomics = std::string(config).empty();
         if (atomics && (c.op == "max" || c.op == "min")) continue;
         const std::string label = c.label + " " + std::string(precision_name(p)) + " '" + config + "'";
         auto g = testing::conv_spatial_chain(p, c);
