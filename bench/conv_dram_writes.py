@@ -14,7 +14,9 @@ default plan), one row each.
 Baseline: ncu reports DRAM writes for kernels that write almost nothing (H100, session 52: a kernel summing a
 134 MB input over H, W -- 8 KB of output -- "wrote" 2.37 MB). Each problem and mode also measures such a read-only
 kernel over the conv's input x (`sum` over dims [2, 3], same dtype), and the table shows the writes net of it
-(written - baseline) next to the raw figure; the net is what the chain adds.
+(written - baseline) next to the raw figure. That net moves run to run by more than the outputs' size; the L2
+stores column (write, reduction and atomic sectors the kernels send to L2, x 32 bytes) is what the kernels
+themselves write, the most DRAM can receive from them.
 
 Writes conv_dram_writes_<device>_<UTC time>.md (and .json) to --out (default bench/results) and prints the table.
 GPU machine only (ncu); no torch needed.
@@ -47,12 +49,17 @@ def launches(fusejit, spec, config=""):
     return sum(1 for line in plan.splitlines() if line.startswith("launch ")), plan
 
 
+L2_STORES = ("lts__t_sectors_op_write.sum", "lts__t_sectors_op_red.sum", "lts__t_sectors_op_atom.sum")
+
+
 def ncu_bytes(ncu, fusejit, spec, count, config=""):
-    """(written, read, kernels) summed over the first `count` fj_ launches of one run."""
-    cmd = [ncu, "--csv", "--metrics", "dram__bytes_write.sum,dram__bytes_read.sum", "-k", "regex:^fj_",
+    """(written, read, kernels, stored) summed over the first `count` fj_ launches of one run; stored: the 32-byte
+    L2 sectors the kernels write, reduce or atomically update (what they send toward DRAM themselves)."""
+    cmd = [ncu, "--csv", "--metrics", ",".join(("dram__bytes_write.sum", "dram__bytes_read.sum") + L2_STORES),
+           "-k", "regex:^fj_",
            "--launch-count", str(count), fusejit, "run", spec, "--no-time", "--samples", "2000"] + config_args(config)
     r = subprocess.run(cmd, capture_output=True, text=True)
-    written = read = 0.0
+    written = read = stored = 0.0
     kernels = []
     unit_scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
     for line in r.stdout.splitlines():
@@ -67,9 +74,11 @@ def ncu_bytes(ncu, fusejit, spec, count, config=""):
             written += value * unit_scale.get(unit, 1)
         elif name == "dram__bytes_read.sum":
             read += value * unit_scale.get(unit, 1)
+        elif name in L2_STORES:
+            stored += 32 * value
     if not kernels:
         raise RuntimeError(f"ncu gave no fj_ kernels (rc {r.returncode}): {(r.stderr or r.stdout)[-400:]}")
-    return written, read, kernels
+    return written, read, kernels, stored
 
 
 def baseline_spec(P, mode):
@@ -115,8 +124,9 @@ def main():
                    "out_bytes": out_bytes}
             try:
                 count, _ = launches(a.fusejit, spec, config)
-                w, r, kernels = ncu_bytes(a.ncu, a.fusejit, spec, count, config)
-                row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes)
+                w, r, kernels, stored = ncu_bytes(a.ncu, a.fusejit, spec, count, config)
+                row.update(written=w, read=r, kernels=kernels, ratio=w / out_bytes, stored=stored,
+                           stored_ratio=stored / out_bytes)
                 if (P["name"], mode) in baselines:
                     row.update(baseline=baselines[(P["name"], mode)],
                                net_ratio=(w - baselines[(P["name"], mode)]) / out_bytes)
@@ -127,20 +137,21 @@ def main():
     configs = a.config != [""]
     head = "| # | problem | mode |" + (" config |" if configs else "") + \
         " outputs MB | DRAM written MB | read-only baseline MB | net / outputs | target <= 1.2 (net) | " \
-        "written / outputs (raw) | read MB | kernels |"
+        "written / outputs (raw) | L2 stores MB | L2 stores / outputs | read MB | kernels |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         cfg = f" {r['config'] or '(default)'} |" if configs else ""
         if "error" in r:
             lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | ERR | | | | "
-                         f"| | {r['error'].replace('|', '/')} |")
+                         f"| | | | {r['error'].replace('|', '/')} |")
             continue
         net = r.get("net_ratio")
         ok = "?" if net is None else "yes" if net <= TARGET else "no"
         base = "?" if net is None else f"{r['baseline'] / 1e6:.3f}"
         lines.append(f"| {r['index']} | {r['problem']} | {r['mode']} |{cfg} {r['out_bytes'] / 1e6:.3f} | "
                      f"{r['written'] / 1e6:.3f} | {base} | {'?' if net is None else f'{net:.2f}'} | {ok} | "
-                     f"{r['ratio']:.2f} | {r['read'] / 1e6:.1f} | {' + '.join(r['kernels'])} |")
+                     f"{r['ratio']:.2f} | {r['stored'] / 1e6:.3f} | {r['stored_ratio']:.2f} | {r['read'] / 1e6:.1f} | "
+                     f"{' + '.join(r['kernels'])} |")
     now = datetime.datetime.now(datetime.timezone.utc)
     try:
         device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
@@ -152,7 +163,8 @@ def main():
              f"--problems {a.problems} --modes {a.modes}"
              f"{' --config ' + ' '.join(repr(c) for c in a.config) if configs else ''}; ncu dram__bytes_write.sum / dram__bytes_read.sum summed over "
              f"one run's fj_ kernels (`fusejit run --no-time`); baseline: the same for a kernel that only reads x "
-             f"(x summed over H, W), net = (written - baseline) / outputs.\n")
+             f"(x summed over H, W), net = (written - baseline) / outputs; L2 stores: 32 x the L2 sectors the "
+             f"kernels write, reduce or update atomically ({', '.join(L2_STORES)}).\n")
     text = title + "\n" + "\n".join(lines) + "\n"
     print(text)
     os.makedirs(a.out, exist_ok=True)
