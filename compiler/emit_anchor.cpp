@@ -449,32 +449,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
                                           row_sharers, smem_floats));
         continue;
       }
-      if (tail.spatial) {  // per-channel partials over this tile's pixels (one image)
+      if (tail.spatial) {  // per-channel values over this tile's pixels (one image): emit_spatial_tail.cpp
         const int threads = wgmma ? (wt.pingpong ? 128 : wt.consumers() * 128) : mma ? mt.threads() : t.threads();
-        int chunk = tile_n;
-        while (chunk > 16 && (chunk > 64 || (int64_t{tile_m} * (chunk + 8) + threads) * 4 > staged_room)) chunk /= 2;
-        smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8) + threads);
-        run.push_back("fj::tile_col_partials<" + reduce_op_type(rn.op) + ", " + std::to_string(chunk) +
-                      ">(frag, m0, n0, kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },");
-        append(run, epilogue_lambda(value_head, shape.coords, value_call));
-        run.back() = "},";
-        run.push_back("[&](float part, int n) {");
-        if (kp.spatial_cluster) {  // folded into this block's column (pass_spatial_cluster.cpp)
-          run.push_back("fold[n - n0] = SpatialOp::combine(fold[n - n0], part);");
-          run.push_back("});");
-          continue;
-        }
-        const PartialBuffers& pb = plan.partials.at(tail.op);
-        const std::string rows = "kPartialRows" + suffix;
-        s.constants.push_back({rows, pb.rows, "rows of " + g.describe(tail.op) + ": images x channels"});
-        const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";  // the pixel tile
-        const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
-        const std::string row = "(long long)image * ConvShape::kCout + g * kCoutPerGroup + n";
-        run.push_back("const int image = " + tile + " / Pixels::kTilesPerImage;");
-        run.push_back(pb.atomic ? "fj::red_add_keep_in_l2(&" + sums + "[" + row + "], part);"  // pass_spatial_atomics.cpp
-                                : sums + "[(long long)(" + tile + " % Pixels::kTilesPerImage) * " + rows + " + " + row +
-                                      "] = part;");
-        run.push_back("});");
+        const std::string tile = wgmma ? "(m0 / Tile::BM)" : halo_patches ? "pixel_tile" : "blockIdx.x";
+        append(run, spatial_tail_epilogue(em, tail, suffix, epilogue_lambda(value_head, shape.coords, value_call),
+                                          threads, tile, staged_room, smem_floats));
         continue;
       }
       if (tail.partial) {

@@ -63,8 +63,14 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const
                                                    const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
                                                    bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s, int image_cluster = 0);
+// A conv's pixel reduction in the epilogue of one tile (`tile`: the pixel tile's index expression): its
+// per-channel values stored as per-tile partials, added atomically or folded into the block's column of an image
+// cluster; `value` is the reduced value's lambda. Raises smem_floats (emit_spatial_tail.cpp).
+std::vector<std::string> spatial_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const std::string& suffix,
+                                               std::vector<std::string> value, int threads, const std::string& tile,
+                                               int64_t staged_room, int64_t& smem_floats);
 // After that loop: block 0 of each image cluster combines the folds and runs the spatial tail's consumers
-// (tail.post) at [image, channel], storing the outputs (pass_spatial_cluster.cpp; emit_spatial_cluster.cpp).
+// (tail.post) at [image, channel], storing the outputs (pass_spatial_cluster.cpp; emit_spatial_tail.cpp).
 std::vector<std::string> spatial_cluster_finish(KernelEmitter& em, const AnchorGeometry& geo, const FusedTail& tail);
 // nchw_x (conv_nchw=1): the x parameter the producer reads (per-tap A tiles, or with conv_halo=1 each patch's
 // halo); elem_type: x's element type; lookahead: conv_nchw's k-tiles of loads in flight (per-tap A tiles).
