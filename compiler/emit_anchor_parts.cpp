@@ -148,30 +148,16 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& /*ctx*/, c
       "const int n0 = blockIdx.y * Tile::BN;", "const int g = blockIdx.z;  // group",
       "const Conv conv{" + x + ", " + w + ", g, n0, smem_raw};",
       "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw + Conv::kSmemBytes);  // the epilogue's"};
-  // Every block strides over all tiles; with image clusters (KernelPlan::spatial_cluster) a cluster's blocks
-  // stride over one image's, block `rank` from the image's tile `rank`.
-  std::string first = "blockIdx.x", end = "kMTiles", stride = "gridDim.x";
-  if (image_cluster > 0) {
-    s.constants.push_back({"kImageCluster", image_cluster, "blocks of a cluster, all on one image's pixel tiles"});
-    append(run, {"const int image = blockIdx.x / kImageCluster;",
-                 "const int image_end = (image + 1) * Pixels::kTilesPerImage;  // past the image's last tile",
-                 "const int image_first = image * Pixels::kTilesPerImage + blockIdx.x % kImageCluster;",
-                 "float* fold = fj::begin_column_fold<SpatialOp, Tile::BN>();  // this block's per-channel values"});
-    first = "image_first";
-    end = "image_end";
-    stride = "kImageCluster";
-  }
-  const std::string next = image_cluster > 0 ? "(pixel_tile + kImageCluster < image_end ? pixel_tile + kImageCluster "
-                                               ": Pixels::kTiles)"
-                                             : "pixel_tile + gridDim.x";
+  // Every block strides over all tiles, or a cluster's blocks over one image's (emit_spatial_tail.cpp).
+  const PixelTileRange r = pixel_tile_range(s, image_cluster);
+  append(run, r.head);
   if (prefetch)
     append(run, {"Conv::HaloRegs halo;  // the next tile's input halo, loaded during this tile's MMAs",
-                 "conv.prefetch_halo<Pixels>(" + (image_cluster > 0 ? "image_first < image_end ? image_first : Pixels::kTiles"
-                                                                    : first) + ", halo);"});
-  append(run, {"#pragma unroll 1", "for (int pixel_tile = " + first + "; pixel_tile < " + end + "; pixel_tile += " +
-                                       stride + ") {",
+                 "conv.prefetch_halo<Pixels>(" + r.first_loaded + ", halo);"});
+  append(run, {"#pragma unroll 1",
+               "for (int pixel_tile = " + r.first + "; pixel_tile < " + r.end + "; pixel_tile += " + r.stride + ") {",
                "const int m0 = pixel_tile * Tile::BM;", "Frag frag;",
-               prefetch ? "conv.accumulate_prefetched<Pixels>(pixel_tile, " + next + ", halo, frag);"
+               prefetch ? "conv.accumulate_prefetched<Pixels>(pixel_tile, " + r.next + ", halo, frag);"
                         : "conv.accumulate<Pixels>(pixel_tile, frag);"});
   return run;
 }

@@ -63,6 +63,15 @@ Expected<std::vector<std::string>> halo_patch_loop(const PlanContext& ctx, const
                                                    const ConvPatch& patch, const MmaConfig& mt, bool prefetch,
                                                    bool pipeline, int elem_bytes, const std::string& T, const std::string& x,
                                                    const std::string& w, KernelSource& s, int image_cluster = 0);
+// The pixel tiles a halo-patch conv block loops over: every block strides over all tiles (image_cluster 0), or
+// (KernelPlan::spatial_cluster) a cluster's blocks over one image's, block `rank` from the image's tile `rank`,
+// each with its fold (`head` declares image, image_first, image_end, fold). first_loaded / next: the tiles whose
+// halo a prefetching block loads first / after `pixel_tile` (Pixels::kTiles: none).
+struct PixelTileRange {
+  std::vector<std::string> head;
+  std::string first, end, stride, first_loaded, next;
+};
+PixelTileRange pixel_tile_range(KernelSource& s, int image_cluster);
 // A conv's pixel reduction in the epilogue of one tile (`tile`: the pixel tile's index expression): its
 // per-channel values stored as per-tile partials, added atomically or folded into the block's column of an image
 // cluster; `value` is the reduced value's lambda. Raises smem_floats (emit_spatial_tail.cpp).

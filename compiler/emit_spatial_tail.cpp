@@ -13,6 +13,20 @@
 
 namespace fusejit::cg::anchor {
 
+PixelTileRange pixel_tile_range(KernelSource& s, int image_cluster) {
+  if (image_cluster == 0) return {{}, "blockIdx.x", "kMTiles", "gridDim.x", "blockIdx.x", "pixel_tile + gridDim.x"};
+  s.constants.push_back({"kImageCluster", image_cluster, "blocks of a cluster, all on one image's pixel tiles"});
+  return {{"const int image = blockIdx.x / kImageCluster;",
+           "const int image_end = (image + 1) * Pixels::kTilesPerImage;  // past the image's last tile",
+           "const int image_first = image * Pixels::kTilesPerImage + blockIdx.x % kImageCluster;",
+           "float* fold = fj::begin_column_fold<SpatialOp, Tile::BN>();  // this block's per-channel values"},
+          "image_first",
+          "image_end",
+          "kImageCluster",
+          "image_first < image_end ? image_first : Pixels::kTiles",
+          "(pixel_tile + kImageCluster < image_end ? pixel_tile + kImageCluster : Pixels::kTiles)"};
+}
+
 std::vector<std::string> spatial_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const std::string& suffix,
                                                std::vector<std::string> value, int threads, const std::string& tile,
                                                int64_t staged_room, int64_t& smem_floats) {
