@@ -26,8 +26,8 @@ void finish_spatial_in_clusters(PlanContext& ctx, Plan& plan) {
   const Node& r = ctx.node(tail.op);
   const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(tail.op);
   const int rank = static_cast<int>(r.type.shape.size());
-  const bool sm90 = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 90;
   if (ctx.heur.spatial_cluster == 0) return;  // off (the default): the partials' plan, no note
+  const bool sm90 = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 90;
   std::string why;
   if (!sm90)
     why = "clusters need sm_90 (target " + ctx.arch + ")";
@@ -37,8 +37,8 @@ void finish_spatial_in_clusters(PlanContext& ctx, Plan& plan) {
     why = "its output is neither [N, C] nor [N, C, 1, 1]";
   if (!why.empty()) return kp.notes.push_back(label + " not finished in the conv kernel: " + why);
   // The cluster's size: as configured, else enough blocks an image for the grid the per-tile loop would launch
-  // (an SM's threads' worth of blocks on every SM: latency-bound patches want them all), at most the image's
-  // tiles and 16 (over 8: a non-portable size, allowed at load time).
+  // (an SM's threads' worth of blocks on every SM: the patches stream x and want every load in flight), at most
+  // the image's tiles and 16 (over 8: a non-portable size, allowed at load time).
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   const int64_t columns = (geo.n + kp.mma.bn - 1) / kp.mma.bn * geo.groups, tiles = (geo.oh * geo.ow + kp.mma.bm - 1) / kp.mma.bm;
   const int64_t blocks = sm_count_guess(ctx.arch) * (kSmThreads / kp.mma.threads()) / columns;
