@@ -1,7 +1,8 @@
 // fusejit/wgmma_sm90.cuh — the Hopper (sm_90a) primitives the wgmma
 // mainloops use: mbarriers, TMA tile loads (multicast too) and stores,
-// wgmma fences (cluster_sm90.cuh: cluster rank, barrier, remote loads), shared-memory matrix descriptors,
-// and one sm90::mma per kind and width (wgmma_ops.cuh has the instructions).
+// wgmma fences, shared-memory matrix descriptors, and one sm90::mma per kind
+// and width (wgmma_ops.cuh has the instructions; cluster_sm90.cuh the
+// cluster rank, barrier and remote loads).
 #pragma once
 
 #include "fusejit/cluster_sm90.cuh"
