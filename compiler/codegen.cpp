@@ -36,7 +36,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     fuse_pool1d(ctx, plan, [](int64_t k) {  // every tile width and staging chunk is a multiple of 16
       return 16 % k == 0 ? std::string()
                          : "a window of " + std::to_string(k) + " columns does not divide the epilogue's 16-column chunks";
-    }, "");
+    }, "", /*overlapping_tiles=*/true);
     fuse_spatial_reduction(ctx, plan);
     if (Status s = choose_anchor_tile(ctx, plan); !s) return s.error();
     finish_spatial_in_clusters(ctx, plan);
@@ -104,6 +104,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
                               : plan.kernels[0].wgmma.swap_ab ? "fusejit/wgrad_swap_ab.cuh"  // WgradSwapOperands
                                                               : "fusejit/conv_wgmma.cuh");   // WgradOperands
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
+  if (anchored && plan.kernels[0].pool1d_overlap >= 0) module.includes.push_back("fusejit/epilogue_pool1d.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   if (mainloop == Mainloop::Wgmma && plan.kernels[0].wgmma.cluster_n > 1)
     module.includes.push_back("fusejit/wgmma_row_cluster.cuh");

@@ -47,7 +47,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
 
   if (wgmma) {
     const bool b_n_major = (geo.op == OpKind::Matmul && kp.b_transposed < 0) || (wgrad && !wt.swap_ab);
-    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, b_n_major));
+    s.aliases.push_back(wgmma_alias(wt, kp.mma_kind, b_n_major, kp.pool1d_overlap >= 0));
     s.aliases.push_back(wt.swap_ab ? "using Frag = fj::WgmmaSwapFragment<Tile>;  // output rows: the wgmma's columns"
                                    : "using Frag = fj::WgmmaFragment<Tile>;");
   } else if (mma) {
@@ -61,7 +61,10 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   AnchorShape shape;
   LaunchSpec launch;
   int64_t m_tiles = 0;
-  const int64_t n_tiles = (geo.n + tile_n - 1) / tile_n;
+  const bool overlapping = kp.pool1d_overlap >= 0;  // column tiles kColumnStep apart (emit_pool1d.cpp)
+  const int64_t n_tiles = anchor_column_tiles(g, kp, geo.n, tile_n);
+  if (overlapping) s.constants.push_back({"kColumnStep", anchor_column_step(kp, tile_n), "columns between the tiles' first"});
+  const std::string n0 = overlapping ? "const int n0 = blockIdx.y * kColumnStep;" : "const int n0 = blockIdx.y * Tile::BN;";
   std::vector<TensorMapSpec> tensor_maps;  // wgmma: the operands' TMA views
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
 
@@ -235,8 +238,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * geo.groups), static_cast<unsigned>(n_tiles), 1};
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
-      append(run, {"const int m0 = blockIdx.x * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
-                   "const int n_tile = blockIdx.y;",
+      append(run, {"const int m0 = blockIdx.x * Tile::BM;", n0, "const int n_tile = blockIdx.y;",
                    "const " + pre + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() + "};",
                    "const " + pre + "NKMajorB<" + T + ", kN, kK, kK> b{" + w() + "};"});
       if (mma) {
@@ -256,8 +258,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (m_tiles * geo.batch > int_max) return Error("codegen: matmul needs more than 2^31 thread blocks");
       run.push_back("const int z = blockIdx.x / kMTiles;  // batch entry");
       append(run, decompose_index("z", batch, "j", "int"));
-      append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", "const int n0 = blockIdx.y * Tile::BN;",
-                   "const int n_tile = blockIdx.y;",
+      append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", n0, "const int n_tile = blockIdx.y;",
                    "const long long a_off = (long long)(" + offset_expr(a_batch, nb, "j") + ") * ((long long)kM * kK);",
                    "const long long b_off = (long long)(" + offset_expr(b_batch, nb, "j") + ") * ((long long)kK * kN);",
                    "const " + std::string(mma ? "fj::Mma" : "fj::") + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() +
@@ -323,29 +324,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   // reuses the ring.
   int64_t smem_floats = wgmma || mma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
   const std::string coord_call = coord_args(rank);
-  if (pool && geo.op != OpKind::Conv2d) {  // a 1-D pool along N: whole windows in every staged chunk
-    const Node& pn = g.node(pool->op);
-    const int64_t k = pn.attr_int("kernel_size");
-    const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
-                                         "fj_pre_pool", "the epilogue up to the pooled value, at output coordinates");
-    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true),
-                                          "fj_post_pool", "after the pool, at pooled coordinates");
-    int chunk = wgmma ? wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3") : 64;
+  if (pool && geo.op != OpKind::Conv2d) {  // 1-D pools along N: whole windows in every staged chunk, or overlapping tiles
+    int chunk = wgmma ? wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", overlapping ? 4LL * tile_m * 8 : 0) : 64;
     while (chunk > 16 && (tile_n % chunk || (!wgmma && int64_t{tile_m} * (chunk + 8) * 4 > 32 * 1024))) chunk /= 2;
-    if (tile_n % chunk || chunk % k)
-      return Error("codegen: a " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " tile cannot hold whole " +
-                   std::to_string(k) + "-column windows of " + g.describe(pool->op) +
-                   " (its width and staging chunk must be multiples of the window)");
-    smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8));
-    run.push_back("fj::tile_pool1d_staged<" + std::to_string(chunk) + ", " + std::to_string(k) + ", " +
-                  (pn.op == OpKind::MaxPool1d ? "true" : "false") + ">(frag, m0, n0, " + shape.rows + ", " +
-                  shape.cols + ", smem,");
-    append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
-                       "return " + pre + "(p, acc, " + coord_call + ");"));
-    run.back() = "},";
-    std::vector<std::string> pooled = shape.coords;  // the last coordinate is the window's
-    pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
-    append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
+    Expected<std::vector<std::string>> e = overlapping ? pool1d_halo_epilogue(ctx, plan, kp, em, shape, tile_m, tile_n, chunk, smem_floats)
+                                                       : pool1d_whole_windows_epilogue(ctx, plan, kp, em, *pool, shape, tile_m, tile_n, chunk, smem_floats);
+    if (!e) return e.error();
+    append(run, *e);
   } else if (pool) {
     const auto& pk = g.node(pool->op).attr_ints("kernel_size");
     const bool in_registers = halo_patches && ctx.heur.pool_registers &&

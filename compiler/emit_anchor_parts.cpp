@@ -20,7 +20,7 @@ std::string kind_enum(const std::string& kind) {
   return kind == "bf16" ? "BF16" : kind == "f16" ? "F16" : kind == "tf32" ? "TF32" : "F32x3";
 }
 
-std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major) {
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major, bool overlapping_tiles) {
   // a halo conv's buffers are fj::ConvHalo's; its Tile's (unused) ring takes the least stages
   std::string args = std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
                      std::to_string(t.conv_halo ? 2 : t.stages) +
@@ -38,6 +38,9 @@ std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_
     args += std::string(", /*kBNMajor=*/") + (b_n_major ? "true" : "false") + ", /*kPingPong=*/" +
             (t.pingpong ? "true" : "false");
   if (t.cluster_m > 1) args += ", /*kClusterM=*/" + std::to_string(t.cluster_m);
+  if (overlapping_tiles)
+    return "struct Tile : fj::WgmmaTile<" + args + "> {  // column tiles kColumnStep apart (1-D pools' windows)\n"
+           "  static constexpr int kNStep = kColumnStep;\n};";
   return "using Tile = fj::WgmmaTile<" + args + ">;" +
          (t.swap_ab && t.b_row_bytes != 128 ? "  // x's rows as wgmma's register operand (the swap-AB dW)"
           : t.swap_ab                         ? "  // B [K, N] as wgmma's register operand: C^T = B^T A^T"

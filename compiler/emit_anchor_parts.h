@@ -11,8 +11,9 @@
 namespace fusejit::cg::anchor {
 
 // `using Tile = ...;` for each mainloop policy (and `using Kind` for mma.sync).
+// overlapping_tiles (wgmma): a Tile derived from the policy whose kNStep is the constant kColumnStep (emit_pool1d.cpp).
 std::string tile_alias(const TileConfig& t);
-std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major);
+std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major, bool overlapping_tiles = false);
 void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out);
 // The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").
 std::string kind_enum(const std::string& kind);
@@ -125,6 +126,20 @@ struct AnchorShape {
   // without N; keepdim puts 0 there) from m.
   std::vector<std::string> reduced_coords(const AnchorGeometry& geo, bool keepdim) const;
 };
+
+// 1-D pools on overlapping column tiles (KernelPlan::pool1d_overlap; emit_pool1d.cpp): a Pool<i> window struct per pool in em's source, then the fj::tile_pool1d_halo call (chunk
+// columns staged at a time) with the pre-pool value's lambda and each pool's store lambda. Raises smem_floats.
+Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, const Plan& plan,
+                                                        const KernelPlan& kp, KernelEmitter& em,
+                                                        const AnchorShape& shape, int tile_m, int tile_n, int chunk,
+                                                        int64_t& smem_floats);
+// One pool whose windows tile the columns (kernel == stride, no padding; the window divides `chunk`): the
+// fj::tile_pool1d_staged call with its pre-pool and store lambdas. Raises smem_floats.
+Expected<std::vector<std::string>> pool1d_whole_windows_epilogue(const PlanContext& ctx, const Plan& plan,
+                                                                 const KernelPlan& kp, KernelEmitter& em,
+                                                                 const FusedTail& pool, const AnchorShape& shape,
+                                                                 int tile_m, int tile_n, int chunk,
+                                                                 int64_t& smem_floats);
 
 // conv2d_weight_grad on wgmma (conv_wgmma.cuh WgradOperands): the conv's shape struct, the tensor maps of grad (in
 // place) and of x in NHWC, the dW coordinates of a tile's (m, n); returns the mainloop call up to its epilogue.

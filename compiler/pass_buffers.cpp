@@ -73,7 +73,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
   // Split-K: every split's accumulators per tile, and a counter per tile.
   if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Mma && kp.mma.split_k > 1) {
     const AnchorGeometry geo = analyze_anchor(g, kp.root);
-    const int64_t tiles = geo.batch * ((geo.m + kp.mma.bm - 1) / kp.mma.bm) * ((geo.n + kp.mma.bn - 1) / kp.mma.bn);
+    const int64_t tiles = geo.batch * ((geo.m + kp.mma.bm - 1) / kp.mma.bm) * anchor_column_tiles(g, kp, geo.n, kp.mma.bn);
     kp.split_k_partials = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * kp.mma.split_k * kp.mma.bm * kp.mma.bn * 4,
                             "split-K accumulators (f32[" + std::to_string(tiles) + " tiles][" +
@@ -86,7 +86,7 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
   if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.wgmma.split_k > 1) {
     const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));
     const WgmmaConfig& t = kp.wgmma;
-    const int64_t tiles = ((geo.m + t.bm - 1) / t.bm) * ((geo.n + t.bn - 1) / t.bn) - t.split_from;
+    const int64_t tiles = ((geo.m + t.bm - 1) / t.bm) * anchor_column_tiles(g, kp, geo.n, t.bn) - t.split_from;
     kp.split_k_partials = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * t.split_k * t.bm * t.bn * 4,
                             "split-K accumulators (f32[" + std::to_string(tiles) + " tiles][" +

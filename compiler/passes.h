@@ -32,13 +32,19 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan);
 // that pool, with the pool's elementwise consumers.
 void fuse_pool(PlanContext& ctx, Plan& plan);
 
-// pass_fuse_pool1d.cpp: moves a max/avg pool1d along a linear's / matmul's
-// N (kernel == stride, no padding, floor mode) into the epilogue when it is
-// the epilogue's only consumer and no row reduction took the tile. The
-// backend says which windows its tiles hold (a reason if not, else "");
-// `prefix` starts its plan notes.
+// pass_fuse_pool1d.cpp: moves max/avg pool1d along a linear's / matmul's N
+// into the epilogue when the pools are the epilogue's only consumers and no
+// row reduction took the tile. One pool with kernel == stride, no padding,
+// floor mode: tiles of whole windows, where the backend's check allows (a
+// reason if not, else ""). Otherwise (several pools, overlapping or padded
+// windows; `overlapping_tiles`, the CUDA backend): column tiles that overlap
+// by the widest window's span (KernelPlan::pool1d_overlap). `prefix` starts
+// its plan notes.
 using Pool1dWindowCheck = std::function<std::string(int64_t kernel)>;
-void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_blocker, const std::string& prefix);
+void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_blocker, const std::string& prefix,
+                 bool overlapping_tiles = false);
+// The largest column overlap (a window's span) that overlapping tiles take: every tile is at least 16 columns wide.
+constexpr int64_t kMaxPool1dOverlap = 7;
 
 // pass_fuse_reduction.cpp: moves reductions along the anchor's N (linear and
 // matmul: the last dim; conv: the channels) into the epilogue when one tile

@@ -407,6 +407,9 @@ struct KernelPlan {
   // Halo patches whose pixel reduction (the one spatial tail) finishes in this kernel: clusters of this many blocks
   // take one image's pixel tiles (pass_spatial_cluster.cpp, conv_spatial_cluster.cuh); 0: none.
   int spatial_cluster = 0;
+  // 1-D pools along N whose windows cross tile edges (pass_fuse_pool1d.cpp, epilogue_pool1d.cuh): column tiles
+  // overlap by this many columns (the widest window's span), recomputed by both neighbours; -1: tiles do not overlap.
+  int pool1d_overlap = -1;
   // Halo patches in several channel blocks filled by cp.async into two buffers (halo_pipeline; conv_patch_pipelined).
   bool halo_pipeline = false;
   // wgmma conv2d whose producer warpgroup writes A from NCHW x (ConvNchwOperands, conv_nchw=1): no x staging.
@@ -450,6 +453,12 @@ std::vector<ValueId> row_stage_wide_stores(const Graph& g, const FusedTail& stag
 // consumer of stages 0..i, computed from the finished values and the stages'
 // reductions (the tree's sources).
 Region row_stage_row_stores(const Graph& g, const KernelPlan& kp, size_t i);
+
+// The anchor's column tiles over its N columns: tile_n wide and apart, or, where 1-D pools overlap them
+// (KernelPlan::pool1d_overlap), tile_n - overlap columns apart, as many as cover every pool's windows
+// (pass_fuse_pool1d.cpp).
+int64_t anchor_column_step(const KernelPlan& kp, int tile_n);
+int64_t anchor_column_tiles(const Graph& g, const KernelPlan& kp, int64_t n, int tile_n);
 
 
 struct Plan {

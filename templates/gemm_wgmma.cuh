@@ -82,6 +82,7 @@ struct WgmmaTile {
   static constexpr int kClusterM = kClusterM_, kClusterN = kClusterN_;
   static constexpr int kElemBytes = (kKind == MmaKind::BF16 || kKind == MmaKind::F16) ? 2 : 4;
   static constexpr int BK = 128 / kElemBytes;
+  static constexpr int kNStep = BN;  // columns between tiles' first (less where a derived Tile overlaps them)
   static constexpr int kStepK = 32 / kElemBytes;  // K of one wgmma
   static constexpr int kConsumers = kPingPong ? 2 : (kSwapAB ? BN : BM) / 64;
   static constexpr int kMHalves = kPingPong ? BM / 64 : 1;  // 64-row wgmmas per consumer and k step
@@ -243,7 +244,7 @@ struct StageTiles {
 };
 
 // Operand loading policy of wgmma_mainloop: the GEMM's. k-tile kt of output
-// tile c is A's box at (kt * BK, c.m * BM) and B's at (kt * BK, c.n * BN)
+// tile c is A's box at (kt * BK, c.m * BM) and B's at (kt * BK, c.n * kNStep)
 // (N-major B: BN / 64 boxes of 64 n). conv_wgmma.cuh has the conv's.
 template <class Tile>
 struct GemmOperands {
@@ -258,7 +259,7 @@ struct GemmOperands {
     if constexpr (Tile::kSwapAB) {
 #pragma unroll
       for (int j = 0; j < Tile::BN / 32; ++j)
-        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::BN + 32 * j,
+        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::kNStep + 32 * j,
                           kt * BK);
     } else if constexpr (Tile::kClusterM > 1) {  // this block's share of B, multicast to the cluster
       constexpr unsigned short kAll = (1u << Tile::kClusterM) - 1;
@@ -267,22 +268,22 @@ struct GemmOperands {
         for (int j = 0; j < Tile::BN / 64; ++j)
           if (j % Tile::kClusterM == static_cast<int>(rank))
             sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar,
-                                        c.n * Tile::BN + 64 * j, kt * BK, kAll);
+                                        c.n * Tile::kNStep + 64 * j, kt * BK, kAll);
       } else {  // boxes of kClusterBoxRows rows, box j from block j % kClusterM
         constexpr int kRows = Tile::kClusterBoxRows;
 #pragma unroll
         for (int j = 0; j < Tile::BN / kRows; ++j)
           if (j % Tile::kClusterM == static_cast<int>(rank))
             sm90::tma_load_2d_multicast(static_cast<char*>(st.b) + j * kRows * 128, maps.b, bar, kt * BK,
-                                        c.n * Tile::BN + j * kRows, kAll);
+                                        c.n * Tile::kNStep + j * kRows, kAll);
       }
     } else if constexpr (Tile::kBNMajor) {
 #pragma unroll
       for (int j = 0; j < Tile::BN / 64; ++j)
-        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::BN + 64 * j,
+        sm90::tma_load_2d(static_cast<char*>(st.b) + j * Tile::kBColumnBytes, maps.b, bar, c.n * Tile::kNStep + 64 * j,
                           kt * BK);
     } else {
-      sm90::tma_load_2d(st.b, maps.b, bar, kt * BK, c.n * Tile::BN);
+      sm90::tma_load_2d(st.b, maps.b, bar, kt * BK, c.n * Tile::kNStep);
     }
     if constexpr (Tile::kKind == MmaKind::F32x3) {
       sm90::tma_load_2d(st.a_lo, maps.a_lo, bar, kt * BK, c.m * Tile::BM);
@@ -290,9 +291,9 @@ struct GemmOperands {
 #pragma unroll
         for (int j = 0; j < Tile::BN / 32; ++j)
           sm90::tma_load_2d(static_cast<char*>(st.b_lo) + j * Tile::kBColumnBytes, maps.b_lo, bar,
-                            c.n * Tile::BN + 32 * j, kt * BK);
+                            c.n * Tile::kNStep + 32 * j, kt * BK);
       } else {
-        sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * BK, c.n * Tile::BN);
+        sm90::tma_load_2d(st.b_lo, maps.b_lo, bar, kt * BK, c.n * Tile::kNStep);
       }
     }
   }
@@ -591,7 +592,7 @@ __device__ __forceinline__ void wgmma_mainloop(const Operands& ops, const TileOr
     }
     if (w.range >= 0 && !split_k_gather(frag, split, w, &arrived[frag.consumer()])) continue;  // not the tile's last range
     const TileCoord c = tile_at(w.tile);
-    if (kCluster == 1 || c.m < order.m_tiles) epilogue(frag, c.m * Tile::BM, c.n * Tile::BN, c.n);
+    if (kCluster == 1 || c.m < order.m_tiles) epilogue(frag, c.m * Tile::BM, c.n * Tile::kNStep, c.n);
     __syncwarp();  // whole warps for the next unit's .sync.aligned wgmmas, however the epilogue branched
   }
   if constexpr (kBlocks > 1) sm90::cluster_sync();  // the partners' last remote arrivals (and reads) are done

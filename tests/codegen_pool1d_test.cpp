@@ -1,8 +1,10 @@
-// CPU (no GPU): a max / avg pool1d along a linear's or matmul's N fused into
-// the anchor epilogue on every mainloop (FFMA, mma.sync, wgmma): one kernel,
-// nothing anchor-sized stored, and every variant compiles for sm_80 and
-// sm_90a. Windows that do not divide 16, overlapping windows and fuse_pool=0
-// stay a pool kernel of their own, with a note. GPU: gpu_pool1d_test.cpp.
+// CPU (no GPU): max / avg pool1d along a linear's or matmul's N fused into
+// the anchor epilogue on every mainloop (FFMA, mma.sync, wgmma): tiles of
+// whole windows, or overlapping column tiles for windows that cross tile
+// edges and for two pools of one value; one kernel, nothing anchor-sized
+// stored, and every variant compiles for sm_80 and sm_90a. Windows wider than
+// 8 columns, fuse_pool=0 and pools whose input is also an output stay a pool
+// kernel of their own, with a note. GPU: gpu_pool1d_test.cpp.
 #include <gtest/gtest.h>
 
 #include "compiler/codegen.h"
@@ -33,9 +35,11 @@ TEST(CodegenPool1d, FusedIntoEveryMainloop) {
           auto prog = generate_program(*g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
           EXPECT_EQ(testing::chain_launches(*prog), 1u) << label << "\n" << prog->plan_text;
-          EXPECT_NE(prog->plan_text.find("fused into the epilogue: tiles hold whole windows of " + std::to_string(c.k)),
-                    std::string::npos)
-              << label << "\n" << prog->plan_text;
+          const std::string note = c.whole_windows()
+                                       ? "fused into the epilogue: tiles hold whole windows of " + std::to_string(c.k)
+                                       : "fused into the epilogue: column tiles overlap by " +
+                                             std::to_string(std::max(c.k, c.second_k) - 1) + " columns";
+          EXPECT_NE(prog->plan_text.find(note), std::string::npos) << label << "\n" << prog->plan_text;
           for (const ScratchSpec& s : testing::chain_scratch(*prog))  // split-K's slabs only, never the unpooled output
             EXPECT_NE(s.what.find("split-K"), std::string::npos) << label << ": " << s.what;
           EXPECT_NE(prog->name.find(std::string(c.is_max ? "maxpool1d" : "avgpool1d") + std::to_string(c.k)),
@@ -50,23 +54,62 @@ TEST(CodegenPool1d, UnfusedWindowsSayWhy) {
   struct Case {
     int64_t k, stride;
     std::string config, why;
+    bool output_unpooled = false;
   };
-  const Case cases[] = {{3, 3, "", "a window of 3 columns does not divide the epilogue's 16-column chunks"},
-                        {4, 2, "", "its windows overlap, leave gaps or are padded"},
-                        {4, 4, "fuse_pool=0", "disabled by the codegen config (fuse_pool=0)"}};
+  const Case cases[] = {{9, 4, "", "a window of 9 columns is wider than overlapping tiles take (at most 8)"},
+                        {4, 4, "fuse_pool=0", "disabled by the codegen config (fuse_pool=0)"},
+                        {4, 2, "", "other consumers need the full anchor-shaped result", true}};
   for (const Case& c : cases) {
     GraphBuilder g(Precision::FP32, "pool1d_unfused");
     auto x = g.input("x", {16, 32});
     Pool1dOptions po;
     po.kernel = c.k;
     po.stride = c.stride;
-    g.output("y", g.linear(x, g.input("w", {48, 32})).relu().max_pool1d(po));
+    auto h = g.linear(x, g.input("w", {48, 32})).relu();
+    g.output("y", h.max_pool1d(po));
+    if (c.output_unpooled) g.output("h", h);
     auto graph = g.build();
     ASSERT_TRUE(graph) << graph.error().str();
     auto prog = generate_program(*graph, {"sm_90a", c.config});
     ASSERT_TRUE(prog.ok()) << prog.error().str();
     EXPECT_EQ(testing::chain_launches(*prog), 2u) << prog->plan_text;
     EXPECT_NE(prog->plan_text.find("not fused: " + c.why), std::string::npos) << prog->plan_text;
+  }
+}
+
+// Overlapping tiles: tile_n - overlap columns apart, as many as cover the last window, every split-K slab and
+// counter sized for them (the grid's column tiles).
+TEST(CodegenPool1d, OverlappingTilesCoverEveryWindow) {
+  GraphBuilder g(Precision::FP32, "pool1d_overlap");
+  auto x = g.input("x", {256, 1024});
+  Pool1dOptions po;
+  po.kernel = 4;
+  po.stride = 2;
+  po.padding = 1;
+  g.output("y", g.linear(x, g.input("w", {512, 1024})).max_pool1d(po));  // 256 windows, the last starting at 509
+  auto graph = g.build();
+  ASSERT_TRUE(graph) << graph.error().str();
+  for (const char* config : {"mainloop=mma,mma_tile=64x16x3,split_k=2", "mainloop=ffma", "mainloop=wgmma,wgmma_tile=64x64x4"}) {
+    auto prog = generate_program(*graph, {"sm_90a", config});
+    ASSERT_TRUE(prog.ok()) << config << ": " << prog.error().str();
+    const std::string& src = prog->source;
+    const size_t at = src.find("constexpr int kColumnStep = ");
+    ASSERT_NE(at, std::string::npos) << config;
+    const int step = std::stoi(src.substr(at + 28));
+    const size_t tile = prog->plan_text.find(" tile ");
+    ASSERT_NE(tile, std::string::npos);
+    const size_t x_at = prog->plan_text.find('x', tile + 6);
+    const int tile_n = std::stoi(prog->plan_text.substr(x_at + 1));
+    EXPECT_EQ(step, tile_n - 3) << config << "\n" << prog->plan_text;
+    const int tiles = 509 / step + 1;
+    if (std::string(config).find("split_k=2") != std::string::npos)
+      EXPECT_NE(prog->plan_text.find("split-K arrival counters (i32[" + std::to_string(4 * tiles) + "])"),
+                std::string::npos)
+          << config << "\n" << prog->plan_text;
+    if (std::string(config).find("wgmma") == std::string::npos)
+      EXPECT_EQ(prog->launches.back().grid[1], static_cast<unsigned>(tiles)) << config << "\n" << prog->plan_text;
+    else
+      EXPECT_NE(src.find("constexpr int kNTiles = " + std::to_string(tiles) + ";"), std::string::npos) << config;
   }
 }
 

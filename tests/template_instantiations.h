@@ -169,6 +169,26 @@ extern "C" __global__ void k(const float* a, const float* w, float* c, float* r)
       f, 0, 0, 40, smem, [](float v, int m, int) { return Pixels{}.pixel(m).ok ? v : 0.f; },
       [&](float v, int m0, int w, int n) { if (Pixels::window(m0, w).ok) c[n + w] = v; });
 })"},
+      {"epilogue_pool1d.cuh", R"(
+#include "fusejit/gemm_simt.cuh"
+// Two pools of one value on column tiles 61 apart (overlap 3), 16-column chunks.
+using Tile = fj::SimtTile<64, 64, 8, 4, 4, true>;
+struct MaxWin {
+  static constexpr int kW = 200, kKW = 4, kSW = 2, kPW = 1, kDW = 1, kWOut = 100;
+};
+struct AvgWin {
+  static constexpr int kW = 200, kKW = 3, kSW = 2, kPW = 1, kDW = 1, kWOut = 100;
+};
+extern "C" __global__ void k(const float* a, const float* w, float* c, float* d) {
+  __shared__ __align__(16) float smem[Tile::kSmemFloats + 64 * (3 + 16 + 4)];
+  fj::SimtFragment<Tile> f(threadIdx.x);
+  const int n0 = blockIdx.y * 61;
+  fj::simt_mainloop<Tile>(fj::RowMajorA<float, 70, 9, 9>{a}, fj::NKMajorB<float, 200, 9, 9>{w}, 0, n0, 9, f, smem);
+  fj::tile_pool1d_halo<61, 16, 3>(
+      f, 0, n0, 70, 200, smem, [](float v, int, int) { return v * 2.f; },
+      fj::pool1d_output<MaxWin, true, false>([&](float v, int m, int j) { c[m * 100 + j] = v; }),
+      fj::pool1d_output<AvgWin, false, false>([&](float v, int m, int j) { d[m * 100 + j] = v; }));
+})"},
       {"reduce.cuh", R"(
 template <int G, class Op>
 __device__ void red(const float* x, float* y) {
