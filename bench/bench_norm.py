@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Norm / reduction chains (issue 10 §4): fusejit vs PyTorch (eager, torch.compile), in one process.
 
-Four chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
+Five chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
 
   1 lin_gn_swish  a_linear_group_norm_swish.yaml   x 4096x1024 -> Linear(1024->4096, bias) -> group_norm(32 groups,
                   weight, bias) on the 2-D [M, 4096] output (each row's features in 32 groups of 128, as
@@ -12,6 +12,8 @@ Four chains, one spec each in bench/specs_norm/ (--problems takes 1-based indice
                   h.sum(-1, keepdim), h.amax(-1, keepdim), h.logsumexp(-1, keepdim)        -> 3 x [8192, 1]
   4 lin_manual_ln d_linear_manual_layer_norm.yaml  x 4096x1024 -> Linear(1024->4096, bias) = h; a layer norm written
                   out: c = h - mean(h), c * rsqrt(mean(c*c) + 1e-5) * gamma + beta          -> [4096, 4096]
+  5 lin_gelu_pool1d e_linear_gelu_pool1d.yaml    x 8192x1024 -> Linear(1024->4096, bias) -> gelu = g; two outputs:
+                  max_pool1d(g, 4, 2, 1), avg_pool1d(g, 3, 2, 1, count_include_pad=False)   -> 2 x [8192, 2048]
 
 The PyTorch twin of each chain (Runner.twins) takes the same tensors, in the spec's argument order. The spec files
 are written in fp32; mode bf16 runs the same text with `precision: bf16` (so every input is bf16 and the twin gets
@@ -97,6 +99,11 @@ PROBLEMS = [
                  ("b", (4096,), "torch_bias"), ("gamma", (4096,), "normal"), ("beta", (4096,), "normal")],
          outputs=[("y", (4096, 4096))], fan_in=1024,
          formula="c = h - h.mean(-1, keepdim); c * rsqrt((c * c).mean(-1, keepdim) + 1e-5) * gamma + beta"),
+    dict(name="lin_gelu_pool1d", spec="e_linear_gelu_pool1d.yaml", anchor="linear", ref=1024, small=64,
+         inputs=[("x", (8192, 1024), "uniform01"), ("w", (4096, 1024), "torch_weight"),
+                 ("b", (4096,), "torch_bias")],
+         outputs=[("mp", (8192, 2048)), ("ap", (8192, 2048))], fan_in=1024,
+         formula="g = gelu(linear(x, w, b)); max_pool1d(g, 4, 2, 1), avg_pool1d(g, 3, 2, 1, count_include_pad=False)"),
 ]
 
 MODES = C.MODES  # mode -> (spec precision, input dtype)
@@ -370,8 +377,14 @@ class Runner(C.Runner):
             c = h - h.mean(-1, keepdim=True)
             return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + 1e-5) * gamma + beta
 
+        def lin_gelu_pool1d(x, w, b):
+            g = F.gelu(F.linear(x, w, b)).unsqueeze(1)  # [M, 1, N]: pools along N
+            return (F.max_pool1d(g, 4, 2, 1).squeeze(1),
+                    F.avg_pool1d(g, 3, 2, 1, count_include_pad=False).squeeze(1))
+
         self.twins = {"lin_gn_swish": lin_gn_swish, "conv_gn_pool": conv_gn_pool,
-                      "lin_sum_max_lse": lin_sum_max_lse, "lin_manual_ln": lin_manual_ln}
+                      "lin_sum_max_lse": lin_sum_max_lse, "lin_manual_ln": lin_manual_ln,
+                      "lin_gelu_pool1d": lin_gelu_pool1d}
 
     @staticmethod
     def as_tuple(out):
