@@ -169,6 +169,29 @@ extern "C" __global__ void k(const float* a, const float* w, float* c, float* r)
       f, 0, 0, 40, smem, [](float v, int m, int) { return Pixels{}.pixel(m).ok ? v : 0.f; },
       [&](float v, int m0, int w, int n) { if (Pixels::window(m0, w).ok) c[n + w] = v; });
 })"},
+      {"wgmma_fragment.cuh", R"(
+// The fragment of a 128x64 cooperative tile and a 128-row ping-pong one: coordinates, pick / set, staging, sync.
+struct Coop {
+  static constexpr int BM = 128, BN = 64, kMHalves = 1, kTileThreads = 256;
+  static constexpr bool kPingPong = false;
+};
+struct PingPong {
+  static constexpr int BM = 128, BN = 64, kMHalves = 2, kTileThreads = 128;
+  static constexpr bool kPingPong = true;
+};
+template <class Tile>
+__device__ void run(float* out, float* smem) {
+  fj::WgmmaFragment<Tile> f;
+  f.set(0, 1, 3, 2.f);
+  f.template stage_cols<0, 64>(smem, 72);
+  fj::WgmmaFragment<Tile>::sync();
+  out[f.row(1) * 64 + f.col(3)] = f.pick(0, 1, 3) + f.half(0)[1][3] + smem[f.thread()];
+}
+extern "C" __global__ void k(float* out) {
+  __shared__ float smem[128 * 72];
+  run<Coop>(out, smem);
+  run<PingPong>(out, smem);
+})"},
       {"epilogue_pool1d.cuh", R"(
 #include "fusejit/gemm_simt.cuh"
 // Two pools of one value on column tiles 61 apart (overlap 3), 16-column chunks.
