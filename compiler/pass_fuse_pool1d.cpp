@@ -58,6 +58,9 @@ void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_b
     overlapping_tiles = false;  // tiles of whole windows
   else if (!overlapping_tiles)
     why = pools.size() == 1 ? whole_why : "several pools of one value need overlapping column tiles";
+  else if (!ctx.heur.pool1d_overlap)
+    why = (pools.size() == 1 ? whole_why + "; " : std::string()) +
+          "overlapping column tiles are off (pool1d_overlap=0)";
   else if (overlap > kMaxPool1dOverlap)
     why = "a window of " + std::to_string(overlap + 1) + " columns is wider than overlapping tiles take (at most " +
           std::to_string(kMaxPool1dOverlap + 1) + ")";

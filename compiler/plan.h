@@ -109,6 +109,7 @@ struct Heuristics {
   std::optional<int> mma_min_blocks; // mma.sync: __launch_bounds__ blocks per SM (a register cap); default 1 or 2
   bool fuse_pool = true;           // pool in the conv epilogue when it fits
   bool pool_first = true;          // a fused max pool before the non-decreasing ops leading to it
+  bool pool1d_overlap = true;      // 1-D pools along N on overlapping column tiles where whole windows do not fit
   bool pool_registers = true;      // halo-patch pools reduced in the mma fragment's registers where warps hold windows
   std::optional<bool> halo_pipeline; // halo patches in several channel blocks, fp32 / tf32: two cp.async halo buffers
                                      // (default: 3xTF32 where they fit; KernelPlan::halo_pipeline)
@@ -144,7 +145,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
 // wgrad_nhwc=0|1, wgrad_flat=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
-// fuse_pool=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0|auto|1..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
+// fuse_pool=0|1, pool1d_overlap=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0|auto|1..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.
