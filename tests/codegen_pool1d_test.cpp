@@ -32,7 +32,7 @@ TEST(CodegenPool1d, FusedIntoEveryMainloop) {
           const std::string label = c.label + " " + std::string(precision_name(p)) + " " + arch + " '" + config + "'";
           auto g = testing::pool1d_chain(p, c);
           ASSERT_TRUE(g) << label << ": " << g.error().str();
-          auto prog = generate_program(*g, {arch, config});
+          auto prog = generate_program(*g, {arch, testing::pool1d_config(c, config)});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
           EXPECT_EQ(testing::chain_launches(*prog), 1u) << label << "\n" << prog->plan_text;
           const std::string note = c.whole_windows()

@@ -22,7 +22,7 @@ TEST(GpuPool1d, FusedPoolMatchesReference) {
         const std::string label = c.label + " " + std::string(precision_name(p)) + " '" + config + "'";
         auto g = testing::pool1d_chain(p, c);
         ASSERT_TRUE(g) << label << ": " << g.error().str();
-        test_util::expect_matches_reference(engine, *g, config, label);
+        test_util::expect_matches_reference(engine, *g, testing::pool1d_config(c, config), label);
       }
 }
 

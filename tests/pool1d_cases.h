@@ -42,6 +42,12 @@ inline std::vector<Pool1dCase> pool1d_cases() {
           {"matmul 2x17x40 @ 40x90, avg5 stride 2 pad 2 and max3", {2, 17, 40}, 90, 5, false, true, 2, 2, false, true, 3}};
 }
 
+// The codegen config of a case: `config`, with overlapping column tiles asked for where the case needs them.
+inline std::string pool1d_config(const Pool1dCase& c, const std::string& config) {
+  if (c.whole_windows()) return config;
+  return config.empty() ? "pool1d_overlap=1" : config + ",pool1d_overlap=1";
+}
+
 // sigmoid(anchor) * 3 -> pool -> - shift[window] (a broadcast after the pool);
 // second_k: and the other pool kind of the same value -> * 2.
 inline Expected<Graph> pool1d_chain(Precision p, const Pool1dCase& c) {
