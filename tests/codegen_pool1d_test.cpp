@@ -56,11 +56,11 @@ TEST(CodegenPool1d, UnfusedWindowsSayWhy) {
     std::string config, why;
     bool output_unpooled = false;
   };
-  const Case cases[] = {{9, 4, "", "a window of 9 columns is wider than overlapping tiles take (at most 8)"},
+  const Case cases[] = {{9, 4, "pool1d_overlap=1", "a window of 9 columns is wider than overlapping tiles take (at most 8)"},
                         {4, 4, "fuse_pool=0", "disabled by the codegen config (fuse_pool=0)"},
-                        {4, 2, "pool1d_overlap=0",
+                        {4, 2, "",
                          "its windows overlap, leave gaps or are padded; overlapping column tiles are off (pool1d_overlap=0)"},
-                        {4, 2, "", "other consumers need the full anchor-shaped result", true}};
+                        {4, 2, "pool1d_overlap=1", "other consumers need the full anchor-shaped result", true}};
   for (const Case& c : cases) {
     GraphBuilder g(Precision::FP32, "pool1d_unfused");
     auto x = g.input("x", {16, 32});
@@ -91,7 +91,8 @@ TEST(CodegenPool1d, OverlappingTilesCoverEveryWindow) {
   g.output("y", g.linear(x, g.input("w", {512, 1024})).max_pool1d(po));  // 256 windows, the last starting at 509
   auto graph = g.build();
   ASSERT_TRUE(graph) << graph.error().str();
-  for (const char* config : {"mainloop=mma,mma_tile=64x16x3,split_k=2", "mainloop=ffma", "mainloop=wgmma,wgmma_tile=64x64x4"}) {
+  for (const char* config : {"pool1d_overlap=1,mainloop=mma,mma_tile=64x16x3,split_k=2", "pool1d_overlap=1,mainloop=ffma",
+                             "pool1d_overlap=1,mainloop=wgmma,wgmma_tile=64x64x4"}) {
     auto prog = generate_program(*graph, {"sm_90a", config});
     ASSERT_TRUE(prog.ok()) << config << ": " << prog.error().str();
     const std::string& src = prog->source;
