@@ -15,7 +15,7 @@ Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, 
                                                         int64_t& smem_floats) {
   const Graph& g = ctx.g;
   const int overlap = kp.pool1d_overlap;
-  if (anchor_column_step(kp, tile_n) < 1 || chunk < overlap || tile_n % chunk)
+  if (anchor_column_step(g, kp, tile_n) < 1 || chunk < overlap || tile_n % chunk)
     return Error("codegen: a " + std::to_string(tile_m) + "x" + std::to_string(tile_n) + " tile cannot overlap its " +
                  "neighbours by " + std::to_string(overlap) + " columns in chunks of " + std::to_string(chunk));
   const int rank = static_cast<int>(g.node(kp.root).type.shape.size());
@@ -57,7 +57,8 @@ Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, 
                                 pooled_coords, post + "(p, v, " + coord_call + ");"));
     run.back() = i + 1 < kp.tails.size() ? "})," : "}));";
   }
-  smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (overlap + chunk + 4));
+  // epilogue_pool1d.cuh's pool1d_halo_floats: the halo's columns padded to 8, the chunk, 8 more a row
+  smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * ((overlap + 7) / 8 * 8 + chunk + 8));
   return run;
 }
 

@@ -89,13 +89,16 @@ void fuse_pool1d(PlanContext& ctx, Plan& plan, const Pool1dWindowCheck& window_b
   }
 }
 
-int64_t anchor_column_step(const KernelPlan& kp, int tile_n) {
-  return kp.pool1d_overlap >= 0 ? tile_n - kp.pool1d_overlap : tile_n;
+int64_t anchor_column_step(const Graph& g, const KernelPlan& kp, int tile_n) {
+  if (kp.pool1d_overlap < 0) return tile_n;
+  const int64_t step = tile_n - kp.pool1d_overlap;
+  const bool n_contiguous_b = g.node(kp.root).op == OpKind::Matmul && kp.mainloop != Mainloop::Wgmma;
+  return n_contiguous_b ? step / 8 * 8 : step;
 }
 
 int64_t anchor_column_tiles(const Graph& g, const KernelPlan& kp, int64_t n, int tile_n) {
   if (kp.pool1d_overlap < 0) return (n + tile_n - 1) / tile_n;
-  const int64_t step = anchor_column_step(kp, tile_n);
+  const int64_t step = anchor_column_step(g, kp, tile_n);
   int64_t tiles = 1;
   for (const FusedTail& tail : kp.tails) {  // the tile holding each pool's last window start
     const Node& p = g.node(tail.op);

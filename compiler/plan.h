@@ -457,9 +457,10 @@ std::vector<ValueId> row_stage_wide_stores(const Graph& g, const FusedTail& stag
 Region row_stage_row_stores(const Graph& g, const KernelPlan& kp, size_t i);
 
 // The anchor's column tiles over its N columns: tile_n wide and apart, or, where 1-D pools overlap them
-// (KernelPlan::pool1d_overlap), tile_n - overlap columns apart, as many as cover every pool's windows
-// (pass_fuse_pool1d.cpp).
-int64_t anchor_column_step(const KernelPlan& kp, int tile_n);
+// (KernelPlan::pool1d_overlap), tile_n - overlap columns apart (a matmul's B [K, N] rows copied 16 bytes at a
+// time off wgmma: rounded down to 8 columns, so each tile's first column stays aligned), as many as cover every
+// pool's windows (pass_fuse_pool1d.cpp).
+int64_t anchor_column_step(const Graph& g, const KernelPlan& kp, int tile_n);
 int64_t anchor_column_tiles(const Graph& g, const KernelPlan& kp, int64_t n, int tile_n);
 
 

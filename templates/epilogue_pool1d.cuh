@@ -17,6 +17,11 @@
 
 namespace fj {
 
+// Shared memory (floats) of tile_pool1d_halo<kNStep, kChunk, kHalo> for tiles of kTileRows rows.
+__host__ __device__ constexpr int pool1d_halo_floats(int tile_rows, int chunk, int halo) {
+  return tile_rows * ((halo + 7) / 8 * 8 + chunk + 8);
+}
+
 // One pool of the epilogue: S the window shape (pool.cuh's 1-D members kW,
 // kKW, kSW, kPW, kDW, and kWOut the pooled width); store(v, m, w).
 template <class S, bool kMax, bool kCountIncludePad, class StoreF>
@@ -53,13 +58,15 @@ __device__ __forceinline__ void pool1d_chunk_windows(const Frag& frag, const Poo
 }
 
 // The epilogue: value(acc, m, n) in the fragment (inside [0, M) x [0, N)),
-// then kChunk columns at a time to shared memory behind the kHalo columns
-// that ended the chunk before (LD = kHalo + kChunk + 4 floats a row), and
-// each pool's windows that end in the chunk. smem: kTileRows * LD floats.
+// then kChunk columns at a time to shared memory at column kPad of a row,
+// behind the kHalo columns that ended the chunk before (kPad: kHalo rounded
+// up to 8, so the fragments' float2 staging stays aligned; LD = kPad + kChunk
+// + 8 floats a row), and each pool's windows that end in the chunk. smem:
+// kTileRows * LD floats (pool1d_halo_floats).
 template <int kNStep, int kChunk, int kHalo, class Frag, class ValueF, class... Pools>
 __device__ __forceinline__ void tile_pool1d_halo(Frag& frag, int m0, int n0, int M, int N, float* smem,
                                                  const ValueF& value, const Pools&... pools) {
-  constexpr int BM = Frag::kTileRows, LD = kHalo + kChunk + 4, U = Frag::kRowUnroll;
+  constexpr int BM = Frag::kTileRows, kPad = (kHalo + 7) / 8 * 8, LD = kPad + kChunk + 8, U = Frag::kRowUnroll;
   static_assert(kNStep + kHalo <= Frag::kTileCols, "a tile holds the windows it owns");
   static_assert(kHalo <= kChunk, "the halo comes from one chunk");
 #pragma unroll 1
@@ -83,13 +90,13 @@ __device__ __forceinline__ void tile_pool1d_halo(Frag& frag, int m0, int n0, int
     if (kHalo > 0 && chunk > 0) {  // the previous chunk's last kHalo columns go in front
       for (int e = frag.thread(); e < BM * kHalo; e += Frag::kThreads) {
         const int r = e / kHalo, h = e % kHalo;
-        smem[r * LD + h] = smem[r * LD + kChunk + h];
+        smem[r * LD + kPad - kHalo + h] = smem[r * LD + kPad + kChunk - kHalo + h];
       }
       Frag::sync();
     }
-    stage_chunk<kChunk, 0, kChunks>(frag, smem + kHalo, LD, chunk);
+    stage_chunk<kChunk, 0, kChunks>(frag, smem + kPad, LD, chunk);
     Frag::sync();
-    auto chunk_at = [&](int r, int iw) { return smem[r * LD + kHalo + (iw - n0 - c0)]; };
+    auto chunk_at = [&](int r, int iw) { return smem[r * LD + kPad + (iw - n0 - c0)]; };
     (pool1d_chunk_windows<kNStep, kChunk>(frag, pools, m0, rows, n0, c0, chunk_at), ...);
     Frag::sync();
   }

@@ -116,5 +116,29 @@ TEST(CodegenPool1d, OverlappingTilesCoverEveryWindow) {
   }
 }
 
+// A matmul's B [K, N] copied 16 bytes at a time (mma.sync): overlapping tiles start on 8-column boundaries.
+TEST(CodegenPool1d, MatmulTilesStartAligned) {
+  GraphBuilder g(Precision::BF16, "pool1d_matmul_overlap");
+  auto x = g.input("x", {2, 64, 96});
+  Pool1dOptions po;
+  po.kernel = 4;
+  po.stride = 2;
+  po.padding = 1;
+  g.output("y", g.matmul(x, g.input("w", {96, 200})).max_pool1d(po));
+  auto graph = g.build();
+  ASSERT_TRUE(graph) << graph.error().str();
+  for (const char* config : {"pool1d_overlap=1,mainloop=mma", "pool1d_overlap=1,mainloop=ffma"}) {
+    auto prog = generate_program(*graph, {"sm_90a", config});
+    ASSERT_TRUE(prog.ok()) << config << ": " << prog.error().str();
+    const size_t at = prog->source.find("constexpr int kColumnStep = ");
+    ASSERT_NE(at, std::string::npos) << config;
+    const int step = std::stoi(prog->source.substr(at + 28));
+    EXPECT_GT(step, 0) << config;
+    EXPECT_EQ(step % 8, 0) << config << ": step " << step;
+    const int tiles = (99 * 2 - 1) / step + 1;  // the last window starts at column 197
+    EXPECT_EQ(prog->launches.back().grid[1], static_cast<unsigned>(tiles)) << config << "\n" << prog->plan_text;
+  }
+}
+
 }  // namespace
 }  // namespace fusejit

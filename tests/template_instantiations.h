@@ -203,7 +203,8 @@ struct AvgWin {
   static constexpr int kW = 200, kKW = 3, kSW = 2, kPW = 1, kDW = 1, kWOut = 100;
 };
 extern "C" __global__ void k(const float* a, const float* w, float* c, float* d) {
-  __shared__ __align__(16) float smem[Tile::kSmemFloats + 64 * (3 + 16 + 4)];
+  __shared__ __align__(16) float smem[Tile::kSmemFloats > fj::pool1d_halo_floats(64, 16, 3) ? Tile::kSmemFloats
+                                                                                     : fj::pool1d_halo_floats(64, 16, 3)];
   fj::SimtFragment<Tile> f(threadIdx.x);
   const int n0 = blockIdx.y * 61;
   fj::simt_mainloop<Tile>(fj::RowMajorA<float, 70, 9, 9>{a}, fj::NKMajorB<float, 200, 9, 9>{w}, 0, n0, 9, f, smem);
