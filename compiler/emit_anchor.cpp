@@ -63,7 +63,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   int64_t m_tiles = 0;
   const bool overlapping = kp.pool1d_overlap >= 0;  // column tiles kColumnStep apart (emit_pool1d.cpp)
   const int64_t n_tiles = anchor_column_tiles(g, kp, geo.n, tile_n);
-  if (overlapping) s.constants.push_back({"kColumnStep", anchor_column_step(g, kp, tile_n), "columns between the tiles' first"});
+  if (overlapping)
+    s.constants.push_back({"kColumnStep", anchor_column_step(g, kp, tile_n), "columns between the tiles' first"});
   const std::string n0 = overlapping ? "const int n0 = blockIdx.y * kColumnStep;" : "const int n0 = blockIdx.y * Tile::BN;";
   std::vector<TensorMapSpec> tensor_maps;  // wgmma: the operands' TMA views
   if (n_tiles > 65535) return Error("codegen: N=" + std::to_string(geo.n) + " needs more than 65535 column tiles");
@@ -329,8 +330,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const int64_t halo_bytes = overlapping ? 4LL * tile_m * 8 * (wt.pingpong ? 2 : 1) : 0;
     int chunk = wgmma ? wgmma_epilogue_chunk(wt, kp.mma_kind == "f32x3", halo_bytes) : 64;
     while (chunk > 16 && (tile_n % chunk || (!wgmma && int64_t{tile_m} * (chunk + 8) * 4 > 32 * 1024))) chunk /= 2;
-    Expected<std::vector<std::string>> e = overlapping ? pool1d_halo_epilogue(ctx, plan, kp, em, shape, tile_m, tile_n, chunk, smem_floats)
-                                                       : pool1d_whole_windows_epilogue(ctx, plan, kp, em, *pool, shape, tile_m, tile_n, chunk, smem_floats);
+    Expected<std::vector<std::string>> e =
+        overlapping ? pool1d_halo_epilogue(ctx, plan, kp, em, shape, tile_m, tile_n, chunk, smem_floats)
+                    : pool1d_whole_windows_epilogue(ctx, plan, kp, em, *pool, shape, tile_m, tile_n, chunk, smem_floats);
     if (!e) return e.error();
     append(run, *e);
   } else if (pool) {
