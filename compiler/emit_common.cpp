@@ -484,6 +484,21 @@ std::string coord_args(int rank, const std::string& prefix) {
   return s;
 }
 
+CudaStruct pool1d_shape_struct(const Graph& g, ValueId pool, const std::string& name) {
+  const Node& p = g.node(pool);
+  CudaStruct s;
+  s.name = name;
+  auto member = [&](const std::string& n, int64_t v) {
+    s.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
+  };
+  member("kW", g.node(p.operands[0]).type.shape.back());
+  member("kKW", p.attr_int("kernel_size"));
+  member("kSW", p.attr_int("stride"));
+  member("kPW", p.attr_int("padding"));
+  member("kDW", 1);
+  return s;
+}
+
 std::string op_list(const Graph& g, const std::vector<ValueId>& nodes) {
   std::string s;
   for (ValueId v : nodes) s += (s.empty() ? "" : "_") + std::string(op_name(g.node(v).op));

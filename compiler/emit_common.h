@@ -129,6 +129,9 @@ std::vector<int> used_dims(const Shape& shape, const std::vector<int>& dims);
 std::string coord_params(int rank, const std::string& prefix = "i");
 std::string coord_args(int rank, const std::string& prefix = "i");
 
+// A 1-D pool's window shape as pool.cuh reads it (kW, kKW, kSW, kPW, kDW = 1), named `name`.
+CudaStruct pool1d_shape_struct(const Graph& g, ValueId pool, const std::string& name);
+
 // Short op-name list for kernel names: "relu_add".
 std::string op_list(const Graph& g, const std::vector<ValueId>& nodes);
 

@@ -331,11 +331,7 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
     member("kDH", dl[0]);
     member("kDW", dl[1]);
   } else {
-    member("kW", xs.back());
-    member("kKW", r.attr_int("kernel_size"));
-    member("kSW", r.attr_int("stride"));
-    member("kPW", r.attr_int("padding"));
-    member("kDW", 1);
+    ps = pool1d_shape_struct(g, kp.root, "PoolShape");
   }
   s.structs.push_back(ps);
   s.constants.push_back({"kNumel", numel(os), "pooled elements"});

@@ -35,18 +35,9 @@ Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, 
     const Node& p = g.node(tail.op);
     const bool is_max = p.op == OpKind::MaxPool1d;
     const std::string id = std::to_string(i);
-    CudaStruct ps;
-    ps.name = "Pool" + id;
+    CudaStruct ps = pool1d_shape_struct(g, tail.op, "Pool" + id);
     ps.comment = "the windows of " + g.describe(tail.op) + " (pool.cuh's 1-D shape)";
-    auto member = [&](const std::string& n, int64_t v) {
-      ps.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
-    };
-    member("kW", g.node(pooled).type.shape.back());
-    member("kKW", p.attr_int("kernel_size"));
-    member("kSW", p.attr_int("stride"));
-    member("kPW", p.attr_int("padding"));
-    member("kDW", 1);
-    member("kWOut", p.type.shape.back());
+    ps.members.push_back("static constexpr int kWOut = " + int_literal(p.type.shape.back()) + ";");
     em.src().structs.push_back(ps);
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
                                           "fj_post_pool" + id, "after " + g.describe(tail.op) + ", at pooled coordinates");
