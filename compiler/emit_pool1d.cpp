@@ -8,6 +8,28 @@
 #include "compiler/passes.h"
 
 namespace fusejit::cg::anchor {
+namespace {
+
+// The value lambda both pool epilogues start with: the epilogue up to the pooled value, at output coordinates.
+std::vector<std::string> pre_pool_lambda(const PlanContext& ctx, const Plan& plan, const KernelPlan& kp,
+                                         KernelEmitter& em, const AnchorShape& shape, ValueId pooled) {
+  const int rank = static_cast<int>(ctx.g.node(kp.root).type.shape.size());
+  const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pooled, false),
+                                       "fj_pre_pool", "the epilogue up to the pooled value, at output coordinates");
+  std::vector<std::string> lambda = epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
+                                                    "return " + pre + "(p, acc, " + coord_args(rank) + ");");
+  lambda.back() = "},";
+  return lambda;
+}
+
+// A pooled value's coordinates: the output's, the last one (i<rank - 1>, declared last) the window's.
+std::vector<std::string> pooled_coords(const AnchorShape& shape, int rank) {
+  std::vector<std::string> coords = shape.coords;
+  coords.back() = "const int i" + std::to_string(rank - 1) + " = w;";
+  return coords;
+}
+
+}  // namespace
 
 Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, const Plan& plan,
                                                         const KernelPlan& kp, KernelEmitter& em,
@@ -20,16 +42,10 @@ Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, 
                  "neighbours by " + std::to_string(overlap) + " columns in chunks of " + std::to_string(chunk));
   const int rank = static_cast<int>(g.node(kp.root).type.shape.size());
   const std::string coord_call = coord_args(rank);
-  const ValueId pooled = g.node(kp.tails[0].op).operands[0];
-  const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pooled, false),
-                                       "fj_pre_pool", "the epilogue up to the pooled value, at output coordinates");
   std::vector<std::string> run = {"fj::tile_pool1d_halo<kColumnStep, " + std::to_string(chunk) + ", " +
                                   std::to_string(overlap) + ">(frag, m0, n0, " + shape.rows + ", " + shape.cols +
                                   ", smem,"};
-  append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
-                              "return " + pre + "(p, acc, " + coord_call + ");"));
-  std::vector<std::string> pooled_coords = shape.coords;  // the last coordinate is the window's
-  pooled_coords.back() = "const int i" + std::to_string(rank - 1) + " = w;";
+  append(run, pre_pool_lambda(ctx, plan, kp, em, shape, g.node(kp.tails[0].op).operands[0]));
   for (size_t i = 0; i < kp.tails.size(); ++i) {
     const FusedTail& tail = kp.tails[i];
     const Node& p = g.node(tail.op);
@@ -42,10 +58,9 @@ Expected<std::vector<std::string>> pool1d_halo_epilogue(const PlanContext& ctx, 
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail.post, tail.op, -1, true),
                                           "fj_post_pool" + id, "after " + g.describe(tail.op) + ", at pooled coordinates");
     const bool cip = !is_max && p.attr_bool("count_include_pad");
-    if (i == 0) run.back() = "},";  // the value lambda
     append(run, epilogue_lambda("fj::pool1d_output<Pool" + id + ", " + (is_max ? "true" : "false") + ", " +
                                     (cip ? "true" : "false") + ">([&](float v, int m, int w) {",
-                                pooled_coords, post + "(p, v, " + coord_call + ");"));
+                                pooled_coords(shape, rank), post + "(p, v, " + coord_call + ");"));
     run.back() = i + 1 < kp.tails.size() ? "})," : "}));";
   }
   // epilogue_pool1d.cuh's pool1d_halo_floats: the halo's columns padded to 8, the chunk, 8 more a row
@@ -67,20 +82,16 @@ Expected<std::vector<std::string>> pool1d_whole_windows_epilogue(const PlanConte
                  " (its width and staging chunk must be multiples of the window)");
   const int rank = static_cast<int>(g.node(kp.root).type.shape.size());
   const std::string coord_call = coord_args(rank);
-  const std::string pre = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false),
-                                       "fj_pre_pool", "the epilogue up to the pooled value, at output coordinates");
+  std::vector<std::string> pre = pre_pool_lambda(ctx, plan, kp, em, shape, pn.operands[0]);
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool.post, pool.op, -1, true), "fj_post_pool",
                                         "after the pool, at pooled coordinates");
   smem_floats = std::max<int64_t>(smem_floats, int64_t{tile_m} * (chunk + 8));
   std::vector<std::string> run = {"fj::tile_pool1d_staged<" + std::to_string(chunk) + ", " + std::to_string(k) +
                                   ", " + (pn.op == OpKind::MaxPool1d ? "true" : "false") + ">(frag, m0, n0, " +
                                   shape.rows + ", " + shape.cols + ", smem,"};
-  append(run, epilogue_lambda("[&](float acc, int m, int n) -> float {", shape.coords,
-                              "return " + pre + "(p, acc, " + coord_call + ");"));
-  run.back() = "},";
-  std::vector<std::string> pooled = shape.coords;  // the last coordinate is the window's
-  pooled.back() = "const int i" + std::to_string(rank - 1) + " = w;";
-  append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled, post + "(p, v, " + coord_call + ");"));
+  append(run, pre);
+  append(run, epilogue_lambda("[&](float v, int m, int w) {", pooled_coords(shape, rank),
+                              post + "(p, v, " + coord_call + ");"));
   return run;
 }
 
