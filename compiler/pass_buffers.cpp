@@ -4,7 +4,8 @@
 // scratch buffer, f32 (intermediates keep full precision, as they do in
 // registers when fused; with scratch_dtype=graph a bf16 / f16 value is held in
 // its type, rounded as PyTorch's tensor is). A view (reshape) reads its
-// operand's buffer.
+// operand's buffer; a view that is an output has its root's stores go to its
+// output buffer too (no copy kernel), unless the root is an input.
 #include <set>
 
 #include "compiler/passes.h"
@@ -176,9 +177,12 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     }
   }
   auto add_buffer = [&](ValueId v) {
-    std::vector<BufferRef> outs;
+    std::vector<BufferRef> outs;  // v's outputs, then those of its views that v's stores fill (stored_through_view)
     for (size_t o = 0; o < g.outputs.size(); ++o)
       if (g.outputs[o].value == v) outs.push_back({BufferKind::Output, static_cast<int>(o)});
+    for (size_t o = 0; o < g.outputs.size(); ++o)
+      if (const ValueId out = g.outputs[o].value; ctx.stored_through_view(out) && ctx.view_root(out) == v)
+        outs.push_back({BufferKind::Output, static_cast<int>(o)});
     if (g.node(v).op == OpKind::Input || ctx.is_view(v)) {  // read where it is; written out by a copy
       plan.store_to[v] = outs;
       return;
@@ -245,7 +249,11 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     plan.notes.push_back("reshape %" + std::to_string(v) + " " + shape_str(g.node(v).type.shape) + " is a view of %" +
                          std::to_string(x) + " " + shape_str(g.node(x).type.shape) + " (" +
                          kinds[static_cast<int>(it->second.kind)] + " " + std::to_string(it->second.index) +
-                         ", read as the new shape): no kernel of its own");
+                         ", read as the new shape): no kernel of its own" +
+                         (ctx.is_output(v) && ctx.stored_through_view(v)
+                              ? "; the kernel that stores %" + std::to_string(ctx.view_root(v)) +
+                                    " writes its output buffer too (the same elements in row-major order)"
+                              : ""));
   }
 }
 

@@ -357,7 +357,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
       if (ctx.written_by[i] < 0)
         return Error("codegen: internal error: reshape %" + std::to_string(v) + " views %" + std::to_string(x) +
                      ", which no kernel writes");
-      if (!ctx.is_output(v)) return Status::success();
+      if (!ctx.is_output(v) || ctx.stored_through_view(v)) return Status::success();
       k.kind = KernelKind::Pointwise;  // a copy to the output's buffer
       k.region.domain = n.type.shape;
       k.region.stores.push_back(v);

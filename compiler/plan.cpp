@@ -345,6 +345,16 @@ Region row_stage_row_stores(const Graph& g, const KernelPlan& kp, size_t i) {
   return r;
 }
 
+ValueId PlanContext::view_root(ValueId v) const {
+  while (is_view(v)) v = g.node(v).operands[0];
+  return v;
+}
+
+bool PlanContext::stored_through_view(ValueId v) const {
+  const OpKind root = g.node(view_root(v)).op;
+  return is_view(v) && root != OpKind::Input && root != OpKind::Constant;
+}
+
 int PlanContext::memory_kernel(ValueId v) const {
   const auto i = static_cast<size_t>(v);
   return written_by[i] >= 0 ? written_by[i] : kernel_of[i];

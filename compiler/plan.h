@@ -505,6 +505,12 @@ struct PlanContext {
   const Node& node(ValueId v) const { return g.node(v); }
   bool pointwise(ValueId v) const;
   bool is_view(ValueId v) const { return g.node(v).op == OpKind::Reshape && !mapped_reshape[static_cast<size_t>(v)]; }
+  // The value whose buffer view v reads (through views of views); v itself if it is not a view.
+  ValueId view_root(ValueId v) const;
+  // Whether view v, a graph output, is written by the kernel that stores its root (pass_buffers: the root's
+  // stores go to v's output buffer too, the same elements in row-major order) rather than copied there: every
+  // root a kernel computes (not an input or a constant, which only a copy can put in the output).
+  bool stored_through_view(ValueId v) const;
   // The kernel that puts v in memory (placed: its kernel), or -1.
   int memory_kernel(ValueId v) const;
   // Whether `user` needs its operands in memory (not pointwise: a row,

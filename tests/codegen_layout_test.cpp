@@ -11,6 +11,7 @@
 #include "fusejit/spec.h"
 #include "tests/compile_jobs.h"
 #include "tests/layout_cases.h"
+#include "tests/program_util.h"
 
 namespace fusejit {
 namespace {
@@ -188,10 +189,29 @@ TEST(CodegenLayout, ViewsAndExpands) {
     ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
     EXPECT_NE(p.plan_text.find("expand %2 broadcasts %1 [40,1] to [40,24]"), std::string::npos) << p.plan_text;
   }
-  {  // an output that is a view of another output: copied
+  {  // an output that is a view of another output: the sum's kernel stores both (no copy kernel)
     const Program p = plan(case_graph("reshape_as_output"));
+    ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("stores %1 -> output 1 's' output 0 'r'"), std::string::npos) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("the kernel that stores %1 writes its output buffer too"), std::string::npos)
+        << p.plan_text;
+  }
+  {  // views of a computed value, outputs: its kernel stores them (no copy kernel), in the value's own order
+    const Program p = plan(case_graph("reshape_of_leaf_as_output"));
+    ASSERT_EQ(p.launches.size(), 1u) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("stores %1 -> output 0 'v2' output 1 'v'"), std::string::npos) << p.plan_text;
+    EXPECT_TRUE(p.scratch.empty()) << p.plan_text;
+  }
+  {  // a view of an input, an output: only a copy puts it there
+    const Program p = plan(case_graph("reshape_input_as_output"));
     ASSERT_EQ(p.launches.size(), 2u) << p.plan_text;
-    EXPECT_NE(p.plan_text.find("copied out because it is a graph output"), std::string::npos) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("stores %1 -> output 0 'v'"), std::string::npos) << p.plan_text;
+    EXPECT_NE(p.plan_text.find("written out because it is a graph output"), std::string::npos) << p.plan_text;
+  }
+  for (const char* name : {"linear_sum_flattened", "conv_pool_flattened"}) {  // flattened results of an anchor chain
+    const Program p = plan(case_graph(name));
+    EXPECT_EQ(testing::chain_launches(p), 2u) << name << "\n" << p.plan_text;
+    EXPECT_EQ(p.plan_text.find("copied out"), std::string::npos) << name << "\n" << p.plan_text;
   }
   {  // a reduction reads a view of its input directly
     const Program p = plan(case_graph("reshape_input_then_reduce"));

@@ -190,6 +190,36 @@ ops:
   - {name: s, op: sum, args: [x], dims: [0]}
   - {name: r, op: reshape, args: [s], shape: [1, 5, 6]}
 outputs: [r, s])"},
+      {"reshape_of_leaf_as_output", R"(
+inputs: [{name: x, shape: [6, 20]}]
+ops:
+  - {name: r, op: relu, args: [x]}
+  - {name: v, op: reshape, args: [r], shape: [4, 30]}
+  - {name: v2, op: reshape, args: [v], shape: [120]}
+outputs: [v2, v])"},
+      {"reshape_input_as_output", R"(
+inputs: [{name: x, shape: [6, 20]}]
+ops:
+  - {name: v, op: reshape, args: [x], shape: [120]}
+  - {name: s, op: sum, args: [x], dims: [1]}
+outputs: [v, s])"},
+      {"linear_sum_flattened", R"(
+inputs: [{name: x, shape: [24, 16]}, {name: w, shape: [300, 16]}]
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}
+  - {name: f, op: reshape, args: [s], shape: [24]}
+  - {name: g, op: gelu, args: [h]}
+  - {name: gf, op: reshape, args: [g], shape: [7200]}
+outputs: [f, gf])"},
+      {"conv_pool_flattened", R"(
+inputs: [{name: x, shape: [2, 4, 10, 10]}, {name: w, shape: [8, 4, 3, 3]}]
+ops:
+  - {name: c, op: conv2d, args: [x, w], padding: 1}
+  - {name: r, op: relu, args: [c]}
+  - {name: p, op: global_avg_pool, args: [r]}
+  - {name: f, op: reshape, args: [p], shape: [2, 8]}
+outputs: [f])"},
       {"reshape_input_then_reduce", R"(
 inputs: [{name: x, shape: [12, 10]}]
 ops:
