@@ -98,6 +98,11 @@ bool fold_constants(const Graph& g, Graph& out, std::vector<std::string>* notes)
 // same sum of its gradient operand.
 bool fold_pool_backward_sums(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
+// simplify_logsumexp.cpp: a softmax / log_softmax of x along d beside a
+// logsumexp of x over [d] -> that logsumexp (keepdim) broadcast back, one row
+// reduction for both (NaN rows kept as PyTorch's).
+bool fold_normalize_into_logsumexp(const Graph& g, Graph& out, std::vector<std::string>* notes);
+
 // simplify_cse.cpp: identical nodes (same op, operands, attributes) merge.
 bool eliminate_common_subexpressions(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
