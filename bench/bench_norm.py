@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Norm / reduction chains (issue 10 §4): fusejit vs PyTorch (eager, torch.compile), in one process.
 
-Five chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
+Six chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
 
   1 lin_gn_swish  a_linear_group_norm_swish.yaml   x 4096x1024 -> Linear(1024->4096, bias) -> group_norm(32 groups,
                   weight, bias) on the 2-D [M, 4096] output (each row's features in 32 groups of 128, as
@@ -14,6 +14,8 @@ Five chains, one spec each in bench/specs_norm/ (--problems takes 1-based indice
                   out: c = h - mean(h), c * rsqrt(mean(c*c) + 1e-5) * gamma + beta          -> [4096, 4096]
   5 lin_gelu_pool1d e_linear_gelu_pool1d.yaml    x 8192x1024 -> Linear(1024->4096, bias) -> gelu = g; two outputs:
                   max_pool1d(g, 4, 2, 1), avg_pool1d(g, 3, 2, 1, count_include_pad=False)   -> 2 x [8192, 2048]
+  6 lin_zloss     f_linear_log_softmax_zloss.yaml x 4096x1024 -> Linear(1024->32000) = logits (an LM head); two
+                  outputs: log_softmax(logits, -1), logsumexp(logits, -1) (z-loss)   -> [4096, 32000], [4096]
 
 The PyTorch twin of each chain (Runner.twins) takes the same tensors, in the spec's argument order. The spec files
 are written in fp32; mode bf16 runs the same text with `precision: bf16` (so every input is bf16 and the twin gets
@@ -104,6 +106,10 @@ PROBLEMS = [
                  ("b", (4096,), "torch_bias")],
          outputs=[("mp", (8192, 2048)), ("ap", (8192, 2048))], fan_in=1024,
          formula="g = gelu(linear(x, w, b)); max_pool1d(g, 4, 2, 1), avg_pool1d(g, 3, 2, 1, count_include_pad=False)"),
+    dict(name="lin_zloss", spec="f_linear_log_softmax_zloss.yaml", anchor="linear", ref=128, small=64,
+         inputs=[("x", (4096, 1024), "uniform01"), ("w", (32000, 1024), "torch_weight")],
+         outputs=[("logp", (4096, 32000)), ("lse", (4096,))], fan_in=1024,
+         formula="logits = linear(x, w); log_softmax(logits, -1), logsumexp(logits, -1)"),
 ]
 
 MODES = C.MODES  # mode -> (spec precision, input dtype)
@@ -382,9 +388,13 @@ class Runner(C.Runner):
             return (F.max_pool1d(g, 4, 2, 1).squeeze(1),
                     F.avg_pool1d(g, 3, 2, 1, count_include_pad=False).squeeze(1))
 
+        def lin_zloss(x, w):
+            logits = F.linear(x, w)
+            return F.log_softmax(logits, -1), torch.logsumexp(logits, -1)
+
         self.twins = {"lin_gn_swish": lin_gn_swish, "conv_gn_pool": conv_gn_pool,
                       "lin_sum_max_lse": lin_sum_max_lse, "lin_manual_ln": lin_manual_ln,
-                      "lin_gelu_pool1d": lin_gelu_pool1d}
+                      "lin_gelu_pool1d": lin_gelu_pool1d, "lin_zloss": lin_zloss}
 
     @staticmethod
     def as_tuple(out):

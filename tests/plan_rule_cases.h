@@ -207,6 +207,31 @@ ops:
   - {name: y, op: tanh, args: [p]}
 outputs: [y]
 )"},
+      {"conv_gap_flatten",  // a classifier head's features: relu, global average pool, flattened to [N, C]
+       R"(name: conv_gap_flatten
+precision: bf16
+inputs:
+  - {name: x, shape: [4, 32, 20, 20], dtype: bf16}
+  - {name: w, shape: [64, 32, 3, 3], dtype: bf16}
+ops:
+  - {name: c, op: conv2d, args: [x, w], padding: 1}
+  - {name: r, op: relu, args: [c]}
+  - {name: g, op: global_avg_pool, args: [r]}
+  - {name: f, op: reshape, args: [g], shape: [4, 64]}
+outputs: [f]
+)"},
+      {"row_sums_flattened",  // a row reduction over N = 512 (partials), reshaped as a graph output
+       "name: row_sums_flattened\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [1], keepdim: true}\n"
+           "  - {name: t, op: tanh, args: [s]}\n"
+           "  - {name: f, op: reshape, args: [t], shape: [128]}\n"
+           "outputs: [f]\n"},
+      {"log_softmax_beside_logsumexp",  // cross-entropy inputs with z-loss over N = 512: one row reduction
+       "name: log_softmax_beside_logsumexp\n" + head +
+           "  - {name: lp, op: log_softmax, args: [h], dim: 1}\n"
+           "  - {name: l, op: logsumexp, args: [h], dims: [1]}\n"
+           "  - {name: z, op: mul, args: [l, l]}\n"
+           "outputs: [lp, z]\n"},
   };
 }
 
