@@ -88,6 +88,7 @@ constexpr Pass kPasses[] = {
     {"algebra", simplify::fold_algebra},
     {"pool backward sums", simplify::fold_pool_backward_sums},
     {"softmax beside logsumexp", simplify::fold_normalize_into_logsumexp},
+    {"reshapes after elementwise ops", simplify::sink_reshapes},
     {"cse", simplify::eliminate_common_subexpressions},
 };
 constexpr int kMaxRounds = 8;  // each round shrinks the graph; real graphs settle in 2-3

@@ -103,6 +103,10 @@ bool fold_pool_backward_sums(const Graph& g, Graph& out, std::vector<std::string
 // reduction for both (NaN rows kept as PyTorch's).
 bool fold_normalize_into_logsumexp(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
+// simplify_sink_reshapes.cpp: an elementwise op of reshapes of values of
+// one shape (and scalar constants) -> the reshape of the op on the values.
+bool sink_reshapes(const Graph& g, Graph& out, std::vector<std::string>* notes);
+
 // simplify_cse.cpp: identical nodes (same op, operands, attributes) merge.
 bool eliminate_common_subexpressions(const Graph& g, Graph& out, std::vector<std::string>* notes);
 

@@ -218,7 +218,8 @@ ops:
   - {name: r, op: relu, args: [c]}
   - {name: g, op: global_avg_pool, args: [r]}
   - {name: f, op: reshape, args: [g], shape: [4, 64]}
-outputs: [f]
+  - {name: e, op: mul, args: [f, 0.5]}
+outputs: [f, e]
 )"},
       {"row_sums_flattened",  // a row reduction over N = 512 (partials), reshaped as a graph output
        "name: row_sums_flattened\n" + head +

@@ -339,6 +339,34 @@ TEST(Simplify, SoftmaxBesideLogsumexpStaysWhereATileHoldsTheRowOrItIsNotTheAncho
   EXPECT_EQ(testing::chain_launches(narrow), 1u) << narrow.plan_text;
 }
 
+TEST(Simplify, ElementwiseOpsOfReshapesBecomeReshapesOfTheOps) {
+  // t's row sums flattened, then squared, scaled and compared: the ops run on the sums, one reshape at the end.
+  Graph g = spec(size1_spec("  - {name: s, op: sum, args: [t], dims: [0], keepdim: true}\n"
+                            "  - {name: f, op: reshape, args: [s], shape: [1]}\n"
+                            "  - {name: q, op: mul, args: [f, f]}\n"
+                            "  - {name: y, op: mul, args: [q, 0.5]}\n"
+                            "  - {name: c, op: gt, args: [f, q]}\n",
+                            "y, c, f"));
+  std::vector<std::string> notes;
+  Graph s = simplified(g, &notes);
+  for (const Output& o : s.outputs)
+    EXPECT_EQ(s.node(o.value).op, OpKind::Reshape) << o.name << "\n" << print_graph(s);
+  for (const Node& n : s.nodes)
+    EXPECT_FALSE(is_elementwise(n.op) && n.type.shape == Shape{1}) << "an op left on the reshaped [1]\n" << print_graph(s);
+  EXPECT_EQ(count(s, OpKind::Reshape), 3) << print_graph(s);
+  expect_same_meaning(g, s);
+  // An operand that is not a reshape of a value of the same shape, or a reshape broadcast by the op: kept.
+  Graph kept = spec(size1_spec("  - {name: f, op: reshape, args: [t], shape: [64]}\n"
+                               "  - {name: v, op: reshape, args: [e], shape: [1, 64]}\n"
+                               "  - {name: r, op: sum, args: [x], dims: [1]}\n"
+                               "  - {name: y, op: add, args: [f, r]}\n"
+                               "  - {name: z, op: mul, args: [v, f]}\n",
+                               "y, z"));
+  Graph ks = simplified(kept);
+  EXPECT_EQ(count(ks, OpKind::Reshape), 2) << print_graph(ks);
+  expect_same_meaning(kept, ks);
+}
+
 TEST(Simplify, AWrongFoldFailsTheSemanticsCheck) {
   // The check must be able to fail: h + (e - e) -> h + 0 is wrong where e is
   // ±inf or NaN. The pass keeps e - e.
