@@ -58,7 +58,7 @@ TEST(CodegenPool1d, UnfusedWindowsSayWhy) {
   };
   const Case cases[] = {{9, 4, "pool1d_overlap=1", "a window of 9 columns is wider than overlapping tiles take (at most 8)"},
                         {4, 4, "fuse_pool=0", "disabled by the codegen config (fuse_pool=0)"},
-                        {4, 2, "",
+                        {4, 2, "pool1d_overlap=0",
                          "its windows overlap, leave gaps or are padded; overlapping column tiles are off (pool1d_overlap=0)"},
                         {4, 2, "pool1d_overlap=1", "other consumers need the full anchor-shaped result", true}};
   for (const Case& c : cases) {
