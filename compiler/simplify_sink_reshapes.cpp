@@ -12,6 +12,8 @@
 // `flatten(global_avg_pool(y)) * s`, a logsumexp's square after the view of
 // it simplify_logsumexp.cpp makes), and a view that is an output is written
 // by that kernel (pass_buffers.cpp). Exact: the same elements, the same op.
+#include <set>
+
 #include "compiler/simplify_passes.h"
 
 namespace fusejit::simplify {
@@ -22,10 +24,12 @@ bool scalar_constant(const Node& n) { return n.op == OpKind::Constant && n.type.
 // Whether new value w depends on an op other than elementwise and layout ops (of inputs and constants).
 bool computed_by_a_kernel(const Rewriter& rw, ValueId w) {
   std::vector<ValueId> stack = {w};
+  std::set<ValueId> seen;
   while (!stack.empty()) {
-    const Node& n = rw.node(stack.back());
+    const ValueId u = stack.back();
     stack.pop_back();
-    if (n.op == OpKind::Input || n.op == OpKind::Constant) continue;
+    const Node& n = rw.node(u);
+    if (!seen.insert(u).second || n.op == OpKind::Input || n.op == OpKind::Constant) continue;
     if (!is_elementwise(n.op) && op_category(n.op) != OpCategory::Layout) return true;
     stack.insert(stack.end(), n.operands.begin(), n.operands.end());
   }
