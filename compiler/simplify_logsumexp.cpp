@@ -16,6 +16,7 @@
 // (+inf, -inf). L - L is NaN for exactly those rows and 0 for the others, so
 // the results are NaN where PyTorch's are.
 #include <map>
+#include <set>
 
 #include "compiler/simplify_passes.h"
 
@@ -63,11 +64,11 @@ bool fold_normalize_into_logsumexp(const Graph& g, Graph& out, std::vector<std::
     auto [it, fresh] = lse.emplace(key, static_cast<ValueId>(i));
     if (!fresh && n.attr_bool("keepdim") && !g.node(it->second).attr_bool("keepdim")) it->second = static_cast<ValueId>(i);
   }
-  std::map<RowKey, bool> paired;
+  std::set<RowKey> paired;
   for (const Node& n : g.nodes)
     if (op_category(n.op) == OpCategory::Normalize)
       if (const RowKey key{n.operands[0], n.attr_int("dim")}; lse.count(key) && wide_anchor_rows(g, key))
-        paired[key] = true;
+        paired.insert(key);
   if (paired.empty()) return false;
 
   Rewriter rw(g, notes);
