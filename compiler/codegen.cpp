@@ -109,7 +109,11 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (mainloop == Mainloop::Wgmma && plan.kernels[0].wgmma.cluster_n > 1)
     module.includes.push_back("fusejit/wgmma_row_cluster.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
-  if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d)) module.includes.push_back("fusejit/pool.cuh");
+  const bool norm_pools = std::any_of(plan.kernels.begin(), plan.kernels.end(), [](const KernelPlan& k) {
+    return k.kind == KernelKind::Norm && !k.tails.empty();  // pass_fuse_norm_pool.cpp
+  });
+  if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d) || norm_pools)
+    module.includes.push_back("fusejit/pool.cuh");
   if (kinds.count(KernelKind::Gather)) module.includes.push_back("fusejit/gather.cuh");
 
   if (needs_operand_staging(plan.kernels[0])) module.includes.push_back("fusejit/operand_staging.cuh");

@@ -242,8 +242,35 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }
 
+// The PoolShape struct of 2-D pool `pool` over input planes `xs` (fj::pool2d_window's shape concept).
+CudaStruct pool2d_shape_struct(const Node& pool, const Shape& xs) {
+  const bool is_max = pool.op == OpKind::MaxPool2d;
+  const auto& k = pool.attr_ints("kernel_size");
+  const auto& st = pool.attr_ints("stride");
+  const auto& pd = pool.attr_ints("padding");
+  const std::vector<int64_t> dl = is_max ? pool.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+  CudaStruct ps;
+  ps.name = "PoolShape";
+  const size_t h = xs.size() - 2;
+  for (const auto& [n, v] : std::vector<std::pair<const char*, int64_t>>{
+           {"kH", xs[h]}, {"kW", xs[h + 1]}, {"kKH", k[0]}, {"kKW", k[1]}, {"kSH", st[0]}, {"kSW", st[1]},
+           {"kPH", pd[0]}, {"kPW", pd[1]}, {"kDH", dl[0]}, {"kDW", dl[1]}})
+    ps.members.push_back("static constexpr int " + std::string(n) + " = " + int_literal(v) + ";");
+  return ps;
+}
+
+// fj::pool2d_window's template arguments for 2-D pool `pool`: <PoolShape, max, count_include_pad>.
+std::string pool2d_window_args(const Node& pool) {
+  const bool is_max = pool.op == OpKind::MaxPool2d;
+  return std::string("PoolShape, ") + (is_max ? "true" : "false") + ", " +
+         (!is_max && pool.attr_bool("count_include_pad") ? "true" : "false");
+}
+
 // group / instance / layer norm: one row per (sample, group), normalized by
 // fj::norm_rows; the store applies weight and bias, then the fused consumers.
+// With a pool tail (pass_fuse_norm_pool.cpp) the last pass goes over the
+// row's pooled outputs (fj::norm_rows_then): each window normalizes the
+// elements it reads and runs the ops before the pool on them.
 Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -255,11 +282,13 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(geo.len);
   if (group > 32) group = cfg.threads;
+  const FusedTail* pool = kp.tails.empty() ? nullptr : &kp.tails[0];
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + ", rows of " +
-              std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row";
+              std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row" +
+              (pool ? ", then " + g.describe(pool->op) : "");
   s.constants.push_back({"kRows", geo.rows, "rows (sample x group)"});
   s.constants.push_back({"kLen", geo.len, "elements per row (contiguous)"});
   const bool affine = r.operands.size() > 1;
@@ -270,26 +299,79 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   const std::string element = em.operand_at(x, "b + r");
   std::vector<std::string> affine_params;
   for (size_t k = 1; k < r.operands.size(); ++k) affine_params.push_back(em.load_param(r.operands[k]));
-  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
-                                        "the result and its fused consumers, at output coordinates");
   const bool wide = numel(xs) > kIntMax;
   const std::string I = wide ? "long long" : "int";
-  std::vector<std::string> run = {
-      "fj::norm_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ">(",
-      "    kRows, kLen, " + float_literal(r.attr_float("eps")) + ",",
-      "[&](long long o) -> long long { return o * kLen; },",
-      "[&](long long b, int r) -> float { return " + element + "; },",
-      "[&](long long o, long long b, int r, float v) {",
-      "const " + I + " off = (" + I + ")(b + r);"};
+  const int rank = static_cast<int>(xs.size());
+  // v = the normalized element at flat offset `off` of x, weight and bias applied
+  std::vector<std::string> normalized;
   if (affine) {
-    run.push_back("const int a = (int)(off % kAffineSpan / kAffineDiv);");
+    normalized.push_back("const int a = (int)(off % kAffineSpan / kAffineDiv);");
     std::string v = "v * fj::load_as_float(" + affine_params[0] + ", a)";
     if (affine_params.size() > 1) v += " + fj::load_as_float(" + affine_params[1] + ", a)";
-    run.push_back("v = " + v + ";");
+    normalized.push_back("v = " + v + ";");
   }
-  append(run, decompose_index("off", xs, "i", I));
-  run.push_back(post_call(post, "v", static_cast<int>(xs.size())));
-  run.push_back("});");
+  const std::string head = "fj::norm_rows" + std::string(pool ? "_then<" : "<") + std::to_string(group) + ", " +
+                           std::to_string(cfg.threads) + ">(";
+  std::vector<std::string> run;
+  if (!pool) {
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
+                                          "the result and its fused consumers, at output coordinates");
+    run = {head, "    kRows, kLen, " + float_literal(r.attr_float("eps")) + ",",
+           "[&](long long o) -> long long { return o * kLen; },",
+           "[&](long long b, int r) -> float { return " + element + "; },",
+           "[&](long long o, long long b, int r, float v) {", "const " + I + " off = (" + I + ")(b + r);"};
+    append(run, normalized);
+    append(run, decompose_index("off", xs, "i", I));
+    run.push_back(post_call(post, "v", rank));
+    run.push_back("});");
+  } else {
+    const Node& pn = g.node(pool->op);
+    const Shape& os = pn.type.shape;
+    const int64_t pooled = geo.len / (xs[2] * xs[3]) * os[2] * os[3];
+    s.structs.push_back(pool2d_shape_struct(pn, xs));
+    s.constants.push_back({"kPooledLen", pooled, "pooled outputs per row (whole planes)"});
+    const std::string pre =
+        pn.operands[0] == kp.root
+            ? std::string()
+            : em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false), "fj_pre_pool",
+                           "the ops between the norm and the pool, at each window element");
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true), "fj_post",
+                                          "the pooled value and its fused consumers, at output coordinates");
+    run = {head, "    kRows, kLen, kPooledLen, " + float_literal(r.attr_float("eps")) + ",",
+           "[&](long long o) -> long long { return o * kLen; },",
+           "[&](long long b, int r) -> float { return " + element + "; },",
+           "[&](long long o, long long, int q, float mean, float rstd) {",
+           "const " + I + " e = (" + I + ")(o * kPooledLen + q);"};
+    append(run, decompose_index("e", os, "i", I));
+    run.push_back("const " + I + " plane = (" + I + ")(e / " + int_literal(os[2] * os[3]) + ") * " +
+                  int_literal(xs[2] * xs[3]) + ";");
+    // group / instance norm: one weight / bias entry per channel, so per window (its plane)
+    const bool per_plane = affine && geo.affine_div % (xs[2] * xs[3]) == 0;
+    if (per_plane) {
+      run.push_back("const int a = (int)(plane % kAffineSpan / kAffineDiv);  // the window's channel");
+      run.push_back("const float scale = rstd * fj::load_as_float(" + affine_params[0] + ", a);");
+      run.push_back("const float shift = " +
+                    (affine_params.size() > 1 ? "fj::load_as_float(" + affine_params[1] + ", a)" : std::string("0.f")) +
+                    " - mean * scale;");
+    }
+    run.push_back("const float pooled = fj::pool2d_window<" + pool2d_window_args(pn) + ">(i2, i3, [&](int ih, int iw) {");
+    run.push_back("const " + I + " off = plane + ih * PoolShape::kW + iw;");
+    if (per_plane) {
+      run.push_back("float v = " + em.operand_at(x, "off") + " * scale + shift;");
+    } else {
+      run.push_back("float v = (" + em.operand_at(x, "off") + " - mean) * rstd;");
+      append(run, normalized);
+    }
+    if (!pre.empty()) {
+      append(run, decompose_index("off", xs, "j", I));
+      run.push_back("return " + pre + "(p, v, " + coord_args(rank, "j") + ");");
+    } else {
+      run.push_back("return v;");
+    }
+    run.push_back("});");
+    run.push_back(post_call(post, "pooled", static_cast<int>(os.size())));
+    run.push_back("});");
+  }
   const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
   return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
 }
@@ -309,31 +391,8 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " " + g.node(x).type.str() + " -> " + shape_str(os);
-  CudaStruct ps;
-  ps.name = "PoolShape";
-  auto member = [&](const std::string& n, int64_t v) {
-    ps.members.push_back("static constexpr int " + n + " = " + int_literal(v) + ";");
-  };
   const int rank = static_cast<int>(xs.size());
-  if (two_d) {
-    const auto& k = r.attr_ints("kernel_size");
-    const auto& st = r.attr_ints("stride");
-    const auto& pd = r.attr_ints("padding");
-    const std::vector<int64_t> dl = is_max ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
-    member("kH", xs[2]);
-    member("kW", xs[3]);
-    member("kKH", k[0]);
-    member("kKW", k[1]);
-    member("kSH", st[0]);
-    member("kSW", st[1]);
-    member("kPH", pd[0]);
-    member("kPW", pd[1]);
-    member("kDH", dl[0]);
-    member("kDW", dl[1]);
-  } else {
-    ps = pool1d_shape_struct(g, kp.root, "PoolShape");
-  }
-  s.structs.push_back(ps);
+  s.structs.push_back(two_d ? pool2d_shape_struct(r, xs) : pool1d_shape_struct(g, kp.root, "PoolShape"));
   s.constants.push_back({"kNumel", numel(os), "pooled elements"});
   const std::string element = em.operand_at(x, two_d ? "base + ih * PoolShape::kW + iw" : "base + iw");
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",

@@ -182,7 +182,9 @@ std::string kernel_base_name(const PlanContext& ctx, const KernelPlan& kp, int i
       name += "_" + (op_category(r.op) == OpCategory::Pool ? pool_label(kp.root) : std::string(op_name(r.op)));
     if (kp.kind == KernelKind::RowFinish && kp.finishes.size() <= 1) name += "_finish";
     tail = ops(kp.region.nodes) + ops(kp.wide.nodes);
-    for (const FusedTail& t : kp.tails) tail += "_" + std::string(op_name(g.node(t.op).op)) + ops(t.post.nodes);
+    for (const FusedTail& t : kp.tails)
+      tail += "_" + (op_category(g.node(t.op).op) == OpCategory::Pool ? pool_label(t.op) : std::string(op_name(g.node(t.op).op))) +
+              ops(t.post.nodes);
     for (const FusedTail& t : kp.row_stages) tail += "_" + std::string(op_name(g.node(t.op).op)) + ops(t.post.nodes);
   }
   if (tail.size() > 48) tail = tail.substr(0, tail.rfind('_', 44)) + "_etc";

@@ -211,11 +211,12 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
 
 // group / instance / layer norm over a row: the mean, then the biased
 // variance as the mean of squared deviations (two passes in fp32), then
-// store(o, b, r, (x - mean) / sqrt(var + eps)) for each element r of row o
-// (the store applies the affine and the fused consumers).
-template <int G, int kBlock, class BaseF, class LoadF, class StoreF>
-__device__ __forceinline__ void norm_rows(long long rows, int len, float eps, const BaseF& base, const LoadF& load,
-                                          const StoreF& store) {
+// finish(o, b, q, mean, rstd) for q = lane, lane + G, ... < out_len: the
+// row's elements (norm_rows) or its pooled outputs (a pool the norm kernel
+// does, each window normalizing what it reads).
+template <int G, int kBlock, class BaseF, class LoadF, class FinishF>
+__device__ __forceinline__ void norm_rows_then(long long rows, int len, int out_len, float eps, const BaseF& base,
+                                               const LoadF& load, const FinishF& finish) {
   __shared__ float smem[kBlock / 32];
   const long long o = group_row<G, kBlock>();
   const int lane = threadIdx.x % G;
@@ -232,7 +233,17 @@ __device__ __forceinline__ void norm_rows(long long rows, int len, float eps, co
   }
   const float rstd = 1.f / sqrtf(group_combine<G, kBlock>(m2, add, smem) / (float)len + eps);
   if (!active) return;
-  for (int r = lane; r < len; r += G) store(o, b, r, (load(b, r) - mean) * rstd);
+  for (int q = lane; q < out_len; q += G) finish(o, b, q, mean, rstd);
+}
+
+// store(o, b, r, (x - mean) / sqrt(var + eps)) for each element r of row o
+// (the store applies the affine and the fused consumers).
+template <int G, int kBlock, class BaseF, class LoadF, class StoreF>
+__device__ __forceinline__ void norm_rows(long long rows, int len, float eps, const BaseF& base, const LoadF& load,
+                                          const StoreF& store) {
+  norm_rows_then<G, kBlock>(rows, len, len, eps, base, load, [&](long long o, auto b, int r, float mean, float rstd) {
+    store(o, b, r, (load(b, r) - mean) * rstd);
+  });
 }
 
 }  // namespace fj

@@ -38,6 +38,21 @@ inline Expected<Graph> conv_chain(Precision p, const std::string& kind) {
   } else if (kind == "instance_norm_maxpool") {
     Pool2dOptions po;
     y = c.instance_norm().max_pool2d(po);
+  } else if (kind == "group_norm_swish_avgpool") {  // pooled by the norm kernel: overlapping, padded, ceil windows
+    Pool2dOptions po;
+    po.kernel = {3, 3};
+    po.stride = {2, 2};
+    po.padding = {1, 1};
+    po.ceil_mode = true;
+    po.count_include_pad = false;
+    y = c.group_norm(3, g.input("gamma", {cout}, DType::F32, InitKind::Normal),
+                     g.input("beta", {cout}, DType::F32, InitKind::Normal)).silu().avg_pool2d(po) * 2.0;
+  } else if (kind == "layer_norm_maxpool") {  // weight per element (C, H, W): normalized at each window element
+    Pool2dOptions po;
+    po.kernel = {3, 2};
+    po.stride = {2, 1};
+    po.padding = {1, 0};
+    y = c.layer_norm({cout, h, w}, g.input("ln_w", {cout, h, w}, DType::F32, InitKind::Normal)).max_pool2d(po).tanh();
   } else if (kind == "instance_norm_affine_sum") {
     y = c.instance_norm(g.input("gamma", {cout}, DType::F32, InitKind::Normal),
                         g.input("beta", {cout}, DType::F32, InitKind::Normal), 1e-3)
@@ -79,7 +94,8 @@ inline std::vector<NormChain> norm_chains(const std::vector<Precision>& precisio
   for (Precision p : precisions) {
     const std::string pre = std::string(precision_name(p)) + " ";
     for (const char* kind : {"group_norm_swish", "group_norm_wide", "group_norm_gap", "instance_norm_maxpool",
-                             "instance_norm_affine_sum", "batch_norm_relu"})
+                             "group_norm_swish_avgpool", "layer_norm_maxpool", "instance_norm_affine_sum",
+                             "batch_norm_relu"})
       out.push_back({pre + "conv " + kind, conv_chain(p, kind)});
     for (const char* kind : {"layer_norm_relu", "layer_norm_2d_sum", "layer_norm_gelu_residual", "batch_norm_tanh"})
       out.push_back({pre + "linear " + kind, linear_chain(p, kind)});

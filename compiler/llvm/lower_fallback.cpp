@@ -156,6 +156,76 @@ Expected<CpuLaunch> lower_softmax(LowerContext& lc, const KernelPlan& kp) {
 // group / instance / layer norm: per row the mean, the biased variance as the
 // mean of squared deviations (two passes in fp32), then (x - mean) / sqrt(var
 // + eps) * weight + bias and the region at every element, as fj::norm_rows.
+// A 2-D or 1-D pool's window over planes of H x W (1-D: H = 1), in PyTorch's semantics.
+struct PoolWindow {
+  bool is_max = false, cip = false;
+  int64_t H = 1, W = 1, KH = 1, KW = 1, SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+
+  PoolWindow(const Node& r, const Shape& xs) {
+    const bool two_d = r.op == OpKind::MaxPool2d || r.op == OpKind::AvgPool2d;
+    is_max = r.op == OpKind::MaxPool2d || r.op == OpKind::MaxPool1d;
+    cip = !is_max && r.attr_bool("count_include_pad");
+    W = xs.back();
+    if (two_d) {
+      const auto& k = r.attr_ints("kernel_size");
+      const auto& st = r.attr_ints("stride");
+      const auto& pd = r.attr_ints("padding");
+      const std::vector<int64_t> dl = is_max ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
+      H = xs[xs.size() - 2];
+      KH = k[0], KW = k[1], SH = st[0], SW = st[1], PH = pd[0], PW = pd[1], DH = dl[0], DW = dl[1];
+    } else {
+      KW = r.attr_int("kernel_size"), SW = r.attr_int("stride"), PW = r.attr_int("padding");
+    }
+  }
+
+  // The pooled value of the window at (oh, ow); load(ih, iw) reads the plane.
+  template <class LoadF>
+  Value* emit(KernelFunction& kf, Value* oh, Value* ow, const LoadF& load) const {
+    llvm::IRBuilder<>& b = kf.b();
+    auto smax = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSGT(a, c), a, c); };
+    auto smin = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSLT(a, c), a, c); };
+    Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(SH)), kf.i64(PH));
+    Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(SW)), kf.i64(PW));
+    Value* acc = kf.local(kf.f32(is_max ? -INFINITY : 0.0), "acc");
+    if (is_max) {
+      kf.loop(0, KH, 1, [&](Value* kh) {
+        Value* ih = b.CreateAdd(h0, b.CreateMul(kh, kf.i64(DH)));
+        Value* h_ok = b.CreateAnd(b.CreateICmpSGE(ih, kf.i64(0)), b.CreateICmpSLT(ih, kf.i64(H)));
+        kf.if_then(h_ok, [&] {
+          kf.loop(0, KW, 1, [&](Value* kw) {
+            Value* iw = b.CreateAdd(w0, b.CreateMul(kw, kf.i64(DW)));
+            Value* w_ok = b.CreateAnd(b.CreateICmpSGE(iw, kf.i64(0)), b.CreateICmpSLT(iw, kf.i64(W)));
+            kf.if_then(w_ok, [&] {
+              b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
+            });
+          }, "kw");
+        });
+      }, "kh");
+      return b.CreateLoad(kf.f32_type(), acc);
+    }
+    Value* h1 = smin(b.CreateAdd(h0, kf.i64(KH)), kf.i64(H + PH));
+    Value* w1 = smin(b.CreateAdd(w0, kf.i64(KW)), kf.i64(W + PW));
+    Value* padded = b.CreateMul(b.CreateSub(h1, h0), b.CreateSub(w1, w0));
+    Value* hs = smax(h0, kf.i64(0));
+    Value* ws = smax(w0, kf.i64(0));
+    h1 = smin(h1, kf.i64(H));
+    w1 = smin(w1, kf.i64(W));
+    kf.loop(hs, h1, 1, [&](Value* ih) {
+      kf.loop(ws, w1, 1, [&](Value* iw) {
+        b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
+      }, "iw");
+    }, "ih");
+    Value* inside = b.CreateMul(b.CreateSub(h1, hs), b.CreateSub(w1, ws));
+    Value* empty = b.CreateOr(b.CreateICmpSGE(hs, h1), b.CreateICmpSGE(ws, w1));
+    Value* divisor = b.CreateSIToFP(cip ? padded : inside, kf.f32_type());
+    return b.CreateSelect(empty, kf.f32(0), b.CreateFDiv(b.CreateLoad(kf.f32_type(), acc), divisor));
+  }
+};
+
+// group / instance / layer norm: the mean, the variance from squared
+// deviations, then each element normalized (or, with a pool tail,
+// pass_fuse_norm_pool.cpp, each pooled output of the row from the elements
+// its window normalizes).
 Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   const Graph& g = lc.pc.g;
   const Node& r = g.node(kp.root);
@@ -163,13 +233,31 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   const Shape& xs = g.node(x).type.shape;
   const NormGeometry geo = norm_geometry(g, kp.root);
   const float eps = static_cast<float>(r.attr_float("eps"));
+  const FusedTail* pool = kp.tails.empty() ? nullptr : &kp.tails[0];
 
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
-  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
   std::vector<BufferRef> affine;
   for (size_t k = 1; k < r.operands.size(); ++k) affine.push_back(lc.plan.buffer.at(r.operands[k]));
   Value* len_f = kf.f32(static_cast<double>(geo.len));
+  // The normalized element at flat offset `off`, weight and bias applied.
+  auto normalized = [&](Value* off, Value* mean, Value* rstd) {
+    Value* v = b.CreateFMul(b.CreateFSub(kf.load_operand(x, off), mean), rstd);
+    if (!affine.empty()) {
+      Value* a = b.CreateUDiv(b.CreateURem(off, kf.i64(geo.affine_span)), kf.i64(geo.affine_div));
+      v = b.CreateFMul(v, kf.load_f32(affine[0], a));
+      if (affine.size() > 1) v = b.CreateFAdd(v, kf.load_f32(affine[1], a));
+    }
+    return v;
+  };
+  const EpilogueTree post = pool ? build_epilogue_tree(lc.pc, lc.plan, pool->post, pool->op, -1, true)
+                                 : build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  const Node* pn = pool ? &g.node(pool->op) : nullptr;
+  const EpilogueTree pre = pool ? build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, pn->operands[0], false)
+                                : EpilogueTree{};
+  const int64_t plane = xs.size() >= 2 ? xs[xs.size() - 2] * xs.back() : 1;
+  const int64_t out_plane = pn ? pn->type.shape[2] * pn->type.shape[3] : 1;
+  const int64_t out_len = pn ? geo.len / plane * out_plane : geo.len;
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
     Value* base = b.CreateMul(o, kf.i64(geo.len), "", true, true);
     auto offset = [&](Value* i) { return b.CreateAdd(base, i, "", true, true); };
@@ -185,19 +273,29 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
     }, "k");
     Value* var = b.CreateFDiv(b.CreateLoad(kf.f32_type(), m2), len_f);
     Value* rstd = b.CreateFDiv(kf.f32(1), kf.call_math("sqrtf", {b.CreateFAdd(var, kf.f32(eps))}));
-    kf.parallel_loop(kf.i64(0), kf.i64(geo.len), [&](Value* i) {
-      Value* off = offset(i);
-      Value* v = b.CreateFMul(b.CreateFSub(kf.load_operand(x, off), mean), rstd);
-      if (!affine.empty()) {
-        Value* a = b.CreateUDiv(b.CreateURem(off, kf.i64(geo.affine_span)), kf.i64(geo.affine_div));
-        v = b.CreateFMul(v, kf.load_f32(affine[0], a));
-        if (affine.size() > 1) v = b.CreateFAdd(v, kf.load_f32(affine[1], a));
-      }
-      emit_tree(kf, post, decompose(kf, off, xs), v);
-    }, "k");
+    if (!pool) {
+      kf.parallel_loop(kf.i64(0), kf.i64(geo.len), [&](Value* i) {
+        Value* off = offset(i);
+        emit_tree(kf, post, decompose(kf, off, xs), normalized(off, mean, rstd));
+      }, "k");
+      return;
+    }
+    const PoolWindow window(*pn, xs);
+    kf.parallel_loop(kf.i64(0), kf.i64(out_len), [&](Value* q) {
+      Value* e = b.CreateAdd(b.CreateMul(o, kf.i64(out_len), "", true, true), q, "", true, true);
+      const std::vector<Value*> at = decompose(kf, e, pn->type.shape);
+      Value* first = b.CreateMul(b.CreateUDiv(e, kf.i64(out_plane)), kf.i64(plane));
+      Value* v = window.emit(kf, at[2], at[3], [&](Value* ih, Value* iw) {
+        Value* off = b.CreateAdd(first, b.CreateAdd(b.CreateMul(ih, kf.i64(window.W)), iw));
+        Value* n = normalized(off, mean, rstd);
+        return pn->operands[0] == kp.root ? n : emit_tree(kf, pre, decompose(kf, off, xs), n);
+      });
+      emit_tree(kf, post, at, v);
+    }, "q");
   }, "row");
   return kf.finish(geo.rows, grain_for(3 * geo.len),
-                   std::string(op_name(r.op)) + " over rows of " + std::to_string(geo.len));
+                   std::string(op_name(r.op)) + " over rows of " + std::to_string(geo.len) +
+                       (pn ? ", then " + std::string(op_name(pn->op)) : ""));
 }
 
 Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
@@ -207,79 +305,28 @@ Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
   const Shape& xs = g.node(x).type.shape;
   const Shape& os = r.type.shape;
   const bool two_d = kp.kind == KernelKind::Pool2d;
-  const bool is_max = r.op == OpKind::MaxPool2d || r.op == OpKind::MaxPool1d;
-  const bool cip = !is_max && r.attr_bool("count_include_pad");
-  int64_t H = 1, W = xs.back(), KH = 1, KW, SH = 1, SW, PH = 0, PW, DH = 1, DW = 1;
-  if (two_d) {
-    const auto& k = r.attr_ints("kernel_size");
-    const auto& st = r.attr_ints("stride");
-    const auto& pd = r.attr_ints("padding");
-    const std::vector<int64_t> dl = is_max ? r.attr_ints("dilation") : std::vector<int64_t>{1, 1};
-    H = xs[xs.size() - 2];
-    KH = k[0], KW = k[1], SH = st[0], SW = st[1], PH = pd[0], PW = pd[1], DH = dl[0], DW = dl[1];
-  } else {
-    KW = r.attr_int("kernel_size"), SW = r.attr_int("stride"), PW = r.attr_int("padding");
-  }
+  const PoolWindow window(r, xs);
   const int64_t OH = two_d ? os[os.size() - 2] : 1, OW = os.back();
   const Shape outer_shape(os.begin(), os.end() - 1);
 
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
   const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  auto smax = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSGT(a, c), a, c); };
-  auto smin = [&](Value* a, Value* c) { return b.CreateSelect(b.CreateICmpSLT(a, c), a, c); };
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
     std::vector<Value*> idx = decompose(kf, row, outer_shape);
     Value* plane = two_d ? b.CreateUDiv(row, kf.i64(OH)) : row;
     Value* oh = two_d ? b.CreateURem(row, kf.i64(OH)) : kf.i64(0);
-    Value* base = b.CreateMul(plane, kf.i64(H * W));
+    Value* base = b.CreateMul(plane, kf.i64(window.H * window.W));
     kf.parallel_loop(kf.i64(0), kf.i64(OW), [&](Value* ow) {
-      Value* h0 = b.CreateSub(b.CreateMul(oh, kf.i64(SH)), kf.i64(PH));
-      Value* w0 = b.CreateSub(b.CreateMul(ow, kf.i64(SW)), kf.i64(PW));
-      auto load = [&](Value* ih, Value* iw) {
-        return kf.load_operand(x, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(W)), iw)));
-      };
-      Value* acc = kf.local(kf.f32(is_max ? -INFINITY : 0.0), "acc");
-      Value* v;
-      if (is_max) {
-        kf.loop(0, KH, 1, [&](Value* kh) {
-          Value* ih = b.CreateAdd(h0, b.CreateMul(kh, kf.i64(DH)));
-          Value* h_ok = b.CreateAnd(b.CreateICmpSGE(ih, kf.i64(0)), b.CreateICmpSLT(ih, kf.i64(H)));
-          kf.if_then(h_ok, [&] {
-            kf.loop(0, KW, 1, [&](Value* kw) {
-              Value* iw = b.CreateAdd(w0, b.CreateMul(kw, kf.i64(DW)));
-              Value* w_ok = b.CreateAnd(b.CreateICmpSGE(iw, kf.i64(0)), b.CreateICmpSLT(iw, kf.i64(W)));
-              kf.if_then(w_ok, [&] {
-                b.CreateStore(max_nan(b, b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
-              });
-            }, "kw");
-          });
-        }, "kh");
-        v = b.CreateLoad(kf.f32_type(), acc);
-      } else {
-        Value* h1 = smin(b.CreateAdd(h0, kf.i64(KH)), kf.i64(H + PH));
-        Value* w1 = smin(b.CreateAdd(w0, kf.i64(KW)), kf.i64(W + PW));
-        Value* padded = b.CreateMul(b.CreateSub(h1, h0), b.CreateSub(w1, w0));
-        Value* hs = smax(h0, kf.i64(0));
-        Value* ws = smax(w0, kf.i64(0));
-        h1 = smin(h1, kf.i64(H));
-        w1 = smin(w1, kf.i64(W));
-        kf.loop(hs, h1, 1, [&](Value* ih) {
-          kf.loop(ws, w1, 1, [&](Value* iw) {
-            b.CreateStore(b.CreateFAdd(b.CreateLoad(kf.f32_type(), acc), load(ih, iw)), acc);
-          }, "iw");
-        }, "ih");
-        Value* inside = b.CreateMul(b.CreateSub(h1, hs), b.CreateSub(w1, ws));
-        Value* empty = b.CreateOr(b.CreateICmpSGE(hs, h1), b.CreateICmpSGE(ws, w1));
-        Value* divisor = b.CreateSIToFP(cip ? padded : inside, kf.f32_type());
-        v = b.CreateSelect(empty, kf.f32(0), b.CreateFDiv(b.CreateLoad(kf.f32_type(), acc), divisor));
-      }
+      Value* v = window.emit(kf, oh, ow, [&](Value* ih, Value* iw) {
+        return kf.load_operand(x, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(window.W)), iw)));
+      });
       std::vector<Value*> at = idx;
       at.push_back(ow);
       emit_tree(kf, post, at, v);
     }, "ow");
   }, "row");
-  return kf.finish(numel(outer_shape), grain_for(OW * KH * KW),
+  return kf.finish(numel(outer_shape), grain_for(OW * window.KH * window.KW),
                    std::string(op_name(r.op)) + " " + shape_str(xs) + " -> " + shape_str(os));
 }
 
