@@ -266,11 +266,16 @@ std::string pool2d_window_args(const Node& pool) {
          (!is_max && pool.attr_bool("count_include_pad") ? "true" : "false");
 }
 
+// Dynamic shared memory a norm kernel's block may take for its rows' copies
+// (fj::norm_rows' kCached, norm_cache=1): 3 such blocks fit an H100's SM.
+constexpr int64_t kNormRowCacheBytes = 64 * 1024;
+
 // group / instance / layer norm: one row per (sample, group), normalized by
-// fj::norm_rows; the store applies weight and bias, then the fused consumers.
-// With a pool tail (pass_fuse_norm_pool.cpp) the last pass goes over the
-// row's pooled outputs (fj::norm_rows_then): each window normalizes the
-// elements it reads and runs the ops before the pool on them.
+// fj::norm_rows (the row read once where a copy fits shared memory); the
+// store applies weight and bias, then the fused consumers. With a pool tail
+// (pass_fuse_norm_pool.cpp) the last pass goes over the row's pooled outputs
+// instead: each window normalizes the elements it reads and runs the ops
+// before the pool on them.
 Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -283,12 +288,14 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   int group = cfg.group_for(geo.len);
   if (group > 32) group = cfg.threads;
   const FusedTail* pool = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const int64_t cache_bytes = cfg.threads / group * geo.len * 4;
+  const bool cached = ctx.heur.norm_cache && cache_bytes <= kNormRowCacheBytes;
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + ", rows of " +
               std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row" +
-              (pool ? ", then " + g.describe(pool->op) : "");
+              (cached ? ", each row's copy in shared memory" : "") + (pool ? ", then " + g.describe(pool->op) : "");
   s.constants.push_back({"kRows", geo.rows, "rows (sample x group)"});
   s.constants.push_back({"kLen", geo.len, "elements per row (contiguous)"});
   const bool affine = r.operands.size() > 1;
@@ -310,16 +317,17 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
     if (affine_params.size() > 1) v += " + fj::load_as_float(" + affine_params[1] + ", a)";
     normalized.push_back("v = " + v + ";");
   }
-  const std::string head = "fj::norm_rows" + std::string(pool ? "_then<" : "<") + std::to_string(group) + ", " +
-                           std::to_string(cfg.threads) + ">(";
+  const std::string head = "fj::norm_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ", " +
+                           (cached ? "true" : "false") + ">(";
+  const std::string finish = "[&](long long o, long long b, int q, float mean, float rstd, const auto& at) {";
   std::vector<std::string> run;
   if (!pool) {
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                           "the result and its fused consumers, at output coordinates");
-    run = {head, "    kRows, kLen, " + float_literal(r.attr_float("eps")) + ",",
+    run = {head, "    kRows, kLen, kLen, " + float_literal(r.attr_float("eps")) + ",",
            "[&](long long o) -> long long { return o * kLen; },",
-           "[&](long long b, int r) -> float { return " + element + "; },",
-           "[&](long long o, long long b, int r, float v) {", "const " + I + " off = (" + I + ")(b + r);"};
+           "[&](long long b, int r) -> float { return " + element + "; },", finish,
+           "float v = (at(q) - mean) * rstd;", "const " + I + " off = (" + I + ")(b + q);"};
     append(run, normalized);
     append(run, decompose_index("off", xs, "i", I));
     run.push_back(post_call(post, "v", rank));
@@ -340,8 +348,7 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
     run = {head, "    kRows, kLen, kPooledLen, " + float_literal(r.attr_float("eps")) + ",",
            "[&](long long o) -> long long { return o * kLen; },",
            "[&](long long b, int r) -> float { return " + element + "; },",
-           "[&](long long o, long long, int q, float mean, float rstd) {",
-           "const " + I + " e = (" + I + ")(o * kPooledLen + q);"};
+           finish, "const " + I + " e = (" + I + ")(o * kPooledLen + q);"};
     append(run, decompose_index("e", os, "i", I));
     run.push_back("const " + I + " plane = (" + I + ")(e / " + int_literal(os[2] * os[3]) + ") * " +
                   int_literal(xs[2] * xs[3]) + ";");
@@ -356,10 +363,11 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
     }
     run.push_back("const float pooled = fj::pool2d_window<" + pool2d_window_args(pn) + ">(i2, i3, [&](int ih, int iw) {");
     run.push_back("const " + I + " off = plane + ih * PoolShape::kW + iw;");
+    run.push_back("const float xv = at((int)(off - b));");
     if (per_plane) {
-      run.push_back("float v = " + em.operand_at(x, "off") + " * scale + shift;");
+      run.push_back("float v = xv * scale + shift;");
     } else {
-      run.push_back("float v = (" + em.operand_at(x, "off") + " - mean) * rstd;");
+      run.push_back("float v = (xv - mean) * rstd;");
       append(run, normalized);
     }
     if (!pre.empty()) {
@@ -373,7 +381,9 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
     run.push_back("});");
   }
   const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
-  return finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+  Expected<EmittedKernel> out = finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
+  if (out && cached) out->launch.shared_bytes = static_cast<unsigned>(cache_bytes);
+  return out;
 }
 
 Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index) {

@@ -211,39 +211,45 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
 
 // group / instance / layer norm over a row: the mean, then the biased
 // variance as the mean of squared deviations (two passes in fp32), then
-// finish(o, b, q, mean, rstd) for q = lane, lane + G, ... < out_len: the
-// row's elements (norm_rows) or its pooled outputs (a pool the norm kernel
-// does, each window normalizing what it reads).
-template <int G, int kBlock, class BaseF, class LoadF, class FinishF>
-__device__ __forceinline__ void norm_rows_then(long long rows, int len, int out_len, float eps, const BaseF& base,
-                                               const LoadF& load, const FinishF& finish) {
+// finish(o, b, q, mean, rstd, at) for q = lane, lane + G, ... < out_len: the
+// row's elements (out_len = len) or its pooled outputs (a pool the norm
+// kernel does, each window normalizing what it reads). at(r) is element r of
+// the row: with kCached, from a copy the first pass leaves in dynamic shared
+// memory (kBlock / G rows of len floats: x read once), else load(b, r).
+template <int G, int kBlock, bool kCached, class BaseF, class LoadF, class FinishF>
+__device__ __forceinline__ void norm_rows(long long rows, int len, int out_len, float eps, const BaseF& base,
+                                          const LoadF& load, const FinishF& finish) {
   __shared__ float smem[kBlock / 32];
   const long long o = group_row<G, kBlock>();
   const int lane = threadIdx.x % G;
   const bool active = o < rows;
   const auto b = base(active ? o : 0);
+  float* cache = nullptr;
+  if constexpr (kCached) {
+    extern __shared__ float fj_norm_row_cache[];
+    cache = fj_norm_row_cache + (size_t)(threadIdx.x / G) * len;
+  }
+  const auto at = [&](int r) -> float {
+    if constexpr (kCached) return cache[r];
+    else return load(b, r);
+  };
   const auto add = [](float x, float y) { return x + y; };
   float s = 0.f;
-  for (int r = lane; r < len; r += G) s += load(b, r);
-  const float mean = group_combine<G, kBlock>(s, add, smem) / (float)len;
+  for (int r = lane; r < len; r += G) {
+    const float v = load(b, r);
+    if constexpr (kCached) cache[r] = v;
+    s += v;
+  }
+  const float mean = group_combine<G, kBlock>(s, add, smem) / (float)len;  // G == kBlock: a block barrier
+  if constexpr (kCached && G <= 32) __syncwarp();  // the group's copies visible to its lanes
   float m2 = 0.f;
   for (int r = lane; r < len; r += G) {
-    const float d = load(b, r) - mean;
+    const float d = at(r) - mean;
     m2 += d * d;
   }
   const float rstd = 1.f / sqrtf(group_combine<G, kBlock>(m2, add, smem) / (float)len + eps);
   if (!active) return;
-  for (int q = lane; q < out_len; q += G) finish(o, b, q, mean, rstd);
-}
-
-// store(o, b, r, (x - mean) / sqrt(var + eps)) for each element r of row o
-// (the store applies the affine and the fused consumers).
-template <int G, int kBlock, class BaseF, class LoadF, class StoreF>
-__device__ __forceinline__ void norm_rows(long long rows, int len, float eps, const BaseF& base, const LoadF& load,
-                                          const StoreF& store) {
-  norm_rows_then<G, kBlock>(rows, len, len, eps, base, load, [&](long long o, auto b, int r, float mean, float rstd) {
-    store(o, b, r, (load(b, r) - mean) * rstd);
-  });
+  for (int q = lane; q < out_len; q += G) finish(o, b, q, mean, rstd, at);
 }
 
 }  // namespace fj
