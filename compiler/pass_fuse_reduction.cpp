@@ -3,7 +3,9 @@
 // in the epilogue (per-thread partials, combined through shared memory in a
 // fixed order) and only the reduced value is stored. When N is wider, each
 // column tile stores its per-row partial (a [tiles, rows] scratch, far
-// smaller than the [rows, N] input) and a RowFinish kernel combines them.
+// smaller than the [rows, N] input) and a RowFinish kernel combines them; so
+// too where a second row stage follows (`mean((h - mean(h))^2)`), which the
+// RowFinish kernel runs over the stored output.
 // Reductions over other dims materialize their input and run as a row
 // kernel (pass_fallback.cpp).
 #include <set>
@@ -11,6 +13,33 @@
 #include "compiler/passes.h"
 
 namespace fusejit::cg {
+
+namespace {
+
+// A reduction along the rows (sum / mean / max / min, r's shape) of a value over the anchor's domain computed from
+// r (`mean((h - mean(h))^2)`: a layer norm's variance), or -1: a second row stage, which the row-finish kernel
+// runs after r's rows are finished (pass_fallback.cpp, grow_row_stages) but an epilogue does not.
+ValueId second_row_stage(const PlanContext& ctx, ValueId r, const Shape& domain) {
+  const Shape& rows = ctx.node(r).type.shape;
+  std::set<ValueId> seen = {r};
+  std::vector<ValueId> stack = {r};
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+      const Node& n = ctx.node(u);
+      if (!seen.insert(u).second) continue;
+      if ((n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max || n.op == OpKind::Min) &&
+          n.type.shape == rows && ctx.node(n.operands[0]).type.shape == domain &&
+          n.attr_ints("dims") == std::vector<int64_t>{static_cast<int64_t>(domain.size()) - 1})
+        return u;
+      if (is_elementwise(n.op) && (n.type.shape == domain || n.type.shape == rows)) stack.push_back(u);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
 
 int64_t max_epilogue_cols(const PlanContext& ctx, const KernelPlan& kp) {
   // 3xTF32 on wgmma keeps a second accumulator: tiles at most 128 wide (validate_wgmma).
@@ -33,6 +62,19 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
   const int64_t col_dim = geo.op == OpKind::Conv2d ? 1 : rank - 1;
   const int64_t max_cols = max_epilogue_cols(ctx, kp);
 
+  // A second row stage after a reduction along N (a layer norm written out): every reduction of the epilogue stays
+  // partial, even where one tile spans N, so that one row-finish kernel runs both stages (two kernels, not a
+  // pointwise and a reduce kernel for each stage).
+  std::string staged;
+  if (geo.op != OpKind::Conv2d && ctx.heur.row_stages && ctx.heur.fuse_reductions)
+    for (ValueId v : inside)
+      for (ValueId u : ctx.users[static_cast<size_t>(v)])
+        if (staged.empty() && !in.count(u) && op_category(ctx.node(u).op) == OpCategory::Reduction &&
+            ctx.node(u).attr_ints("dims") == std::vector<int64_t>{col_dim})
+          if (const ValueId r2 = second_row_stage(ctx, u, geo.out); r2 >= 0)
+            staged = std::string(op_name(ctx.node(r2).op)) + " %" + std::to_string(r2) + " reduces rows computed from " +
+                     std::string(op_name(ctx.node(u).op)) + " %" + std::to_string(u);
+
   std::set<ValueId> seen;
   for (ValueId v : inside) {
     for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
@@ -54,14 +96,16 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
         refuse("disabled by the codegen config (fuse_reductions=0)");
         continue;
       }
-      if (geo.groups > 1 || geo.n > max_cols) {
+      if (geo.groups > 1 || geo.n > max_cols || !staged.empty()) {
         FusedTail tail;
         tail.op = u;
         tail.partial = true;
         plan.partials[u] = PartialBuffers{};
         kp.tails.push_back(std::move(tail));
-        kp.notes.push_back(label + " partly fused: N=" + std::to_string(geo.n * geo.groups) +
-                           (geo.groups > 1 ? " is split over conv groups" : " is wider than one tile") +
+        kp.notes.push_back(label + " partly fused: " +
+                           (geo.groups > 1     ? "N=" + std::to_string(geo.n * geo.groups) + " is split over conv groups"
+                            : geo.n > max_cols ? "N=" + std::to_string(geo.n) + " is wider than one tile"
+                                               : "a second row stage follows (" + staged + ")") +
                            ", so each column tile stores per-row partials and a row-finish kernel combines them");
         continue;
       }

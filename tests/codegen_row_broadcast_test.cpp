@@ -83,16 +83,22 @@ TEST(CodegenRowBroadcast, DeclinesWhatItDoesNotCover) {
                                "row_cluster=1");
   EXPECT_NE(wide.plan_text.find("needs more than 8 column tiles"), std::string::npos) << wide.plan_text;
   EXPECT_EQ(testing::chain_launches(wide), 2u) << wide.plan_text;
-  // a second row stage (mean(h - max(h))) would store h - max(h): declined, said
-  const Program staged = plan_of(testing::row_broadcast_head("rb_staged", "bf16", 128, 64, 128) +
-                                     "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
-                                     "  - {name: d, op: sub, args: [h, mx]}\n"
-                                     "  - {name: a, op: mean, args: [d], dims: [1], keepdim: true}\n"
-                                     "  - {name: y, op: sub, args: [d, a]}\n"
-                                     "outputs: [y]\n",
-                                 "rb_staged", "row_broadcast=1");
+  // a second row stage (mean(h - max(h))) would store h - max(h): declined, said (row_stages=0); by default the
+  // reduction stays partial even though one tile spans N, and the row-finish kernel runs both stages
+  const std::string staged_spec = testing::row_broadcast_head("rb_staged", "bf16", 128, 64, 128) +
+                                  "  - {name: mx, op: max, args: [h], dims: [1], keepdim: true}\n"
+                                  "  - {name: d, op: sub, args: [h, mx]}\n"
+                                  "  - {name: a, op: mean, args: [d], dims: [1], keepdim: true}\n"
+                                  "  - {name: y, op: sub, args: [d, a]}\n"
+                                  "outputs: [y]\n";
+  const Program staged = plan_of(staged_spec, "rb_staged", "row_broadcast=1,row_stages=0");
   EXPECT_NE(staged.plan_text.find("(a second row stage)"), std::string::npos) << staged.plan_text;
   EXPECT_EQ(staged.source.find("tile_row_broadcast"), std::string::npos);
+  const Program stages = plan_of(staged_spec, "rb_staged", "row_broadcast=1");
+  EXPECT_NE(stages.plan_text.find("partly fused: a second row stage follows (mean %"), std::string::npos)
+      << stages.plan_text;
+  EXPECT_EQ(testing::chain_launches(stages), 2u) << stages.plan_text;
+  EXPECT_EQ(stages.source.find("tile_row_broadcast"), std::string::npos);
   // sm_80 (mma.sync): not on this mainloop
   Expected<Graph> g = parse_spec(testing::row_broadcast_head("rb_mma", "bf16", 128, 64, 128) + max_sub, "rb_mma");
   ASSERT_TRUE(g) << g.error().str();

@@ -233,6 +233,43 @@ outputs: [f, e]
            "  - {name: l, op: logsumexp, args: [h], dims: [1]}\n"
            "  - {name: z, op: mul, args: [l, l]}\n"
            "outputs: [lp, z]\n"},
+      {"manual_layer_norm_one_tile",  // N = 192: one tile spans the rows, yet two row stages (partials, row stages)
+       R"(name: manual_layer_norm_one_tile
+precision: bf16
+inputs:
+  - {name: x, shape: [100, 96], dtype: bf16}
+  - {name: w, shape: [192, 96], dtype: bf16}
+  - {name: gamma, shape: [192]}
+  - {name: beta, shape: [192]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: mu, op: mean, args: [h], dims: [1], keepdim: true}
+  - {name: c, op: sub, args: [h, mu]}
+  - {name: sq, op: mul, args: [c, c]}
+  - {name: var, op: mean, args: [sq], dims: [1], keepdim: true}
+  - {name: ve, op: add, args: [var, 1e-5]}
+  - {name: rs, op: rsqrt, args: [ve]}
+  - {name: y, op: mul, args: [c, rs]}
+  - {name: yg, op: mul, args: [y, gamma]}
+  - {name: z, op: add, args: [yg, beta]}
+outputs: [z]
+)"},
+      {"conv_group_norm_swish_maxpool",  // bench_norm's conv_gn_pool, smaller: the norm kernel pools (norm pools)
+       R"(name: conv_group_norm_swish_maxpool
+precision: bf16
+inputs:
+  - {name: x, shape: [2, 16, 18, 18], dtype: bf16}
+  - {name: w, shape: [32, 16, 3, 3], dtype: bf16}
+  - {name: b, shape: [32], dtype: bf16}
+  - {name: gamma, shape: [32]}
+  - {name: beta, shape: [32]}
+ops:
+  - {name: c, op: conv2d, args: [x, w, b], padding: 1}
+  - {name: gn, op: group_norm, args: [c, gamma, beta], num_groups: 8}
+  - {name: s, op: silu, args: [gn]}
+  - {name: y, op: max_pool2d, args: [s], kernel_size: 3, stride: 2, padding: 1}
+outputs: [y]
+)"},
   };
 }
 
