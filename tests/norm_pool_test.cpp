@@ -6,7 +6,9 @@
 
 #include "compiler/codegen.h"
 #include "fusejit/builder.h"
+#include "runtime/nvrtc_compiler.h"
 #include "tests/norm_chains.h"
+#include "tests/norm_pool_cases.h"
 #include "tests/program_util.h"
 
 namespace fusejit {
@@ -83,6 +85,22 @@ TEST(NormPool, NotTakenSaysWhy) {
         << c.label << "\n" << p->plan_text;
     EXPECT_NE(p->plan_text.find(c.why), std::string::npos) << c.label << "\n" << p->plan_text;
     EXPECT_EQ(p->source.find("kPooledLen"), std::string::npos) << c.label;
+  }
+}
+
+// The first random cases of GpuNormPool compile for sm_80 and sm_90a (the rows copied to shared memory or not).
+TEST(NormPool, RandomCasesCompileWithNvrtc) {
+  const auto cases = testing_norm::random_norm_pool_cases(24, 55);
+  ASSERT_GE(cases.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& c = cases[i];
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      auto p = generate_program(*c.graph, {arch, i % 2 ? "norm_cache=0" : ""});
+      ASSERT_TRUE(p) << c.label << arch << ": " << p.error().str();
+      EXPECT_NE(p->source.find("kPooledLen"), std::string::npos) << c.label;
+      auto cubin = compile_to_cubin(p->source, p->name, {arch, false, {}});
+      EXPECT_TRUE(cubin) << c.label << arch << ": " << (cubin ? "" : cubin.error().str().substr(0, 4000));
+    }
   }
 }
 
