@@ -46,7 +46,12 @@ Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan&
 // copies a transposed tensor, emit_transpose.cpp).
 Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index);
 
-// emit_fallback.cpp: pointwise, reduction, softmax and pool kernels.
+// emit_norm_pool.cpp: a group / instance / layer norm kernel (and a pool of
+// its result, KernelPlan::tails); a 2-D / 1-D pool kernel.
+Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index);
+Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index);
+
+// emit_fallback.cpp: pointwise, reduction, softmax, norm and pool kernels.
 Expected<EmittedKernel> emit_fallback_kernel(const PlanContext& ctx, const Plan& plan, int index);
 // Helpers of the fallback emitters: blocks for `work` items, `per_block` a
 // block, at most `cap`; a grid-stride loop over the elements of `domain`
