@@ -109,8 +109,9 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (mainloop == Mainloop::Wgmma && plan.kernels[0].wgmma.cluster_n > 1)
     module.includes.push_back("fusejit/wgmma_row_cluster.cuh");
   module.includes.push_back("fusejit/reduce.cuh");
-  const bool norm_pools = std::any_of(plan.kernels.begin(), plan.kernels.end(), [](const KernelPlan& k) {
-    return k.kind == KernelKind::Norm && !k.tails.empty();  // pass_fuse_norm_pool.cpp
+  const bool norm_pools = std::any_of(plan.kernels.begin(), plan.kernels.end(), [&](const KernelPlan& k) {
+    return k.kind == KernelKind::Norm && !k.tails.empty() &&  // pass_fuse_norm_tail.cpp
+           (g.node(k.tails[0].op).op == OpKind::MaxPool2d || g.node(k.tails[0].op).op == OpKind::AvgPool2d);
   });
   if (kinds.count(KernelKind::Pool2d) || kinds.count(KernelKind::Pool1d) || norm_pools)
     module.includes.push_back("fusejit/pool.cuh");

@@ -1,6 +1,6 @@
-// Emitters of the group / instance / layer norm kernels (a pool of their
-// result included: pass_fuse_norm_pool.cpp) and of the 2-D / 1-D pool
-// kernels over materialized tensors.
+// Emitters of the group / instance / layer norm kernels (a pool or a
+// reduction of their result included: pass_fuse_norm_tail.cpp) and of the
+// 2-D / 1-D pool kernels over materialized tensors.
 #include "compiler/emit_common.h"
 #include "compiler/emitters.h"
 
@@ -35,14 +35,85 @@ std::string pool2d_window_args(const Node& pool) {
 // (fj::norm_rows' kCached, norm_cache=1): 3 such blocks fit an H100's SM.
 constexpr int64_t kNormRowCacheBytes = 64 * 1024;
 
+// What the norm kernel's passes share: x at flat offset `off` normalized (weight and bias applied), and the
+// ops between the norm and its tail (a tree returning the tail's operand at coordinates j0.., or "").
+struct NormParts {
+  const PlanContext& ctx;
+  const KernelPlan& kp;
+  KernelEmitter& em;
+  Shape xs;
+  std::string I;                      // the index type of flat offsets
+  std::vector<std::string> affine;    // weight, bias parameters (or none)
+  NormGeometry geo;
+
+  // `v = (x - mean) * rstd` at `off` from `xv`, weight and bias applied.
+  std::vector<std::string> normalize(const std::string& xv) const {
+    std::vector<std::string> out = {"float v = (" + xv + " - mean) * rstd;"};
+    if (affine.empty()) return out;
+    out.push_back("const int a = (int)(off % kAffineSpan / kAffineDiv);");
+    std::string v = "v * fj::load_as_float(" + affine[0] + ", a)";
+    if (affine.size() > 1) v += " + fj::load_as_float(" + affine[1] + ", a)";
+    out.push_back("v = " + v + ";");
+    return out;
+  }
+  // `return` the tail's operand from v at `off`.
+  std::vector<std::string> pre_tail(ValueId operand) const {
+    if (operand == kp.root) return {"return v;"};
+    const std::string pre =
+        em.emit_tree(build_epilogue_tree(ctx, em.plan(), kp.region, kp.root, operand, false), "fj_pre_tail",
+                     "the ops between the norm and " + ctx.g.describe(kp.tails[0].op) + ", at each element it reads");
+    std::vector<std::string> out = decompose_index("off", xs, "j", I);
+    out.push_back("return " + pre + "(p, v, " + coord_args(static_cast<int>(xs.size()), "j") + ");");
+    return out;
+  }
+};
+
+// The last pass over the row's pooled outputs (a pool tail): each window normalizes what it reads.
+std::vector<std::string> norm_pool_pass(const NormParts& np) {
+  const Graph& g = np.ctx.g;
+  const FusedTail& tail = np.kp.tails[0];
+  const Node& pn = g.node(tail.op);
+  const Shape& os = pn.type.shape;
+  const Shape& xs = np.xs;
+  const std::string& I = np.I;
+  KernelSource& s = np.em.src();
+  s.structs.push_back(pool2d_shape_struct(pn, xs));
+  s.constants.push_back({"kOuts", np.geo.len / (xs[2] * xs[3]) * os[2] * os[3], "pooled outputs per row (whole planes)"});
+  const std::string post = np.em.emit_tree(build_epilogue_tree(np.ctx, np.em.plan(), tail.post, tail.op, -1, true),
+                                           "fj_post", "the pooled value and its fused consumers, at output coordinates");
+  std::vector<std::string> run = {"const " + I + " e = (" + I + ")(o * kOuts + q);"};
+  append(run, decompose_index("e", os, "i", I));
+  run.push_back("const " + I + " plane = (" + I + ")(e / " + int_literal(os[2] * os[3]) + ") * " +
+                int_literal(xs[2] * xs[3]) + ";");
+  // group / instance norm: one weight / bias entry per channel, so per window (its plane)
+  const bool per_plane = !np.affine.empty() && np.geo.affine_div % (xs[2] * xs[3]) == 0;
+  if (per_plane) {
+    run.push_back("const int a = (int)(plane % kAffineSpan / kAffineDiv);  // the window's channel");
+    run.push_back("const float scale = rstd * fj::load_as_float(" + np.affine[0] + ", a);");
+    run.push_back("const float shift = " +
+                  (np.affine.size() > 1 ? "fj::load_as_float(" + np.affine[1] + ", a)" : std::string("0.f")) +
+                  " - mean * scale;");
+  }
+  run.push_back("const float pooled = fj::pool2d_window<" + pool2d_window_args(pn) + ">(i2, i3, [&](int ih, int iw) {");
+  run.push_back("const " + I + " off = plane + ih * PoolShape::kW + iw;");
+  if (per_plane)
+    run.push_back("float v = at((int)(off - b)) * scale + shift;");
+  else
+    append(run, np.normalize("at((int)(off - b))"));
+  append(run, np.pre_tail(pn.operands[0]));
+  run.push_back("});");
+  run.push_back(post_call(post, "pooled", static_cast<int>(os.size())));
+  return run;
+}
+
 }  // namespace
 
 // group / instance / layer norm: one row per (sample, group), normalized by
 // fj::norm_rows (the row read once where a copy fits shared memory); the
-// store applies weight and bias, then the fused consumers. With a pool tail
-// (pass_fuse_norm_pool.cpp) the last pass goes over the row's pooled outputs
-// instead: each window normalizes the elements it reads and runs the ops
-// before the pool on them.
+// store applies weight and bias, then the fused consumers. With a tail
+// (pass_fuse_norm_tail.cpp) the last pass goes over the row's pooled outputs
+// instead, each window normalizing the elements it reads (fj::norm_rows), or
+// reduces the row's runs in turn (fj::norm_rows_reduce).
 Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -54,7 +125,8 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   const RowConfig& cfg = ctx.heur.row;
   int group = cfg.group_for(geo.len);
   if (group > 32) group = cfg.threads;
-  const FusedTail* pool = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const FusedTail* tail = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const bool pool = tail && (g.node(tail->op).op == OpKind::MaxPool2d || g.node(tail->op).op == OpKind::AvgPool2d);
   const int64_t cache_bytes = cfg.threads / group * geo.len * 4;
   const bool cached = ctx.heur.norm_cache && cache_bytes <= kNormRowCacheBytes;
 
@@ -62,91 +134,56 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + ", rows of " +
               std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row" +
-              (cached ? ", each row's copy in shared memory" : "") + (pool ? ", then " + g.describe(pool->op) : "");
+              (cached ? ", each row's copy in shared memory" : "") + (tail ? ", then " + g.describe(tail->op) : "");
   s.constants.push_back({"kRows", geo.rows, "rows (sample x group)"});
   s.constants.push_back({"kLen", geo.len, "elements per row (contiguous)"});
-  const bool affine = r.operands.size() > 1;
-  if (affine) {
+  NormParts np{ctx, kp, em, xs, numel(xs) > kIntMax ? "long long" : "int", {}, geo};
+  if (r.operands.size() > 1) {
     s.constants.push_back({"kAffineSpan", geo.affine_span, "elements per sample covered by weight/bias"});
     s.constants.push_back({"kAffineDiv", geo.affine_div, "elements per weight/bias entry"});
   }
-  const std::string element = em.operand_at(x, "b + r");
-  std::vector<std::string> affine_params;
-  for (size_t k = 1; k < r.operands.size(); ++k) affine_params.push_back(em.load_param(r.operands[k]));
-  const bool wide = numel(xs) > kIntMax;
-  const std::string I = wide ? "long long" : "int";
-  const int rank = static_cast<int>(xs.size());
-  // v = the normalized element at flat offset `off` of x, weight and bias applied
-  std::vector<std::string> normalized;
-  if (affine) {
-    normalized.push_back("const int a = (int)(off % kAffineSpan / kAffineDiv);");
-    std::string v = "v * fj::load_as_float(" + affine_params[0] + ", a)";
-    if (affine_params.size() > 1) v += " + fj::load_as_float(" + affine_params[1] + ", a)";
-    normalized.push_back("v = " + v + ";");
-  }
-  const std::string head = "fj::norm_rows<" + std::to_string(group) + ", " + std::to_string(cfg.threads) + ", " +
-                           (cached ? "true" : "false") + ">(";
+  for (size_t k = 1; k < r.operands.size(); ++k) np.affine.push_back(em.load_param(r.operands[k]));
+  const std::string& I = np.I;
+  const std::string T = std::to_string(group) + ", " + std::to_string(cfg.threads) + ", " + (cached ? "true" : "false");
+  const std::string args = float_literal(r.attr_float("eps")) + ",";
+  const std::vector<std::string> row = {"[&](long long o) -> long long { return o * kLen; },",
+                                        "[&](long long b, int r) -> float { return " + em.operand_at(x, "b + r") +
+                                            "; },"};
   const std::string finish = "[&](long long o, long long b, int q, float mean, float rstd, const auto& at) {";
   std::vector<std::string> run;
-  if (!pool) {
+  if (!tail) {
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                           "the result and its fused consumers, at output coordinates");
-    run = {head, "    kRows, kLen, kLen, " + float_literal(r.attr_float("eps")) + ",",
-           "[&](long long o) -> long long { return o * kLen; },",
-           "[&](long long b, int r) -> float { return " + element + "; },", finish,
-           "float v = (at(q) - mean) * rstd;", "const " + I + " off = (" + I + ")(b + q);"};
-    append(run, normalized);
+    run = {"fj::norm_rows<" + T + ">(", "    kRows, kLen, kLen, " + args};
+    append(run, row);
+    append(run, {finish, "const " + I + " off = (" + I + ")(b + q);"});
+    append(run, np.normalize("at(q)"));
     append(run, decompose_index("off", xs, "i", I));
-    run.push_back(post_call(post, "v", rank));
-    run.push_back("});");
-  } else {
-    const Node& pn = g.node(pool->op);
-    const Shape& os = pn.type.shape;
-    const int64_t pooled = geo.len / (xs[2] * xs[3]) * os[2] * os[3];
-    s.structs.push_back(pool2d_shape_struct(pn, xs));
-    s.constants.push_back({"kPooledLen", pooled, "pooled outputs per row (whole planes)"});
-    const std::string pre =
-        pn.operands[0] == kp.root
-            ? std::string()
-            : em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, pn.operands[0], false), "fj_pre_pool",
-                           "the ops between the norm and the pool, at each window element");
-    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, pool->post, pool->op, -1, true), "fj_post",
-                                          "the pooled value and its fused consumers, at output coordinates");
-    run = {head, "    kRows, kLen, kPooledLen, " + float_literal(r.attr_float("eps")) + ",",
-           "[&](long long o) -> long long { return o * kLen; },",
-           "[&](long long b, int r) -> float { return " + element + "; },",
-           finish, "const " + I + " e = (" + I + ")(o * kPooledLen + q);"};
-    append(run, decompose_index("e", os, "i", I));
-    run.push_back("const " + I + " plane = (" + I + ")(e / " + int_literal(os[2] * os[3]) + ") * " +
-                  int_literal(xs[2] * xs[3]) + ";");
-    // group / instance norm: one weight / bias entry per channel, so per window (its plane)
-    const bool per_plane = affine && geo.affine_div % (xs[2] * xs[3]) == 0;
-    if (per_plane) {
-      run.push_back("const int a = (int)(plane % kAffineSpan / kAffineDiv);  // the window's channel");
-      run.push_back("const float scale = rstd * fj::load_as_float(" + affine_params[0] + ", a);");
-      run.push_back("const float shift = " +
-                    (affine_params.size() > 1 ? "fj::load_as_float(" + affine_params[1] + ", a)" : std::string("0.f")) +
-                    " - mean * scale;");
-    }
-    run.push_back("const float pooled = fj::pool2d_window<" + pool2d_window_args(pn) + ">(i2, i3, [&](int ih, int iw) {");
-    run.push_back("const " + I + " off = plane + ih * PoolShape::kW + iw;");
-    run.push_back("const float xv = at((int)(off - b));");
-    if (per_plane) {
-      run.push_back("float v = xv * scale + shift;");
-    } else {
-      run.push_back("float v = (xv - mean) * rstd;");
-      append(run, normalized);
-    }
-    if (!pre.empty()) {
-      append(run, decompose_index("off", xs, "j", I));
-      run.push_back("return " + pre + "(p, v, " + coord_args(rank, "j") + ");");
-    } else {
-      run.push_back("return v;");
-    }
-    run.push_back("});");
-    run.push_back(post_call(post, "pooled", static_cast<int>(os.size())));
-    run.push_back("});");
+    run.push_back(post_call(post, "v", static_cast<int>(xs.size())));
+  } else if (pool) {
+    run = {"fj::norm_rows<" + T + ">(", "    kRows, kLen, kOuts, " + args};
+    append(run, row);
+    run.push_back(finish);
+    append(run, norm_pool_pass(np));
+  } else {  // a reduction over trailing dims: the row's runs in turn
+    const Node& rn = g.node(tail->op);
+    const ReduceGeometry red = reduce_geometry(g, tail->op);
+    s.constants.push_back({"kOuts", geo.len / red.len, "runs of " + std::to_string(red.len) + " reduced per row"});
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, tail->post, tail->op, -1, true), "fj_post",
+                                          "the reduced value and its fused consumers, at output coordinates");
+    const std::string op = rn.op == OpKind::Max ? "fj::MaxOp" : rn.op == OpKind::Min ? "fj::MinOp" : "fj::SumOp";
+    run = {"fj::norm_rows_reduce<" + T + ", " + op + ">(", "    kRows, kLen, kOuts, " + args};
+    append(run, row);
+    append(run, {"[&](long long o, long long b, int q, float mean, float rstd, const auto& at) -> float {",
+                 "const " + I + " off = (" + I + ")(b + q);"});
+    append(run, np.normalize("at(q)"));
+    append(run, np.pre_tail(rn.operands[0]));
+    append(run, {"},", "[&](long long o, int k, float acc) {", "const " + I + " e = (" + I + ")(o * kOuts + k);"});
+    append(run, decompose_index("e", rn.type.shape, "i", I));
+    run.push_back(post_call(post, red.mean ? "acc / " + float_literal(static_cast<double>(red.len)) : "acc",
+                            static_cast<int>(rn.type.shape.size())));
   }
+  run.push_back("});");
   const unsigned grid = grid_for(geo.rows, cfg.threads / group, kIntMax);
   Expected<EmittedKernel> out = finish_kernel(em, kp, run, {grid, 1, 1}, cfg.threads);
   if (out && cached) out->launch.shared_bytes = static_cast<unsigned>(cache_bytes);

@@ -46,8 +46,8 @@ Expected<EmittedKernel> emit_tiled_transpose(const PlanContext& ctx, const Plan&
 // copies a transposed tensor, emit_transpose.cpp).
 Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan, int index);
 
-// emit_norm_pool.cpp: a group / instance / layer norm kernel (and a pool of
-// its result, KernelPlan::tails); a 2-D / 1-D pool kernel.
+// emit_norm_pool.cpp: a group / instance / layer norm kernel (and a pool or
+// reduction of its result, KernelPlan::tails); a 2-D / 1-D pool kernel.
 Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int index);
 Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index);
 

@@ -411,7 +411,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
       fuse_reduction_across_rows(ctx, placed, index);
     }
     if (placed.kind == KernelKind::Reduce) join_row_pass(ctx, plan, index);
-    if (placed.kind == KernelKind::Norm) fuse_pool_into_norm(ctx, placed, index);
+    if (placed.kind == KernelKind::Norm) fuse_tail_into_norm(ctx, placed, index);
   }
   return Status::success();
 }

@@ -127,11 +127,11 @@ int tma_store_chunk_cols(int bn, int elem_bytes);
 // epilogue's defaults (TMA stores, 2-block clusters) are measured on those.
 bool cheap_epilogue_op(OpKind op);
 
-// Fallback planning (pass_fuse_norm_pool.cpp): a 2-D pool of a norm kernel's
-// result (its region's ops before it) becomes the norm kernel's tail, pooled
-// in its last pass, where each norm row holds whole planes and nothing else
-// reads what the pool reads.
-void fuse_pool_into_norm(PlanContext& ctx, KernelPlan& kp, int index);
+// Fallback planning (pass_fuse_norm_tail.cpp): a 2-D pool, or a reduction
+// over trailing dims, of a norm kernel's result (its region's ops before it)
+// becomes the norm kernel's tail, done in its last pass, where each of the
+// tail's outputs reads one norm row and nothing else reads what it reads.
+void fuse_tail_into_norm(PlanContext& ctx, KernelPlan& kp, int index);
 
 // Helpers shared by the passes (plan.cpp).
 // Grows `region` with the unplaced elementwise nodes after `after` (in order)

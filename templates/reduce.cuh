@@ -210,15 +210,14 @@ __device__ __forceinline__ void softmax_rows(long long rows, int len, const Base
 }
 
 // group / instance / layer norm over a row: the mean, then the biased
-// variance as the mean of squared deviations (two passes in fp32), then
-// finish(o, b, q, mean, rstd, at) for q = lane, lane + G, ... < out_len: the
-// row's elements (out_len = len) or its pooled outputs (a pool the norm
-// kernel does, each window normalizing what it reads). at(r) is element r of
-// the row: with kCached, from a copy the first pass leaves in dynamic shared
-// memory (kBlock / G rows of len floats: x read once), else load(b, r).
-template <int G, int kBlock, bool kCached, class BaseF, class LoadF, class FinishF>
-__device__ __forceinline__ void norm_rows(long long rows, int len, int out_len, float eps, const BaseF& base,
-                                          const LoadF& load, const FinishF& finish) {
+// variance as the mean of squared deviations (two passes in fp32); then
+// then(o, b, lane, active, mean, rstd, at), called by every thread of the
+// row's group. at(r) is element r of the row: with kCached, from a copy the
+// first pass leaves in dynamic shared memory (kBlock / G rows of len floats:
+// x read once), else load(b, r).
+template <int G, int kBlock, bool kCached, class BaseF, class LoadF, class ThenF>
+__device__ __forceinline__ void norm_row_stats(long long rows, int len, float eps, const BaseF& base,
+                                               const LoadF& load, const ThenF& then) {
   __shared__ float smem[kBlock / 32];
   const long long o = group_row<G, kBlock>();
   const int lane = threadIdx.x % G;
@@ -248,8 +247,44 @@ __device__ __forceinline__ void norm_rows(long long rows, int len, int out_len, 
     m2 += d * d;
   }
   const float rstd = 1.f / sqrtf(group_combine<G, kBlock>(m2, add, smem) / (float)len + eps);
-  if (!active) return;
-  for (int q = lane; q < out_len; q += G) finish(o, b, q, mean, rstd, at);
+  then(o, b, lane, active, mean, rstd, at);
+}
+
+// The norm, then finish(o, b, q, mean, rstd, at) for q = lane, lane + G, ...
+// < out_len: the row's elements (out_len = len) or its pooled outputs (a pool
+// the norm kernel does, each window normalizing what it reads).
+template <int G, int kBlock, bool kCached, class BaseF, class LoadF, class FinishF>
+__device__ __forceinline__ void norm_rows(long long rows, int len, int out_len, float eps, const BaseF& base,
+                                          const LoadF& load, const FinishF& finish) {
+  norm_row_stats<G, kBlock, kCached>(rows, len, eps, base, load,
+                                     [&](long long o, auto b, int lane, bool active, float mean, float rstd,
+                                         const auto& at) {
+                                       if (!active) return;
+                                       for (int q = lane; q < out_len; q += G) finish(o, b, q, mean, rstd, at);
+                                     });
+}
+
+// The norm, then a reduction (Op) the norm kernel does: the row's `outs` runs
+// of len / outs consecutive elements, each reduced by the whole group in turn
+// (value(o, b, r, mean, rstd, at): element r's value), store(o, k, result) for
+// run k (one lane). Deterministic: a fixed order, as reduce_rows.
+template <int G, int kBlock, bool kCached, class Op, class BaseF, class LoadF, class ValueF, class StoreF>
+__device__ __forceinline__ void norm_rows_reduce(long long rows, int len, int outs, float eps, const BaseF& base,
+                                                 const LoadF& load, const ValueF& value, const StoreF& store) {
+  __shared__ float run_smem[kBlock / 32];
+  const int run = len / outs;
+  norm_row_stats<G, kBlock, kCached>(rows, len, eps, base, load,
+                                     [&](long long o, auto b, int lane, bool active, float mean, float rstd,
+                                         const auto& at) {
+                                       for (int k = 0; k < outs; ++k) {
+                                         float acc = Op::identity();
+                                         for (int r = k * run + lane; r < (k + 1) * run; r += G)
+                                           acc = Op::combine(acc, value(o, b, r, mean, rstd, at));
+                                         acc = group_combine<G, kBlock>(
+                                             acc, [](float x, float y) { return Op::combine(x, y); }, run_smem);
+                                         if (active && lane == 0) store(o, k, acc);
+                                       }
+                                     });
 }
 
 }  // namespace fj

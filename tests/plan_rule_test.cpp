@@ -84,7 +84,7 @@ const std::map<std::string, Exception>& exceptions() {
       {"conv_grouped_dilated_maxpool", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
       {"conv_group_norm_swish", {2, true, "group_norm needs its whole group: a norm kernel over the stored output"}},
       {"conv_group_norm_swish_maxpool",
-       {2, true, "as conv_group_norm_swish; the norm kernel pools what it normalizes (pass_fuse_norm_pool.cpp)"}},
+       {2, true, "as conv_group_norm_swish; the norm kernel pools what it normalizes (pass_fuse_norm_tail.cpp)"}},
       {"softmax_wide_bf16",
        {2, true, "softmax over N = 1000, wider than a tile: a row kernel over the stored output (one kernel across "
                  "clusters with row_cluster=1, opt-in until timed)"}},

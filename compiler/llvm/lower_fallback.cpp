@@ -223,9 +223,9 @@ struct PoolWindow {
 };
 
 // group / instance / layer norm: the mean, the variance from squared
-// deviations, then each element normalized (or, with a pool tail,
-// pass_fuse_norm_pool.cpp, each pooled output of the row from the elements
-// its window normalizes).
+// deviations, then each element normalized; or, with a tail
+// (pass_fuse_norm_tail.cpp), each pooled output of the row from the elements
+// its window normalizes, or each run of the row reduced as it is normalized.
 Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   const Graph& g = lc.pc.g;
   const Node& r = g.node(kp.root);
@@ -233,7 +233,10 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   const Shape& xs = g.node(x).type.shape;
   const NormGeometry geo = norm_geometry(g, kp.root);
   const float eps = static_cast<float>(r.attr_float("eps"));
-  const FusedTail* pool = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const FusedTail* tail = kp.tails.empty() ? nullptr : &kp.tails[0];
+  const Node* tn = tail ? &g.node(tail->op) : nullptr;
+  const bool pooled = tn && (tn->op == OpKind::MaxPool2d || tn->op == OpKind::AvgPool2d);
+  const FusedTail* pool = pooled ? tail : nullptr;
 
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
@@ -250,14 +253,19 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
     }
     return v;
   };
-  const EpilogueTree post = pool ? build_epilogue_tree(lc.pc, lc.plan, pool->post, pool->op, -1, true)
+  const EpilogueTree post = tail ? build_epilogue_tree(lc.pc, lc.plan, tail->post, tail->op, -1, true)
                                  : build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const Node* pn = pool ? &g.node(pool->op) : nullptr;
-  const EpilogueTree pre = pool ? build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, pn->operands[0], false)
+  const Node* pn = pool ? tn : nullptr;
+  const EpilogueTree pre = tail ? build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, tn->operands[0], false)
                                 : EpilogueTree{};
+  // the tail's operand at flat offset `off` of x, from the normalized value
+  auto before_tail = [&](Value* off, Value* n) {
+    return tn->operands[0] == kp.root ? n : emit_tree(kf, pre, decompose(kf, off, xs), n);
+  };
   const int64_t plane = xs.size() >= 2 ? xs[xs.size() - 2] * xs.back() : 1;
   const int64_t out_plane = pn ? pn->type.shape[2] * pn->type.shape[3] : 1;
-  const int64_t out_len = pn ? geo.len / plane * out_plane : geo.len;
+  const int64_t run = tail && !pool ? reduce_geometry(g, tail->op).len : 1;  // a reduction tail's runs
+  const int64_t out_len = pn ? geo.len / plane * out_plane : tail ? geo.len / run : geo.len;
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
     Value* base = b.CreateMul(o, kf.i64(geo.len), "", true, true);
     auto offset = [&](Value* i) { return b.CreateAdd(base, i, "", true, true); };
@@ -273,11 +281,29 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
     }, "k");
     Value* var = b.CreateFDiv(b.CreateLoad(kf.f32_type(), m2), len_f);
     Value* rstd = b.CreateFDiv(kf.f32(1), kf.call_math("sqrtf", {b.CreateFAdd(var, kf.f32(eps))}));
-    if (!pool) {
+    if (!tail) {
       kf.parallel_loop(kf.i64(0), kf.i64(geo.len), [&](Value* i) {
         Value* off = offset(i);
         emit_tree(kf, post, decompose(kf, off, xs), normalized(off, mean, rstd));
       }, "k");
+      return;
+    }
+    if (!pool) {  // a reduction: run k of the row, in order
+      const bool is_max = tn->op == OpKind::Max, is_min = tn->op == OpKind::Min;
+      kf.parallel_loop(kf.i64(0), kf.i64(out_len), [&](Value* k) {
+        Value* acc = kf.local(kf.f32(is_max ? -INFINITY : is_min ? INFINITY : 0.0), "acc");
+        Value* first = b.CreateMul(k, kf.i64(run), "", true, true);
+        kf.loop(kf.i64(0), kf.i64(run), 1, [&](Value* j) {
+          Value* off = offset(b.CreateAdd(first, j, "", true, true));
+          Value* v = before_tail(off, normalized(off, mean, rstd));
+          Value* a = b.CreateLoad(kf.f32_type(), acc);
+          b.CreateStore(is_max ? max_nan(b, a, v) : is_min ? min_nan(b, a, v) : sum_add(b, a, v), acc);
+        }, "r");
+        Value* v = b.CreateLoad(kf.f32_type(), acc);
+        if (reduce_geometry(g, tail->op).mean) v = b.CreateFDiv(v, kf.f32(static_cast<double>(run)));
+        Value* e = b.CreateAdd(b.CreateMul(o, kf.i64(out_len), "", true, true), k, "", true, true);
+        emit_tree(kf, post, decompose(kf, e, tn->type.shape), v);
+      }, "run");
       return;
     }
     const PoolWindow window(*pn, xs);
@@ -287,15 +313,14 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
       Value* first = b.CreateMul(b.CreateUDiv(e, kf.i64(out_plane)), kf.i64(plane));
       Value* v = window.emit(kf, at[2], at[3], [&](Value* ih, Value* iw) {
         Value* off = b.CreateAdd(first, b.CreateAdd(b.CreateMul(ih, kf.i64(window.W)), iw));
-        Value* n = normalized(off, mean, rstd);
-        return pn->operands[0] == kp.root ? n : emit_tree(kf, pre, decompose(kf, off, xs), n);
+        return before_tail(off, normalized(off, mean, rstd));
       });
       emit_tree(kf, post, at, v);
     }, "q");
   }, "row");
   return kf.finish(geo.rows, grain_for(3 * geo.len),
                    std::string(op_name(r.op)) + " over rows of " + std::to_string(geo.len) +
-                       (pn ? ", then " + std::string(op_name(pn->op)) : ""));
+                       (tn ? ", then " + std::string(op_name(tn->op)) : ""));
 }
 
 Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {

@@ -1,25 +1,26 @@
-// GPU: random chains whose pool the norm kernel does (tests/norm_pool_cases.h:
-// group / instance / layer norm, any 2-D window, every precision mode)
+// GPU: random chains whose pool or reduction the norm kernel does
+// (tests/norm_tail_cases.h: group / instance / layer norm, any 2-D window,
+// reductions over trailing dims, every precision mode)
 // against the fp64 reference at each mode's tolerance (check_kernel,
 // NaN-poisoned outputs), with the norm's rows copied to shared memory (the
-// default) and read from memory (norm_cache=0), and with the pool a kernel of
-// its own (norm_pool=0). Skipped without a CUDA device.
+// default) and read from memory (norm_cache=0), and with the tail a kernel of
+// its own (norm_tail=0). Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include "fusejit/engine.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_check.h"
-#include "tests/norm_pool_cases.h"
+#include "tests/norm_tail_cases.h"
 
 namespace fusejit {
 namespace {
 
-TEST(GpuNormPool, RandomChainsMatchReference) {
+TEST(GpuNormTail, RandomChainsMatchReference) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
-  const auto cases = testing_norm::random_norm_pool_cases(24, 55);
+  const auto cases = testing_norm::random_norm_tail_cases(24, 55);
   ASSERT_GE(cases.size(), 16u) << "too few random cases parsed";
   Engine engine;
-  for (const char* config : {"", "norm_cache=0", "norm_pool=0"}) {
+  for (const char* config : {"", "norm_cache=0", "norm_tail=0"}) {
     for (const auto& c : cases) {
       CompileOptions opts;
       opts.config = config;
