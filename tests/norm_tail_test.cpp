@@ -115,7 +115,7 @@ TEST(NormTail, NotTakenSaysWhy) {
   }
 }
 
-// The first random cases of GpuNormPool compile for sm_80 and sm_90a (the rows copied to shared memory or not).
+// The first random cases of GpuNormTail compile for sm_80 and sm_90a (the rows copied to shared memory or not).
 TEST(NormTail, RandomCasesCompileWithNvrtc) {
   const auto cases = testing_norm::random_norm_tail_cases(24, 55);
   ASSERT_GE(cases.size(), 6u);
