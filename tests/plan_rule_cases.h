@@ -270,6 +270,20 @@ ops:
   - {name: y, op: max_pool2d, args: [s], kernel_size: 3, stride: 2, padding: 1}
 outputs: [y]
 )"},
+      {"conv_instance_norm_head",  // a classifier head: instance norm, relu, global average pool, sigmoid
+       R"(name: conv_instance_norm_head
+precision: fp32
+inputs:
+  - {name: x, shape: [2, 8, 15, 13]}
+  - {name: w, shape: [16, 8, 3, 3]}
+ops:
+  - {name: c, op: conv2d, args: [x, w], padding: 1}
+  - {name: n, op: instance_norm, args: [c]}
+  - {name: r, op: relu, args: [n]}
+  - {name: g, op: global_avg_pool, args: [r]}
+  - {name: s, op: sigmoid, args: [g]}
+outputs: [s]
+)"},
   };
 }
 

@@ -83,6 +83,9 @@ const std::map<std::string, Exception>& exceptions() {
       {"conv_batch_norm_instance_norm", {2, true, "instance_norm needs its whole plane: a norm kernel"}},
       {"conv_grouped_dilated_maxpool", {2, true, "a pool that does not fit the conv epilogue reads the stored output"}},
       {"conv_group_norm_swish", {2, true, "group_norm needs its whole group: a norm kernel over the stored output"}},
+      {"conv_instance_norm_head",
+       {2, true, "instance_norm needs its whole plane: a norm kernel over the stored output, which also reduces "
+                 "its planes for the global average pool (pass_fuse_norm_tail.cpp)"}},
       {"conv_group_norm_swish_maxpool",
        {2, true, "as conv_group_norm_swish; the norm kernel pools what it normalizes (pass_fuse_norm_tail.cpp)"}},
       {"softmax_wide_bf16",
