@@ -153,23 +153,28 @@ def numel(shape):
     return math.prod(shape)
 
 
-def parse_problems(text):
+def parse_problem_list(text, problems):
+    """--problems: 1-based indices, names or 'all' (comma-separated) of `problems`, each once, in order."""
     out = []
     for tok in [t.strip() for t in text.split(",") if t.strip()]:
         if tok == "all":
-            out += PROBLEMS
-        elif tok.isdigit() and 1 <= int(tok) <= len(PROBLEMS):
-            out.append(PROBLEMS[int(tok) - 1])
-        elif any(tok == P["name"] for P in PROBLEMS):
-            out.append(next(P for P in PROBLEMS if P["name"] == tok))
+            out += problems
+        elif tok.isdigit() and 1 <= int(tok) <= len(problems):
+            out.append(problems[int(tok) - 1])
+        elif any(tok == P["name"] for P in problems):
+            out.append(next(P for P in problems if P["name"] == tok))
         else:
-            raise SystemExit(f"--problems: unknown problem {tok!r} (1..{len(PROBLEMS)}, "
-                             f"{', '.join(P['name'] for P in PROBLEMS)} or all)")
+            raise SystemExit(f"--problems: unknown problem {tok!r} (1..{len(problems)}, "
+                             f"{', '.join(P['name'] for P in problems)} or all)")
     uniq = []
     for P in out:
         if P not in uniq:
             uniq.append(P)
     return uniq
+
+
+def parse_problems(text):
+    return parse_problem_list(text, PROBLEMS)
 
 
 def parse_sides(a):

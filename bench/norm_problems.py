@@ -55,22 +55,7 @@ MODES = C.MODES  # mode -> (spec precision, input dtype)
 
 
 def parse_problems(text):
-    out = []
-    for tok in [t.strip() for t in text.split(",") if t.strip()]:
-        if tok == "all":
-            out += PROBLEMS
-        elif tok.isdigit() and 1 <= int(tok) <= len(PROBLEMS):
-            out.append(PROBLEMS[int(tok) - 1])
-        elif any(tok == P["name"] for P in PROBLEMS):
-            out.append(next(P for P in PROBLEMS if P["name"] == tok))
-        else:
-            raise SystemExit(f"--problems: unknown problem {tok!r} (1..{len(PROBLEMS)}, "
-                             f"{', '.join(P['name'] for P in PROBLEMS)} or all)")
-    uniq = []
-    for P in out:
-        if P not in uniq:
-            uniq.append(P)
-    return uniq
+    return C.parse_problem_list(text, PROBLEMS)
 
 
 def batch(P, small):

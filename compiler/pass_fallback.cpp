@@ -215,12 +215,7 @@ void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
                         std::to_string(rows) + " rows are too many for one block; a reduce kernel runs it");
       return;
     }
-    FusedTail tail;
-    tail.op = v;
-    tail.post.domain = n.type.shape;
-    ctx.kernel_of[static_cast<size_t>(v)] = index;
-    grow_region(ctx, tail.post, {v}, v, index, /*allow_placed=*/true);
-    k.tails.push_back(std::move(tail));
+    add_tail(ctx, k, v, index);
     k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) + " of the " + std::to_string(rows) +
                       " finished rows in this kernel (one block)");
     return;
@@ -294,12 +289,7 @@ void join_row_pass(PlanContext& ctx, Plan& plan, int index) {
                           (in_memory < 0 && ctx.leaf_expr[static_cast<size_t>(x)] && !ctx.is_view(x) &&
                            (streamable(ctx, x) || !needs_memory(ctx, x)));
     if (!readable) continue;
-    FusedTail tail;
-    tail.op = u;
-    tail.post.domain = ctx.node(u).type.shape;
-    ctx.kernel_of[static_cast<size_t>(u)] = index;
-    grow_region(ctx, tail.post, {u}, u, index, /*allow_placed=*/true);
-    k.tails.push_back(std::move(tail));
+    add_tail(ctx, k, u, index);
     reductions.push_back(u);
     k.notes.push_back(label_of(ctx, u) + " reduces the same rows in the same pass");
   }

@@ -68,12 +68,7 @@ void fuse_tail_into_norm(PlanContext& ctx, KernelPlan& kp, int index) {
       kp.notes.push_back(label + " not done by the norm kernel: " + why);
       return;
     }
-    FusedTail tail;
-    tail.op = v;
-    tail.post.domain = n.type.shape;
-    ctx.kernel_of[static_cast<size_t>(v)] = index;
-    grow_region(ctx, tail.post, {v}, v, index, /*allow_placed=*/true);
-    kp.tails.push_back(std::move(tail));
+    add_tail(ctx, kp, v, index);
     kp.notes.push_back(label + " in this kernel: " +
                        (is_pool2d(n.op) ? "its last pass normalizes each window's elements where the window reads them"
                                         : "its last pass reduces each run of the row as it normalizes it") +

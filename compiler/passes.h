@@ -140,6 +140,9 @@ void fuse_tail_into_norm(PlanContext& ctx, KernelPlan& kp, int index);
 // (`allow_placed`). Marks them placed in kernel `kernel`.
 void grow_region(PlanContext& ctx, Region& region, const std::vector<ValueId>& sources, ValueId after,
                  int kernel, bool allow_placed);
+// Makes `v` (not placed) a tail of `kp`, kernel `kernel` of the plan: placed there, with the elementwise ops after
+// it over its shape (grow_region) as the tail's post region.
+void add_tail(PlanContext& ctx, KernelPlan& kp, ValueId v, int kernel);
 // Values in `inside` that have users outside it, or are outputs.
 std::vector<ValueId> exits_of(const PlanContext& ctx, const std::vector<ValueId>& inside);
 

@@ -472,6 +472,15 @@ int64_t row_broadcast_len(const Shape& rows, const Shape& wide) {
   return len;
 }
 
+void add_tail(PlanContext& ctx, KernelPlan& kp, ValueId v, int kernel) {
+  FusedTail tail;
+  tail.op = v;
+  tail.post.domain = ctx.node(v).type.shape;
+  ctx.kernel_of[static_cast<size_t>(v)] = kernel;
+  grow_region(ctx, tail.post, {v}, v, kernel, /*allow_placed=*/true);
+  kp.tails.push_back(std::move(tail));
+}
+
 std::vector<ValueId> exits_of(const PlanContext& ctx, const std::vector<ValueId>& inside) {
   std::set<ValueId> in(inside.begin(), inside.end());
   std::vector<ValueId> out;
