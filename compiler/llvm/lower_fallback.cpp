@@ -236,7 +236,6 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   const FusedTail* tail = kp.tails.empty() ? nullptr : &kp.tails[0];
   const Node* tn = tail ? &g.node(tail->op) : nullptr;
   const bool pooled = tn && (tn->op == OpKind::MaxPool2d || tn->op == OpKind::AvgPool2d);
-  const FusedTail* pool = pooled ? tail : nullptr;
 
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
@@ -255,7 +254,6 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
   };
   const EpilogueTree post = tail ? build_epilogue_tree(lc.pc, lc.plan, tail->post, tail->op, -1, true)
                                  : build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
-  const Node* pn = pool ? tn : nullptr;
   const EpilogueTree pre = tail ? build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, tn->operands[0], false)
                                 : EpilogueTree{};
   // the tail's operand at flat offset `off` of x, from the normalized value
@@ -263,9 +261,9 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
     return tn->operands[0] == kp.root ? n : emit_tree(kf, pre, decompose(kf, off, xs), n);
   };
   const int64_t plane = xs.size() >= 2 ? xs[xs.size() - 2] * xs.back() : 1;
-  const int64_t out_plane = pn ? pn->type.shape[2] * pn->type.shape[3] : 1;
-  const int64_t run = tail && !pool ? reduce_geometry(g, tail->op).len : 1;  // a reduction tail's runs
-  const int64_t out_len = pn ? geo.len / plane * out_plane : tail ? geo.len / run : geo.len;
+  const int64_t out_plane = pooled ? tn->type.shape[2] * tn->type.shape[3] : 1;
+  const int64_t run = tail && !pooled ? reduce_geometry(g, tail->op).len : 1;  // a reduction tail's runs
+  const int64_t out_len = pooled ? geo.len / plane * out_plane : tail ? geo.len / run : geo.len;
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* o) {
     Value* base = b.CreateMul(o, kf.i64(geo.len), "", true, true);
     auto offset = [&](Value* i) { return b.CreateAdd(base, i, "", true, true); };
@@ -288,7 +286,7 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
       }, "k");
       return;
     }
-    if (!pool) {  // a reduction: run k of the row, in order
+    if (!pooled) {  // a reduction: run k of the row, in order
       const bool is_max = tn->op == OpKind::Max, is_min = tn->op == OpKind::Min;
       kf.parallel_loop(kf.i64(0), kf.i64(out_len), [&](Value* k) {
         Value* acc = kf.local(kf.f32(is_max ? -INFINITY : is_min ? INFINITY : 0.0), "acc");
@@ -306,10 +304,10 @@ Expected<CpuLaunch> lower_norm(LowerContext& lc, const KernelPlan& kp) {
       }, "run");
       return;
     }
-    const PoolWindow window(*pn, xs);
+    const PoolWindow window(*tn, xs);
     kf.parallel_loop(kf.i64(0), kf.i64(out_len), [&](Value* q) {
       Value* e = b.CreateAdd(b.CreateMul(o, kf.i64(out_len), "", true, true), q, "", true, true);
-      const std::vector<Value*> at = decompose(kf, e, pn->type.shape);
+      const std::vector<Value*> at = decompose(kf, e, tn->type.shape);
       Value* first = b.CreateMul(b.CreateUDiv(e, kf.i64(out_plane)), kf.i64(plane));
       Value* v = window.emit(kf, at[2], at[3], [&](Value* ih, Value* iw) {
         Value* off = b.CreateAdd(first, b.CreateAdd(b.CreateMul(ih, kf.i64(window.W)), iw));
