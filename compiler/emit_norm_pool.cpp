@@ -91,13 +91,12 @@ std::vector<std::string> norm_pool_pass(const NormParts& np) {
     run.push_back("const int a = (int)(plane % kAffineSpan / kAffineDiv);  // the window's channel");
     run.push_back("const float scale = rstd * fj::load_as_float(" + np.affine[0] + ", a);");
     run.push_back("const float shift = " +
-                  (np.affine.size() > 1 ? "fj::load_as_float(" + np.affine[1] + ", a)" : std::string("0.f")) +
-                  " - mean * scale;");
+                  (np.affine.size() > 1 ? "fj::load_as_float(" + np.affine[1] + ", a)" : std::string("0.f")) + ";");
   }
   run.push_back("const float pooled = fj::pool2d_window<" + pool2d_window_args(pn) + ">(i2, i3, [&](int ih, int iw) {");
   run.push_back("const " + I + " off = plane + ih * PoolShape::kW + iw;");
   if (per_plane)
-    run.push_back("float v = at((int)(off - b)) * scale + shift;");
+    run.push_back("float v = (at((int)(off - b)) - mean) * scale + shift;  // x - mean first: no cancellation");
   else
     append(run, np.normalize("at((int)(off - b))"));
   append(run, np.pre_tail(pn.operands[0]));
