@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Norm / reduction chains (issue 10 §4): fusejit vs PyTorch (eager, torch.compile), in one process.
 
-Six chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
+Seven chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices, these names, or 'all'):
 
   1 lin_gn_swish  a_linear_group_norm_swish.yaml   x 4096x1024 -> Linear(1024->4096, bias) -> group_norm(32 groups,
                   weight, bias) on the 2-D [M, 4096] output (each row's features in 32 groups of 128, as
@@ -16,6 +16,8 @@ Six chains, one spec each in bench/specs_norm/ (--problems takes 1-based indices
                   max_pool1d(g, 4, 2, 1), avg_pool1d(g, 3, 2, 1, count_include_pad=False)   -> 2 x [8192, 2048]
   6 lin_zloss     f_linear_log_softmax_zloss.yaml x 4096x1024 -> Linear(1024->32000) = logits (an LM head); two
                   outputs: log_softmax(logits, -1), logsumexp(logits, -1) (z-loss)   -> [4096, 32000], [4096]
+  7 conv_in_head  g_conv_instance_norm_head.yaml  x 32x64x28x28 -> Conv2d(64->256, k3, p1, bias) -> instance_norm ->
+                  relu -> global average pool -> sigmoid (a classifier head)            -> [32, 256, 1, 1]
 
 The PyTorch twin of each chain (Runner.twins) takes the same tensors, in the spec's argument order. The spec files
 are written in fp32; mode bf16 runs the same text with `precision: bf16` (so every input is bf16 and the twin gets
@@ -191,9 +193,13 @@ class Runner(C.Runner):
             logits = F.linear(x, w)
             return F.log_softmax(logits, -1), torch.logsumexp(logits, -1)
 
+        def conv_in_head(x, w, b):
+            c = F.instance_norm(F.conv2d(x, w, b, 1, 1), eps=1e-5)
+            return torch.sigmoid(F.adaptive_avg_pool2d(F.relu(c), 1))
+
         self.twins = {"lin_gn_swish": lin_gn_swish, "conv_gn_pool": conv_gn_pool,
                       "lin_sum_max_lse": lin_sum_max_lse, "lin_manual_ln": lin_manual_ln,
-                      "lin_gelu_pool1d": lin_gelu_pool1d, "lin_zloss": lin_zloss}
+                      "lin_gelu_pool1d": lin_gelu_pool1d, "lin_zloss": lin_zloss, "conv_in_head": conv_in_head}
 
     @staticmethod
     def as_tuple(out):

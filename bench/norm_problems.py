@@ -46,6 +46,11 @@ PROBLEMS = [
          inputs=[("x", (4096, 1024), "uniform01"), ("w", (32000, 1024), "torch_weight")],
          outputs=[("logp", (4096, 32000)), ("lse", (4096,))], fan_in=1024,
          formula="logits = linear(x, w); log_softmax(logits, -1), logsumexp(logits, -1)"),
+    dict(name="conv_in_head", spec="g_conv_instance_norm_head.yaml", anchor="conv2d", ref=4, small=2,
+         inputs=[("x", (32, 64, 28, 28), "uniform01"), ("w", (256, 64, 3, 3), "torch_weight"),
+                 ("b", (256,), "torch_bias")],
+         outputs=[("y", (32, 256, 1, 1))], fan_in=64 * 9, conv=dict(stride=1, padding=1, ho=28, wo=28),
+         formula="sigmoid(global_avg_pool(relu(instance_norm(conv2d(x, w, b, padding 1)))))"),
 ]
 
 MODES = C.MODES  # mode -> (spec precision, input dtype)
