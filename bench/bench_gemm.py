@@ -86,325 +86,13 @@ import zlib
 T_START = time.time()
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-SHAPES = [  # (name, M, K, N)
-    ("sq4096", 4096, 4096, 4096),
-    ("sq8192", 8192, 8192, 8192),
-    ("seed2", 1024, 8192, 8192),
-    ("m256", 256, 16384, 16384),
-    ("m16384", 16384, 2048, 2048),
-    ("mlp11008", 512, 4096, 11008),
-    ("odd", 100, 1000, 500),
-]
-
-CHAINS = {  # key: (name, reads the bias b, formula)
-    "a": ("bias_relu", True, "relu(y + b)"),
-    "b": ("bias_gelu", True, "gelu(y + b)"),
-    "c": ("swish2", False, "y * sigmoid(y) * 2"),
-    "d": ("row_lse", False, "logsumexp(y, dim=-1)"),
-    "e": ("softmax", False, "softmax(y, dim=-1)"),
-}
-
-# The ops after the anchor value y, as (name, op, args, attributes); the last one is the output.
-CHAIN_OPS = {
-    "a": [("yb", "add", ["y", "b"], {}), ("out", "relu", ["yb"], {})],
-    "b": [("yb", "add", ["y", "b"], {}), ("out", "gelu", ["yb"], {"approximate": "none"})],
-    "c": [("sig", "sigmoid", ["y"], {}), ("ysig", "mul", ["y", "sig"], {}),
-          ("out", "mul", ["ysig", "2.0"], {})],
-    "d": [("out", "logsumexp", ["y"], {"dims": "[-1]"})],
-    "e": [("out", "softmax", ["y"], {"dim": "-1"})],
-}
-
-MODES = {"fp32": ("fp32", "f32"), "tf32": ("tf32", "f32"), "bf16": ("bf16", "bf16"), "f16": ("f16", "f16")}
-ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
-TOL = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 2e-2, "f16": 5e-3}  # fusejit's rel L2 tolerances (README)
-
-SIDES = ["cublas", "eager", "compile", "max-autotune", "fusejit", "fusejit-tuned"]
-TORCH_SIDES = ["cublas", "eager", "compile", "max-autotune"]
-FJ_SIDES = ["fusejit", "fusejit-tuned"]  # plus "fj:<label>" per --fusejit-configs entry
-FJ_CONFIGS = {}  # label -> codegen config string
-COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune-no-cudagraphs"}
-
-DEFAULT_MODES = ["fp32", "tf32", "bf16"]
-
-
-# ---- the plan and the specs (no torch) -------------------------------------------------
-
-
-def shrink(d):
-    return d // 8 if d >= 1024 else d
-
-
-def parse_shapes(text, small):
-    out = []
-    for tok in [t.strip() for t in text.split(",") if t.strip()]:
-        if tok == "all":
-            out += SHAPES
-        elif tok.isdigit() and 1 <= int(tok) <= len(SHAPES):
-            out.append(SHAPES[int(tok) - 1])
-        elif any(tok == s[0] for s in SHAPES):
-            out.append(next(s for s in SHAPES if s[0] == tok))
-        elif re.fullmatch(r"\d+x\d+x\d+", tok):
-            m, k, n = (int(v) for v in tok.split("x"))
-            if min(m, k, n) < 1:
-                raise SystemExit(f"--shapes: dims must be positive: {tok}")
-            out.append((tok, m, k, n))
-        else:
-            raise SystemExit(f"--shapes: unknown shape {tok!r} (1..{len(SHAPES)}, "
-                             f"{', '.join(s[0] for s in SHAPES)}, all, or MxKxN)")
-    if small:
-        out = [(name, shrink(m), shrink(k), shrink(n)) for name, m, k, n in out]
-    seen, uniq = set(), []
-    for s in out:
-        if s not in seen:
-            seen.add(s)
-            uniq.append(s)
-    return uniq
-
-
-def parse_list(text, allowed, what):
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    for t in items:
-        if t not in allowed:
-            raise SystemExit(f"--{what}: unknown {t!r} (expected some of {', '.join(allowed)})")
-    return list(dict.fromkeys(items))
-
-
-def build_plan(a):
-    """[(shape, mode, chain)], grouped by shape then mode (inputs and references are shared)."""
-    if a.all:
-        grids = [(parse_shapes("all", a.small), list(MODES), list(CHAINS))]
-    elif a.shapes is None and a.chains is None and a.modes is None:
-        grids = [(parse_shapes("all", a.small), DEFAULT_MODES, ["a"]),
-                 (parse_shapes("seed2", a.small), ["fp32", "bf16"], ["b", "c", "d", "e"])]
-    else:
-        grids = [(parse_shapes(a.shapes or "all", a.small),
-                  parse_list(a.modes or ",".join(DEFAULT_MODES), list(MODES), "modes"),
-                  parse_list(a.chains or "a", list(CHAINS), "chains"))]
-    rows = set()
-    shapes = []
-    for sh, modes, chains in grids:
-        for s in sh:
-            if s not in shapes:
-                shapes.append(s)
-            for m in modes:
-                for c in chains:
-                    rows.add((s, m, c))
-    mode_order, chain_order = list(MODES), list(CHAINS)
-    return sorted(rows, key=lambda r: (shapes.index(r[0]), mode_order.index(r[1]), chain_order.index(r[2])))
-
-
-def shape_label(shape):
-    _, m, k, n = shape
-    return f"{m}x{k}x{n}"
-
-
-def spec_name(shape, mode, chain):
-    return f"{'gemm' if OP == 'linear' else 'matmul'}_{shape_label(shape)}_{CHAINS[chain][0]}_{mode}"
-
-
-OP = "linear"  # --op: linear (W [N, K]) or matmul (W [K, N])
-
-
-def spec_text(shape, mode, chain):
-    """The fusejit YAML spec (docs/spec.md) of one row; kernel arguments x, w[, b]."""
-    _, m, k, n = shape
-    precision, dt = MODES[mode]
-    cname, bias, formula = CHAINS[chain]
-    w_shape = f"[{k}, {n}]" if OP == "matmul" else f"[{n}, {k}]"
-    anchor = f"x[{m},{k}] @ w[{k},{n}]" if OP == "matmul" else f"F.linear(x[{m},{k}], w[{n},{k}])"
-    lines = [f"# bench_gemm: y = {anchor}; out = {formula}; mode {mode}",
-             f"name: {spec_name(shape, mode, chain)}",
-             f"precision: {precision}",
-             "inputs:",
-             f"  - {{name: x, shape: [{m}, {k}], dtype: {dt}, init: uniform01}}",
-             f"  - {{name: w, shape: {w_shape}, dtype: {dt}, init: torch_weight}}"]
-    if bias:
-        lines.append(f"  - {{name: b, shape: [{n}], dtype: {dt}, init: normal}}")
-    lines += ["ops:", f"  - {{name: y, op: {OP}, args: [x, w]}}"]
-    for name, op, args, attrs in CHAIN_OPS[chain]:
-        fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
-        fields += [f"{key}: {val}" for key, val in attrs.items()]
-        lines.append("  - {" + ", ".join(fields) + "}")
-    lines.append("outputs: [out]")
-    return "\n".join(lines) + "\n"
-
-
-def write_spec(directory, shape, mode, chain):
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, spec_name(shape, mode, chain) + ".yaml")
-    with open(path, "w") as f:
-        f.write(spec_text(shape, mode, chain))
-    return path
-
-
-def print_specs(a, plan):
-    for i, (shape, mode, chain) in enumerate(plan, 1):
-        path = write_spec(a.spec_dir, shape, mode, chain) if a.spec_dir else None
-        print(f"# ==== row {i}/{len(plan)}: shape {shape[0]} ({shape_label(shape)}), chain {chain} "
-              f"({CHAINS[chain][0]}), mode {mode}" + (f" -> {path}" if path else ""))
-        print(spec_text(shape, mode, chain))
-
-
-def parse_sides(a):
-    sides = parse_list(a.sides, SIDES, "sides")
-    if a.tuned and "fusejit-tuned" not in sides:
-        sides.append("fusejit-tuned")
-    out = []
-    for s in sides:
-        if s == "compile" and a.compile_mode != "default":
-            out += ["max-autotune"] if a.compile_mode == "max-autotune" else ["compile", "max-autotune"]
-        else:
-            out.append(s)
-    out = [s for s in SIDES if s in out]
-    for label in FJ_CONFIGS:  # --fusejit-configs: one fusejit side per config, after the others
-        FJ_SIDES.append("fj:" + label)
-        out.append("fj:" + label)
-    return out
-
-
-def parse_fusejit_configs(text):
-    """'label=config;label=config' -> {label: config} (a config is fusejit's key=value,... string)."""
-    out = {}
-    for item in filter(None, (t.strip() for t in (text or "").split(";"))):
-        label, eq, cfg = item.partition("=")
-        if not eq or not label.strip() or not cfg.strip():
-            raise SystemExit(f"bench_gemm: --fusejit-configs wants label=config;..., got '{item}'")
-        out[label.strip()] = cfg.strip()
-    return out
-
-
-# ---- output --------------------------------------------------------------------------
-
-
-def fmt_ms(v):
-    if v is None:
-        return ""
-    return f"{v:.3f}" if v >= 0.1 else f"{v:.4f}" if v >= 0.001 else f"{v:.1e}"
-
-
-def fmt_tflops(v):
-    return "" if not v else f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.3f}"
-
-
-def fmt_err(r):
-    if r.get("rel_l2") is None:
-        return ""
-    e = r["rel_l2"]
-    return f"{e:.1e}" + ("!" if e > TOL[r["mode"]] else "")
-
-
-def short_err(r):
-    if "skipped" in r:
-        return "skip"
-    return "ERR" if "error" in r else None
-
-
-def groups_of(rows):
-    """{(shape label, chain, mode): {side: row}} in first-seen order."""
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["shape"], r["chain"], r["mode"]), {})[r["side"]] = r
-    return groups
-
-
-def compact_table(rows, sides):
-    groups = groups_of(rows)
-    present = [s for s in sides if any(s in g for g in groups.values())]
-    tsides = [s for s in present if s in TORCH_SIDES]
-    fsides = [s for s in present if s in FJ_SIDES]
-    tf_sides = [s for s in present if s == "cublas" or s in FJ_SIDES]
-    head = (["shape", "chain", "mode", "floor ms"] + [f"{s} ms" for s in present] + [f"{s} TF/s" for s in tf_sides]
-            + [f"{'fj' if f == 'fusejit' else 'fj-tuned' if f == 'fusejit-tuned' else f}/{t}" for f in fsides for t in tsides]
-            + [f"err {s}" for s in present])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (shape, chain, mode), g in groups.items():
-        any_row = next(iter(g.values()))
-        cells = [shape, f"{chain} {CHAINS[chain][0]}", mode, fmt_ms(any_row.get("floor_ms"))]
-        for s in present:
-            r = g.get(s)
-            cells.append("" if r is None else (short_err(r) or fmt_ms(r["median_ms"])))
-        for s in tf_sides:
-            r = g.get(s)
-            cells.append(fmt_tflops(r.get("tflops")) if r is not None else "")
-        for f in fsides:
-            for t in tsides:
-                rf, rt = g.get(f), g.get(t)
-                ok = rf and rt and rf.get("median_ms") and rt.get("median_ms")
-                cells.append(f"{rf['median_ms'] / rt['median_ms']:.2f}" if ok else "")
-        for s in present:
-            r = g.get(s)
-            cells.append("" if r is None else fmt_err(r))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def error_notes(rows):
-    """The failed sides, one line per side and message (the rows it happened in listed)."""
-    by = {}
-    for r in rows:
-        if r.get("error"):
-            first = (r["error"].strip().splitlines() or [""])[0][:200]
-            by.setdefault((r["side"], first), []).append(f"{r['shape']} {r['chain']} {r['mode']}")
-    out = []
-    for (side, msg), where in by.items():
-        more = f" and {len(where) - 6} more" if len(where) > 6 else ""
-        out.append(f"- ERR {side}: {msg} [{'; '.join(where[:6])}{more}]")
-    return "\n".join(out)
-
-
-def full_table(rows):
-    head = ["shape", "chain", "mode", "floor ms", "side", "median ms", "mean ms", "trials", "TFLOP/s",
-            "x floor", "fusejit / side", "rel L2", "max abs", "compile s", "note"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    groups = groups_of(rows)
-    for (shape, chain, mode), g in groups.items():
-        for side, r in g.items():
-            base = [shape, f"{chain} {CHAINS[chain][0]}", mode, fmt_ms(r.get("floor_ms")), side]
-            if "median_ms" not in r:
-                note = r.get("skipped") or ("error: " + r.get("error", "").splitlines()[0][:160] if r.get("error") else "")
-                lines.append("| " + " | ".join(base + [""] * 9 + [note.replace("|", "/")]) + " |")
-                continue
-            ratios = []
-            if side in TORCH_SIDES:
-                for f in FJ_SIDES:
-                    rf = g.get(f)
-                    if rf and rf.get("median_ms"):
-                        ratios.append(f"{'fj' if f == 'fusejit' else 'tuned' if f == 'fusejit-tuned' else f} "
-                                      f"{rf['median_ms'] / r['median_ms']:.2f}")
-            note = "; ".join(v for v in (r.get("kernel"), r.get("note")) if v)
-            cs = r.get("compile_s")
-            lines.append("| " + " | ".join(base + [
-                fmt_ms(r["median_ms"]), fmt_ms(r["mean_ms"]), str(r["trials"]), fmt_tflops(r["tflops"]),
-                f"{r['median_ms'] / r['floor_ms']:.2f}" if r.get("floor_ms") else "",
-                ", ".join(ratios), fmt_err(r),
-                "" if r.get("max_abs") is None else f"{r['max_abs']:.1e}",
-                "" if cs is None else f"{cs:.1f}", note.replace("|", "/")]) + " |")
-    return "\n".join(lines)
-
-
-def write_results(path_stem, meta, ceil, rows, sides, final=False):
-    os.makedirs(os.path.dirname(path_stem) or ".", exist_ok=True)
-    with open(path_stem + ".json", "w") as f:
-        json.dump({"meta": meta, "ceilings": ceil, "rows": rows}, f, indent=1)
-    ceil_txt = ", ".join(f"{k} {v:.2f}" for k, v in ceil.items())
-    compact = compact_table(rows, sides)
-    md = [f"# fusejit GEMM chains vs PyTorch — {meta['device']}, driver {meta['driver']}, torch {meta['torch']}, "
-          f"triton {meta['triton']}, {meta['date'][:10]}, commit {meta['commit']}"
-          + (" (SMALL shapes)" if meta["small"] else "") + ("" if final else " (in progress)"), "",
-          f"Ceilings measured in this run: {ceil_txt}.", "",
-          f"Median ms (up to {meta['trials']} trials, L2 flushed before each; CUDA events). torch.compile modes: "
-          f"compile = default, max-autotune = max-autotune-no-cudagraphs. fj/side = fusejit ms / side ms "
-          f"(< 1: fusejit faster). err = rel L2 vs a float64 reference on the same (upcast) inputs; cublas's is "
-          f"the anchor's (vs fp64 y); '!' = above fusejit's tolerance for the precision. Floor = max(FLOPs / the "
-          f"mode's cuBLAS rate, bytes / copy bandwidth). Chains: "
-          + "; ".join(f"{k} {v[0]} = {v[2]}" for k, v in CHAINS.items()) + ".", "",
-          "## Summary", "", compact, "", error_notes(rows), "", "## Every side", "", full_table(rows), ""]
-    if meta.get("stopped"):
-        md += [f"Stopped early: {meta['stopped']}", ""]
-    with open(path_stem + ".md", "w") as f:
-        f.write("\n".join(md))
-    return compact
+sys.path.insert(0, HERE)
+import gemm_problems as P  # noqa: E402  P.OP: --op, set in main
+from gemm_problems import (CHAINS, COMPILE_MODES, ELEM_BYTES, FJ_CONFIGS, FJ_SIDES, MODES, SIDES,  # noqa: E402,F401
+                           TOL, build_plan, parse_fusejit_configs, parse_list, parse_sides, print_specs,
+                           shape_label, spec_text, write_spec)
+from gemm_report import error_notes, fmt_err, fmt_ms, fmt_tflops, write_results  # noqa: E402,F401
+# (TOL, parse_list and fmt_* are also read here by bench_conv.py and bench_norm.py, as G.<name>)
 
 
 # ---- the GPU run ---------------------------------------------------------------------
@@ -442,10 +130,9 @@ def main():
     ap.add_argument("--print-specs", action="store_true", help="print the fusejit specs of the plan and exit")
     ap.add_argument("--spec-dir", default=None, help="also write the specs there (one YAML file per row)")
     a = ap.parse_args()
-    global OP
-    OP = a.op
-    if OP != "linear" and not a.tag:
-        a.tag = OP
+    P.OP = a.op  # read by gemm_problems' spec_name / spec_text and by Runner
+    if P.OP != "linear" and not a.tag:
+        a.tag = P.OP
 
     plan = build_plan(a)
     FJ_CONFIGS.update(parse_fusejit_configs(a.fusejit_configs))
@@ -496,7 +183,7 @@ class Runner:
         return self.a.time_budget > 0 and time.time() - T_START > self.a.time_budget
 
     def anchor(self, x, w):
-        return self.torch.matmul(x, w) if OP == "matmul" else self.F.linear(x, w)
+        return self.torch.matmul(x, w) if P.OP == "matmul" else self.F.linear(x, w)
 
     def chain_fn(self, chain):
         epi, anchor = self.epilogues[chain], self.anchor
@@ -621,7 +308,7 @@ class Runner:
         x = torch.rand(m, k, device="cuda", generator=gen).to(dt)
         w = ((torch.rand(n, k, device="cuda", generator=gen) * 2 - 1) / k ** 0.5).to(dt)
         b = torch.randn(n, device="cuda", generator=gen).to(dt)
-        if OP == "matmul":
+        if P.OP == "matmul":
             w = w.t().contiguous()  # [K, N]: the same values
         with torch.no_grad():
             y64 = self.anchor(x.double(), w.double())
