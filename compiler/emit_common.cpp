@@ -306,9 +306,7 @@ bool steps_by_one_along(const Shape& shape, const std::vector<int>& dims, int la
 std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::string& name, const std::string& comment,
                                       int lanes, std::vector<BufferRef>& lane_buffers) {
   const int rank = static_cast<int>(tree.domain.size());
-  if (rank == 0 || tree.has_source || !tree.sources.empty() || tree.result >= 0 || !tree.results.empty() ||
-      tree.domain.back() % lanes)
-    return "";
+  if (rank == 0 || tree.result >= 0 || !tree.results.empty() || tree.domain.back() % lanes) return "";
   for (const EpiNode& n : tree.nodes)
     if (n.kind == EpiNode::Kind::Store && !n.dims.empty()) return "";  // remapped stores: one element at a time
   const int last = rank - 1;
@@ -320,7 +318,13 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
   f.comment = comment;
   f.name = name;
   f.prefix = "__device__ __forceinline__ void";
-  f.params = "const Params& p, " + coord_params(rank);
+  f.params = "const Params& p";
+  if (tree.sources.size() > 1) {
+    for (ValueId v : tree.sources) f.params += ", float src_" + std::to_string(v);
+  } else if (tree.has_source) {
+    f.params += ", float src";
+  }
+  f.params += ", " + coord_params(rank);
   std::vector<std::string> loop, after;  // the lane loop's body; the lanes' stores after it
   TreeVars names(tree.nodes.size());
   std::vector<std::string>& vars = names.vars;  // inside the lane loop: v, or v[l] for a lane-wide load
@@ -330,6 +334,7 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
     const EpiNode& n = tree.nodes[i];
     const std::string v = names.fresh(n), args = names.args(n);
     switch (n.kind) {
+      case EpiNode::Kind::Source: vars[i] = tree.sources.size() > 1 ? "src_" + std::to_string(n.value) : "src"; break;
       case EpiNode::Kind::Constant:
         vars[i] = v;
         f.body.push_back("const float " + v + " = " + float_literal(g.node(n.value).constant_value()) + ";");
@@ -366,7 +371,6 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
         add_lane_buffer(n.buffer);
         break;
       }
-      default: return "";  // sources: not a pointwise tree
     }
   }
   f.body.push_back("#pragma unroll");
@@ -375,6 +379,27 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
   f.body.push_back("}");
   f.body.insert(f.body.end(), after.begin(), after.end());
   return src_.add_function(std::move(f));
+}
+
+int tree_lanes(const KernelEmitter& em, const EpilogueTree& tree) {
+  if (tree.domain.empty()) return 1;
+  int widest = 1;
+  for (const EpiNode& n : tree.nodes)
+    if (n.kind == EpiNode::Kind::Store || n.kind == EpiNode::Kind::Load)
+      widest = std::max(widest, dtype_size(em.buffer_dtype(n.buffer)));
+  int lanes = 16 / widest;
+  while (lanes > 1 && tree.domain.back() % lanes) lanes /= 2;
+  return lanes;
+}
+
+std::string lanes_aligned(KernelEmitter& em, int lanes, const std::vector<BufferRef>& buffers) {
+  std::string aligned;
+  for (const BufferRef& b : buffers) {
+    const int bytes = lanes * dtype_size(em.buffer_dtype(b));
+    aligned += (aligned.empty() ? "" : " && ") + std::string("fj::aligned_to<") + std::to_string(bytes) + ">(" +
+               em.buffer_param(b, b.kind != BufferKind::Input) + ")";
+  }
+  return aligned.empty() ? "true" : aligned;
 }
 
 std::vector<BufferRef> KernelEmitter::finish(const std::string& kernel_name, int threads,

@@ -58,9 +58,10 @@ class KernelEmitter {
                         const std::vector<BufferRef>& smem_tiles = {},
                         const std::vector<BufferRef>& column_loads = {});
 
-  // A pointwise tree (loads, constants, computes, stores: no sources or
-  // results) at `lanes` consecutive coordinates along the domain's last dim,
-  // as `name(const Params& p, int i0, ..., int i<R-1>)` taking the first
+  // A tree without results (loads, constants, computes, stores; sources the
+  // same for every lane: a row-finish kernel's finished values) at `lanes`
+  // consecutive coordinates along the domain's last dim, as `name(const
+  // Params& p[, sources as in emit_tree], int i0, ..., int i<R-1>)` taking the first
   // lane's coordinates (i<R-1> a multiple of `lanes`, which divides the last
   // dim). Every store, and every load whose offset steps by one along that
   // dim, is one access of `lanes` elements; a load that does not depend on it
@@ -128,6 +129,14 @@ std::vector<int> used_dims(const Shape& shape, const std::vector<int>& dims);
 // "int i0, int i1, ..." and "i0, i1, ..." for a rank.
 std::string coord_params(int rank, const std::string& prefix = "i");
 std::string coord_args(int rank, const std::string& prefix = "i");
+
+// Lanes a thread takes of `tree` (KernelEmitter::emit_lanes): 16 bytes of
+// its widest stored or loaded element type, halved until they divide the
+// last dim; 1 where fewer than 2 would.
+int tree_lanes(const KernelEmitter& em, const EpilogueTree& tree);
+// `fj::aligned_to<..>(..) && ..`: whether each of `buffers` (emit_lanes'
+// lane_buffers) is aligned to `lanes` of its elements, checked at run time.
+std::string lanes_aligned(KernelEmitter& em, int lanes, const std::vector<BufferRef>& buffers);
 
 // A 1-D pool's window shape as pool.cuh reads it (kW, kKW, kSW, kPW, kDW = 1), named `name`.
 CudaStruct pool1d_shape_struct(const Graph& g, ValueId pool, const std::string& name);

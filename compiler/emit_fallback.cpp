@@ -31,6 +31,74 @@ std::string post_call(const std::string& fn, const std::string& value, int rank)
   return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
 }
 
+WideRowsLoop wide_rows_loop(KernelEmitter& em, const EpilogueTree& tree, const std::string& name,
+                            const std::string& comment, const PointwiseConfig& cfg) {
+  WideRowsLoop w;
+  w.fn = em.emit_tree(tree, name, comment);
+  const int lanes = cfg.lanes ? tree_lanes(em, tree) : 1;
+  std::vector<BufferRef> lane_buffers;
+  if (lanes > 1)
+    w.lanes_fn = em.emit_lanes(tree, name + "_lanes", comment + ", kLanes consecutive elements of a row", lanes,
+                               lane_buffers);
+  if (!w.lanes_fn.empty()) {
+    em.src().constants.push_back({"kLanes", lanes, "consecutive elements of a row a thread takes where they are aligned"});
+    w.setup = {"const bool lanes_ok = " + lanes_aligned(em, lanes, lane_buffers) + ";"};
+  }
+  return w;
+}
+
+std::vector<std::string> WideRowsLoop::over_rows(const Shape& wide, const std::string& I,
+                                                 const std::string& args) const {
+  const int rank = static_cast<int>(wide.size());
+  auto loop = [&](const std::string& lanes, const std::string& call) {
+    std::vector<std::string> out = {"for (" + I + " q = threadIdx.x" + lanes + "; q < count; q += blockDim.x" + lanes +
+                                        ") {",
+                                    "const int row = (int)(q / kRowLen);",
+                                    "const " + I + " e = r0 * (" + I + ")kRowLen + q;"};
+    append(out, decompose_index("e", wide, "i", I));
+    out.push_back(post_call(call, args, rank));
+    out.push_back("}");
+    return out;
+  };
+  if (lanes_fn.empty()) return loop("", fn);
+  std::vector<std::string> out = {"// a row's kRowLen elements are whole groups of kLanes", "if (lanes_ok) {"};
+  append(out, loop(" * kLanes", lanes_fn));
+  out.push_back("} else {");
+  append(out, loop("", fn));
+  out.push_back("}");
+  return out;
+}
+
+// A row-finish kernel spreads each row's tiles over a block's threads or warps from this many tiles on
+// (H100: 512 rows x 86 tiles took 24.7 us one thread a row).
+constexpr int64_t kMinTilesPerRowToSplit = 16;
+
+std::vector<std::string> finish_block_rows(KernelEmitter& em, const RowFinishLines& lines, const Shape& domain,
+                                           int64_t per_block, int threads, const std::string& I,
+                                           const std::vector<ValueId>& finishes) {
+  const bool spread = lines.tiles >= kMinTilesPerRowToSplit && per_block <= threads / 32;
+  std::vector<std::string> out;
+  if (spread) {
+    em.src().constants.push_back({"kFinishThreads", threads, "threads of a block, all on each row's partials in turn"});
+    append(out, {"__shared__ float combine_smem[kFinishThreads / 32];",
+                 "for (int row = 0; row < kRowsPerBlock && r0 + row < kNumel; ++row) {",
+                 "const " + I + " e = r0 + row;"});
+    append(out, lines.by_block);
+    out.push_back("if (threadIdx.x == 0) {");
+  } else {
+    append(out, {"if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
+                 "const " + I + " e = r0 + threadIdx.x;", "const int row = threadIdx.x;"});
+  }
+  append(out, decompose_index("e", domain, "i", I));
+  if (!spread) append(out, lines.by_thread);
+  append(out, lines.rest);
+  for (size_t j = 0; j < finishes.size(); ++j)
+    out.push_back("finished[" + std::to_string(j) + "][row] = v" + std::to_string(finishes[j]) + ";");
+  out.push_back("}");
+  if (spread) out.push_back("}");
+  return out;
+}
+
 
 namespace {
 
@@ -250,7 +318,7 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
 // finished values in shared memory, then computes the wide region over those
 // rows' elements (the narrow region recomputed at the wide coordinates).
 Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& kp, const std::vector<ValueId>& finishes,
-                                           std::vector<std::string> inner, const PointwiseConfig& cfg) {
+                                           const RowFinishLines& lines, const PointwiseConfig& cfg) {
   const PlanContext& ctx = em.ctx();
   const Shape& domain = kp.region.domain;
   const int64_t rows = numel(domain), len = row_broadcast_len(domain, kp.wide.domain);
@@ -261,36 +329,24 @@ Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& 
   Region all = kp.wide;
   all.nodes = kp.region.nodes;
   all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
-  const std::string wide = em.emit_tree(build_epilogue_tree(ctx, em.plan(), all, finishes, -1, true), "fj_wide",
-                                        "the finished values broadcast over their rows, at wide coordinates");
+  const WideRowsLoop wide = wide_rows_loop(em, build_epilogue_tree(ctx, em.plan(), all, finishes, -1, true), "fj_wide",
+                                           "the finished values broadcast over their rows, at wide coordinates", cfg);
   const unsigned grid = grid_for(rows, static_cast<int>(per_block), cfg.max_blocks);
   const bool big = (rows + static_cast<int64_t>(grid) * per_block) * len > kIntMax;
   const std::string I = big ? "long long" : "int";
   const std::string F = std::to_string(finishes.size());
-  std::vector<std::string> out = {
-      "__shared__ float finished[" + F + "][kRowsPerBlock];",
-      "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
-          ")gridDim.x * kRowsPerBlock) {",
-      "__syncthreads();  // the previous rows' readers are done",
-      "if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
-      "const " + I + " e = r0 + threadIdx.x;"};
-  append(out, decompose_index("e", domain, "i", I));
-  append(out, inner);
+  std::vector<std::string> out = wide.setup;
+  append(out, {"__shared__ float finished[" + F + "][kRowsPerBlock];",
+               "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
+                   ")gridDim.x * kRowsPerBlock) {",
+               "__syncthreads();  // the previous rows' readers are done"});
+  append(out, finish_block_rows(em, lines, domain, per_block, cfg.threads, I, finishes));
   std::string args;
-  for (size_t j = 0; j < finishes.size(); ++j) {
-    const std::string v = "v" + std::to_string(finishes[j]);
-    out.push_back("finished[" + std::to_string(j) + "][threadIdx.x] = " + v + ";");
+  for (size_t j = 0; j < finishes.size(); ++j)
     args += (args.empty() ? "" : ", ") + std::string("finished[") + std::to_string(j) + "][row]";
-  }
-  out.push_back("}");
   out.push_back("__syncthreads();");
   out.push_back("const " + I + " count = (kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock) * kRowLen;");
-  out.push_back("for (" + I + " q = threadIdx.x; q < count; q += blockDim.x) {");
-  out.push_back("const int row = (int)(q / kRowLen);");
-  out.push_back("const " + I + " e = r0 * kRowLen + q;");
-  append(out, decompose_index("e", kp.wide.domain, "i", I));
-  out.push_back(post_call(wide, args, static_cast<int>(kp.wide.domain.size())));
-  out.push_back("}");
+  append(out, wide.over_rows(kp.wide.domain, I, args));
   out.push_back("}");
   return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
 }
@@ -337,10 +393,6 @@ Expected<EmittedKernel> finish_kernel_across(KernelEmitter& em, const KernelPlan
   out.push_back("}");
   return finish_kernel(em, kp, out, {1, 1, 1}, cfg.threads);
 }
-
-// A row-finish kernel spreads each row's tiles over a block's warps from this
-// many tiles on (H100: 512 rows x 86 tiles took 24.7 us one thread a row).
-constexpr int64_t kMinTilesPerRowToSplit = 16;
 
 Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
@@ -402,12 +454,17 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
   for (ValueId r : finishes)
     if (const PartialBuffers& pb = plan.partials.at(r); pb.atomic)
       zero_sums.push_back(em.buffer_param({BufferKind::Scratch, pb.sums}, true) + "[e] = 0.f;");
-  std::vector<std::string> inner = combine_lines("combine_partials", ", kTiles", "", "");
-  append(inner, zero_sums);
-  inner.push_back(post_call(post, args, static_cast<int>(domain.size())));
+  RowFinishLines lines;
+  lines.tiles = first.tiles;
+  lines.by_thread = combine_lines("combine_partials", ", kTiles", "", "");
+  lines.by_block = combine_lines("combine_partials_spread", ", kTiles, kFinishThreads", "", ", combine_smem");
+  lines.rest = zero_sums;
+  lines.rest.push_back(post_call(post, args, static_cast<int>(domain.size())));
+  if (!kp.row_stages.empty()) return finish_kernel_row_stages(em, kp, finishes, lines, cfg);
+  if (!kp.wide.nodes.empty()) return finish_kernel_wide(em, kp, finishes, lines, cfg);
+  std::vector<std::string> inner = lines.by_thread;
+  append(inner, lines.rest);
   if (!kp.tails.empty()) return finish_kernel_across(em, kp, finishes, std::move(inner), cfg);
-  if (!kp.row_stages.empty()) return finish_kernel_row_stages(em, kp, finishes, std::move(inner), cfg);
-  if (!kp.wide.nodes.empty()) return finish_kernel_wide(em, kp, finishes, std::move(inner), cfg);
   const unsigned grid = grid_for(first.rows, cfg.threads, cfg.max_blocks);
   return finish_kernel(em, kp, element_loop(domain, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
 }

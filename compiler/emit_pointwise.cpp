@@ -10,20 +10,6 @@
 namespace fusejit::cg {
 namespace {
 
-// Lanes a thread of a pointwise kernel takes: 16 bytes of its widest stored
-// or lane-read element type (4 for fp32, 8 for 16-bit), halved until they
-// divide the last dim; 1 where fewer than 2 would.
-int pointwise_lanes(const KernelEmitter& em, const EpilogueTree& tree) {
-  if (tree.domain.empty()) return 1;
-  int widest = 1;
-  for (const EpiNode& n : tree.nodes)
-    if (n.kind == EpiNode::Kind::Store || n.kind == EpiNode::Kind::Load)
-      widest = std::max(widest, dtype_size(em.buffer_dtype(n.buffer)));
-  int lanes = 16 / widest;
-  while (lanes > 1 && tree.domain.back() % lanes) lanes /= 2;
-  return lanes;
-}
-
 // `lanes_fn` over groups of `lanes` consecutive elements where every buffer
 // it accesses whole lanes of is aligned to them (a view may start anywhere),
 // else the element loop `elements`.
@@ -32,12 +18,7 @@ std::vector<std::string> lanes_then_elements(KernelEmitter& em, const Shape& dom
                                              const std::vector<std::string>& elements) {
   KernelSource& s = em.src();
   s.constants.push_back({"kLanes", lanes, "consecutive elements a thread takes where they are aligned"});
-  std::string aligned;
-  for (const BufferRef& b : buffers) {
-    const int bytes = lanes * dtype_size(em.buffer_dtype(b));
-    aligned += (aligned.empty() ? "" : " && ") + std::string("fj::aligned_to<") + std::to_string(bytes) + ">(" +
-               em.buffer_param(b, b.kind != BufferKind::Input) + ")";
-  }
+  const std::string aligned = lanes_aligned(em, lanes, buffers);
   const int rank = static_cast<int>(domain.size());
   const bool wide = numel(domain) + threads * lanes > std::numeric_limits<int>::max();  // the loop index passes kNumel by one stride
   const std::string I = wide ? "long long" : "int";
@@ -68,7 +49,7 @@ Expected<EmittedKernel> emit_pointwise(const PlanContext& ctx, const Plan& plan,
   const std::string fn = em.emit_tree(tree, "fj_pointwise", "every node of the kernel and its stores, at one coordinate");
   const std::string call = fn + "(p" + (rank ? ", " + coord_args(rank) : "") + ");";
   std::vector<BufferRef> lane_buffers;
-  const int lanes = cfg.lanes ? pointwise_lanes(em, tree) : 1;
+  const int lanes = cfg.lanes ? tree_lanes(em, tree) : 1;
   const std::string lanes_fn =
       lanes > 1 ? em.emit_lanes(tree, "fj_pointwise_lanes", "every node of the kernel and its stores, at kLanes "
                                 "consecutive coordinates along the last dim", lanes, lane_buffers)

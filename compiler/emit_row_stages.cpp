@@ -22,7 +22,7 @@ std::string combine_op(OpKind op) {
 }  // namespace
 
 Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const KernelPlan& kp,
-                                                 const std::vector<ValueId>& finishes, std::vector<std::string> inner,
+                                                 const std::vector<ValueId>& finishes, const RowFinishLines& lines,
                                                  const PointwiseConfig& cfg) {
   const PlanContext& ctx = em.ctx();
   const Graph& g = ctx.g;
@@ -56,15 +56,9 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
       "__shared__ float row_values[" + S + "][kRowsPerBlock];",
       "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
           ")gridDim.x * kRowsPerBlock) {",
-      "__syncthreads();  // the previous rows' readers are done",
-      "if (threadIdx.x < kRowsPerBlock && r0 + (" + I + ")threadIdx.x < kNumel) {",
-      "const " + I + " e = r0 + threadIdx.x;"};
+      "__syncthreads();  // the previous rows' readers are done"};
   if (block_rows) out.insert(out.begin() + 2, "__shared__ float stage_smem[kWarps];  // the block's reductions");
-  append(out, decompose_index("e", domain, "i", I));
-  append(out, inner);
-  for (size_t j = 0; j < finishes.size(); ++j)
-    out.push_back("finished[" + std::to_string(j) + "][threadIdx.x] = v" + std::to_string(finishes[j]) + ";");
-  out.push_back("}");
+  append(out, finish_block_rows(em, lines, domain, per_block, cfg.threads, I, finishes));
   out.push_back("__syncthreads();");
   out.push_back("const int rows_here = (int)(kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock);");
   std::vector<ValueId> stored = kp.wide.stores;  // what the next tree stores at wide coordinates
@@ -115,15 +109,11 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   }
   Region last = region;
   last.stores = stored;
-  const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), last, sources, -1, true), "fj_wide",
-                                      "the last stage's consumers and their stores, at wide coordinates");
-  append(out, {"const " + I + " count = (" + I + ")rows_here * kRowLen;",
-               "for (" + I + " q = threadIdx.x; q < count; q += blockDim.x) {",
-               "const int row = (int)(q / kRowLen);",
-               "const " + I + " e = r0 * (" + I + ")kRowLen + q;"});
-  append(out, decompose_index("e", wide, "i", I));
-  out.push_back(post_call(fn, args, wide_rank));
-  out.push_back("}");
+  const WideRowsLoop final_pass = wide_rows_loop(em, build_epilogue_tree(ctx, em.plan(), last, sources, -1, true),
+                                                 "fj_wide", "the last stage's consumers and their stores, at wide coordinates", cfg);
+  out.insert(out.begin(), final_pass.setup.begin(), final_pass.setup.end());
+  out.push_back("const " + I + " count = (" + I + ")rows_here * kRowLen;");
+  append(out, final_pass.over_rows(wide, I, args));
   out.push_back("}");
   return finish_kernel(em, kp, out, {grid, 1, 1}, cfg.threads);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "compiler/cuda_source.h"
+#include "compiler/epilogue_tree.h"
 #include "compiler/plan.h"
 
 namespace fusejit::cg {
@@ -61,9 +62,38 @@ unsigned grid_for(int64_t work, int per_block, int64_t cap);
 std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
                                       const std::vector<std::string>& inner);
 std::string post_call(const std::string& fn, const std::string& value, int rank);
-// A row-finish kernel with row stages (emit_row_stages.cpp); `inner` finishes a row.
+// A row-finish kernel's last pass over its rows' wide elements: `fn` at an
+// element, `lanes_fn` (if any) at kLanes consecutive ones of a row (vector
+// loads and stores), taken where `setup`'s run-time alignment check
+// (`lanes_ok`, before the rows' loop) passes.
+struct WideRowsLoop {
+  std::string fn, lanes_fn;
+  std::vector<std::string> setup;
+  // The loop over the `count` elements of rows r0.. (kRowLen each; the block's threads in turn), calling the
+  // functions with `args` (the finished values of element q's row) and the element's coordinates in `wide`.
+  std::vector<std::string> over_rows(const Shape& wide, const std::string& I, const std::string& args) const;
+};
+WideRowsLoop wide_rows_loop(KernelEmitter& em, const EpilogueTree& tree, const std::string& name,
+                            const std::string& comment, const PointwiseConfig& cfg);
+// How a row-finish kernel finishes row `e` (emit_fallback.cpp): the
+// statements that define v<r> for each finished reduction r from its
+// partials, by one thread (by_thread) or by every thread of the block
+// together (by_block: with many tiles a row), then the row's stores (rest,
+// coordinates i.. in scope), one thread.
+struct RowFinishLines {
+  std::vector<std::string> by_thread, by_block, rest;
+  int64_t tiles = 0;
+};
+// The statements, inside a block's loop over its rows r0 .. r0 +
+// kRowsPerBlock - 1, that finish those rows into finished[j][row] (j: the
+// finishes' order): a thread a row, or the whole block on each row in turn
+// where the rows have many tiles and the block few rows.
+std::vector<std::string> finish_block_rows(KernelEmitter& em, const RowFinishLines& lines, const Shape& domain,
+                                           int64_t per_block, int threads, const std::string& I,
+                                           const std::vector<ValueId>& finishes);
+// A row-finish kernel with row stages (emit_row_stages.cpp).
 Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const KernelPlan& kp,
-                                                 const std::vector<ValueId>& finishes, std::vector<std::string> inner,
+                                                 const std::vector<ValueId>& finishes, const RowFinishLines& lines,
                                                  const PointwiseConfig& cfg);
 
 // emit_softmax_finish.cpp: the RowFinish kernel of a softmax fused in parts.

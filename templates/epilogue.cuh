@@ -428,6 +428,26 @@ __device__ __forceinline__ float combine_partials(const PartialF& partial, const
   }
 }
 
+// combine_partials with a block's kThreads threads on one row: thread i
+// folds tiles i, i + kThreads, ... in order, then the block combines the
+// threads' values in a fixed order (group_combine). Every thread calls it and
+// gets the row's value. smem: kThreads / 32 floats.
+template <class Op, int kTiles, int kThreads, class PartialF, class MaxF>
+__device__ __forceinline__ float combine_partials_spread(const PartialF& partial, const MaxF& row_max, float* smem) {
+  if constexpr (Op::kLogSumExp) {
+    float mx = max_of_tiles(threadIdx.x, kThreads, kTiles, row_max);
+    mx = group_combine<kThreads, kThreads>(mx, [](float a, float b) { return max_nan(a, b); }, smem);
+    if (!is_finite(mx)) return mx;  // the same in every thread
+    float s = sum_exp_of_tiles(threadIdx.x, kThreads, kTiles, partial, row_max, mx);
+    s = group_combine<kThreads, kThreads>(s, [](float a, float b) { return a + b; }, smem);
+    return mx + logf(s);
+  } else {
+    float a = Op::identity();
+    for (int t = threadIdx.x; t < kTiles; t += kThreads) a = Op::combine(a, partial(t));
+    return group_combine<kThreads, kThreads>(a, [](float x, float y) { return Op::combine(x, y); }, smem);
+  }
+}
+
 // Finishes one row of a softmax fused in parts (tile_row_softmax<kLog,
 // true>), the whole block on the row: its log-sum-exp L from the tiles'
 // partials (the threads fold tiles t = thread, thread + kThreads, ...,
@@ -448,11 +468,8 @@ __device__ __forceinline__ void softmax_finish_row(int len, const PartialF& part
 #pragma unroll
     for (int i = 0; i < kPer; ++i) held[i] = inside(i) ? stage((int)threadIdx.x + i * kThreads) : 0.f;
   }
-  float mx = max_of_tiles(threadIdx.x, kThreads, kTiles, row_max);
-  mx = group_combine<kThreads, kThreads>(mx, [](float a, float b) { return max_nan(a, b); }, smem);
-  float s = is_finite(mx) ? sum_exp_of_tiles(threadIdx.x, kThreads, kTiles, partial, row_max, mx) : 0.f;
-  s = group_combine<kThreads, kThreads>(s, [](float a, float b) { return a + b; }, smem);
-  const float lse = is_finite(mx) ? mx + logf(s) : __int_as_float(0x7fffffff);
+  const float l = combine_partials_spread<LogSumExpOp, kTiles, kThreads>(partial, row_max, smem);
+  const float lse = is_finite(l) ? l : __int_as_float(0x7fffffff);
   // Each tile's shift (kLog) or scale, in shared memory when the row has few tiles.
   constexpr bool kCached = kTiles <= 1024;
   __shared__ float cached[kCached ? kTiles : 1];

@@ -42,5 +42,8 @@ TEST(GpuPlanRule, RowBroadcastOffMatchesReference) { run_cases("row_broadcast=0"
 
 TEST(GpuPlanRule, RowClusterMatchesReference) { run_cases("row_cluster=1"); }
 
+// Pointwise and row-finish kernels one element a thread (no lanes), the row-finish kernels' wide rows included.
+TEST(GpuPlanRule, ElementLoopsMatchReference) { run_cases("pointwise_lanes=0,row_broadcast=0"); }
+
 }  // namespace
 }  // namespace fusejit
