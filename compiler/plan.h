@@ -80,7 +80,7 @@ struct MmaConfig {
 struct PointwiseConfig {
   int threads = 256;
   int64_t max_blocks = 1 << 20;
-  bool lanes = true;  // a thread takes up to 16 bytes of consecutive elements where they allow it (emit_pointwise)
+  bool lanes = true;  // a thread takes up to 16 bytes of consecutive elements where they allow it (emit_pointwise; the row-finish kernels' wide pass)
 };
 
 // Row kernels (reductions, softmax): G threads per row, G chosen by row length.
