@@ -34,6 +34,8 @@ std::string pool2d_window_args(const Node& pool) {
 // Dynamic shared memory a norm kernel's block may take for its rows' copies
 // (fj::norm_rows' kCached, norm_cache=1): 3 such blocks fit an H100's SM.
 constexpr int64_t kNormRowCacheBytes = 64 * 1024;
+// A row of at most this many elements a thread is held in registers instead (fj::norm_rows_held; no tail).
+constexpr int64_t kNormHeldPerThread = 16;
 
 // What the norm kernel's passes share: x at flat offset `off` normalized (weight and bias applied), and the
 // ops between the norm and its tail (a tree returning the tail's operand at coordinates j0.., or "").
@@ -126,14 +128,17 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   if (group > 32) group = cfg.threads;
   const FusedTail* tail = kp.tails.empty() ? nullptr : &kp.tails[0];
   const bool pool = tail && (g.node(tail->op).op == OpKind::MaxPool2d || g.node(tail->op).op == OpKind::AvgPool2d);
+  const int64_t per_lane = (geo.len + group - 1) / group;
+  const bool held = !tail && ctx.heur.norm_cache && per_lane <= kNormHeldPerThread;
   const int64_t cache_bytes = cfg.threads / group * geo.len * 4;
-  const bool cached = ctx.heur.norm_cache && cache_bytes <= kNormRowCacheBytes;
+  const bool cached = !held && ctx.heur.norm_cache && cache_bytes <= kNormRowCacheBytes;
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
   s.comment = kp.name + ": " + g.describe(kp.root) + " of " + g.node(x).type.str() + ", rows of " +
               std::to_string(geo.len) + ", " + std::to_string(group) + " threads per row" +
-              (cached ? ", each row's copy in shared memory" : "") + (tail ? ", then " + g.describe(tail->op) : "");
+              (cached ? ", each row's copy in shared memory" : "") + (held ? ", each row held in registers" : "") +
+              (tail ? ", then " + g.describe(tail->op) : "");
   s.constants.push_back({"kRows", geo.rows, "rows (sample x group)"});
   s.constants.push_back({"kLen", geo.len, "elements per row (contiguous)"});
   NormParts np{ctx, kp, em, xs, numel(xs) > kIntMax ? "long long" : "int", {}, geo};
@@ -153,7 +158,10 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   if (!tail) {
     const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
                                           "the result and its fused consumers, at output coordinates");
-    run = {"fj::norm_rows<" + T + ">(", "    kRows, kLen, kLen, " + args};
+    run = held ? std::vector<std::string>{"fj::norm_rows_held<" + std::to_string(group) + ", " +
+                                              std::to_string(cfg.threads) + ", " + std::to_string(per_lane) + ">(",
+                                          "    kRows, kLen, " + args}
+               : std::vector<std::string>{"fj::norm_rows<" + T + ">(", "    kRows, kLen, kLen, " + args};
     append(run, row);
     append(run, {finish, "const " + I + " off = (" + I + ")(b + q);"});
     append(run, np.normalize("at(q)"));

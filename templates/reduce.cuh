@@ -264,6 +264,39 @@ __device__ __forceinline__ void norm_rows(long long rows, int len, int out_len, 
                                      });
 }
 
+// norm_rows (out_len = len) with the row held in registers, kPer elements a
+// lane (rows of at most kPer * G): the same sums in the same order as
+// norm_row_stats, no shared-memory copy; at(q) in finish reads the held value.
+template <int G, int kBlock, int kPer, class BaseF, class LoadF, class FinishF>
+__device__ __forceinline__ void norm_rows_held(long long rows, int len, float eps, const BaseF& base,
+                                               const LoadF& load, const FinishF& finish) {
+  __shared__ float smem[kBlock / 32];
+  const long long o = group_row<G, kBlock>();
+  const int lane = threadIdx.x % G;
+  const bool active = o < rows;
+  const auto b = base(active ? o : 0);
+  const auto add = [](float x, float y) { return x + y; };
+  float held[kPer];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    held[i] = lane + i * G < len ? load(b, lane + i * G) : 0.f;
+    s += held[i];
+  }
+  const float mean = group_combine<G, kBlock>(s, add, smem) / (float)len;
+  float m2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const float d = held[i] - mean;
+    if (lane + i * G < len) m2 += d * d;
+  }
+  const float rstd = 1.f / sqrtf(group_combine<G, kBlock>(m2, add, smem) / (float)len + eps);
+  if (!active) return;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+    if (lane + i * G < len) finish(o, b, lane + i * G, mean, rstd, [&](int) { return held[i]; });
+}
+
 // The norm, then a reduction (Op) the norm kernel does: the row's `outs` runs
 // of len / outs consecutive elements, each reduced by the whole group in turn
 // (value(o, b, r, mean, rstd, at): element r's value), store(o, k, result) for

@@ -239,12 +239,44 @@ TEST(NormCodegen, KernelCounts) {
   EXPECT_EQ(launches(*bl), 1);
   auto p = generate_program(*gn, {"sm_80", ""});
   ASSERT_TRUE(p);
-  EXPECT_NE(p->source.find("fj::norm_rows<"), std::string::npos);
+  EXPECT_NE(p->source.find("fj::norm_rows_held<"), std::string::npos);  // rows of 4 x 99
   EXPECT_NE(p->plan_text.find("norm"), std::string::npos) << p->plan_text;
   // simplify=0 still lowers batch_norm.
   auto q = generate_program(*bn, {"sm_80", "simplify=0"});
   ASSERT_TRUE(q) << q.error().str();
   EXPECT_EQ(q->launches.size(), 1u);
+}
+
+// A norm kernel holds a row in registers where it is at most 16 elements a thread and nothing is pooled or
+// reduced after the norm (fj::norm_rows_held), copies a longer row to shared memory (norm_rows' kCached), and
+// with norm_cache=0 reads the row from memory in each pass; every form compiles without spills.
+TEST(NormCodegen, RowsHeldInRegistersCopiedOrReread) {
+  struct Case {
+    const char* kind;
+    bool conv;
+    std::string config, expect;
+  };
+  const std::vector<Case> cases = {
+      {"layer_norm_relu", false, "", "fj::norm_rows_held<"},  // rows of 100
+      {"group_norm_swish", true, "", "fj::norm_rows_held<"},  // rows of 4 x 99
+      {"group_norm_wide", true, "", "fj::norm_rows<256, 256, true>"},  // rows of 16 x 576
+      {"group_norm_swish_avgpool", true, "", "fj::norm_rows<32, 256, true>"},  // pooled by the norm kernel
+      {"layer_norm_relu", false, "norm_cache=0", ", false>"},
+      {"group_norm_wide", true, "norm_cache=0", "fj::norm_rows<256, 256, false>"},
+  };
+  for (const Case& c : cases) {
+    auto g = c.conv ? testing_norm::conv_chain(Precision::BF16, c.kind) : testing_norm::linear_chain(Precision::BF16, c.kind);
+    ASSERT_TRUE(g) << g.error().str();
+    auto p = generate_program(*g, {"sm_90a", c.config});
+    ASSERT_TRUE(p) << c.kind << ": " << p.error().str();
+    EXPECT_NE(p->source.find(c.expect), std::string::npos) << c.kind << " [" << c.config << "]\n" << p->source;
+    const bool held = c.expect == "fj::norm_rows_held<";
+    EXPECT_EQ(p->source.find("each row held in registers") != std::string::npos, held) << c.kind;
+    if (held) EXPECT_EQ(p->launches.back().shared_bytes, 0u) << c.kind;
+    auto cubin = compile_to_cubin(p->source, p->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+    ASSERT_TRUE(cubin.ok()) << c.kind << ": " << cubin.error().str();
+    EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.kind << "\n" << cubin->log;
+  }
 }
 
 TEST(NormCodegen, BatchNormParamsMustBeViewable) {
