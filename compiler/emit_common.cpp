@@ -306,7 +306,7 @@ bool steps_by_one_along(const Shape& shape, const std::vector<int>& dims, int la
 std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::string& name, const std::string& comment,
                                       int lanes, std::vector<BufferRef>& lane_buffers) {
   const int rank = static_cast<int>(tree.domain.size());
-  if (rank == 0 || tree.result >= 0 || !tree.results.empty() || tree.domain.back() % lanes) return "";
+  if (rank == 0 || !tree.results.empty() || tree.domain.back() % lanes) return "";
   for (const EpiNode& n : tree.nodes)
     if (n.kind == EpiNode::Kind::Store && !n.dims.empty()) return "";  // remapped stores: one element at a time
   const int last = rank - 1;
@@ -372,6 +372,10 @@ std::string KernelEmitter::emit_lanes(const EpilogueTree& tree, const std::strin
         break;
       }
     }
+  }
+  if (tree.result >= 0) {  // each lane's value to out[l]
+    f.params += ", float (&out)[" + L + "]";
+    loop.push_back("out[l] = " + vars[static_cast<size_t>(tree.result)] + ";");
   }
   f.body.push_back("#pragma unroll");
   f.body.push_back("for (int l = 0; l < " + L + "; ++l) {");

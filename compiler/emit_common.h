@@ -58,10 +58,11 @@ class KernelEmitter {
                         const std::vector<BufferRef>& smem_tiles = {},
                         const std::vector<BufferRef>& column_loads = {});
 
-  // A tree without results (loads, constants, computes, stores; sources the
-  // same for every lane: a row-finish kernel's finished values) at `lanes`
-  // consecutive coordinates along the domain's last dim, as `name(const
-  // Params& p[, sources as in emit_tree], int i0, ..., int i<R-1>)` taking the first
+  // A tree (loads, constants, computes, stores; sources the same for every
+  // lane: a row-finish kernel's finished values; at most one result) at
+  // `lanes` consecutive coordinates along the domain's last dim, as
+  // `name(const Params& p[, sources as in emit_tree], int i0, ..., int
+  // i<R-1>[, float (&out)[lanes]: each lane's result])` taking the first
   // lane's coordinates (i<R-1> a multiple of `lanes`, which divides the last
   // dim). Every store, and every load whose offset steps by one along that
   // dim, is one access of `lanes` elements; a load that does not depend on it

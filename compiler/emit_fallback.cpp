@@ -31,20 +31,28 @@ std::string post_call(const std::string& fn, const std::string& value, int rank)
   return fn + "(p, " + value + (rank ? ", " + coord_args(rank) : "") + ");";
 }
 
-WideRowsLoop wide_rows_loop(KernelEmitter& em, const EpilogueTree& tree, const std::string& name,
-                            const std::string& comment, const PointwiseConfig& cfg) {
+RowLanes row_lanes(const KernelEmitter& em, const std::vector<const EpilogueTree*>& trees, const PointwiseConfig& cfg) {
+  RowLanes r;
+  if (!cfg.lanes) return r;
+  r.lanes = 16;
+  for (const EpilogueTree* t : trees) r.lanes = std::min(r.lanes, tree_lanes(em, *t));
+  return r;
+}
+
+WideRowsLoop RowLanes::add(KernelEmitter& em, const EpilogueTree& tree, const std::string& name,
+                           const std::string& comment) {
   WideRowsLoop w;
   w.fn = em.emit_tree(tree, name, comment);
-  const int lanes = cfg.lanes ? tree_lanes(em, tree) : 1;
-  std::vector<BufferRef> lane_buffers;
-  if (lanes > 1)
-    w.lanes_fn = em.emit_lanes(tree, name + "_lanes", comment + ", kLanes consecutive elements of a row", lanes,
-                               lane_buffers);
-  if (!w.lanes_fn.empty()) {
-    em.src().constants.push_back({"kLanes", lanes, "consecutive elements of a row a thread takes where they are aligned"});
-    w.setup = {"const bool lanes_ok = " + lanes_aligned(em, lanes, lane_buffers) + ";"};
-  }
+  if (lanes > 1) w.lanes_fn = em.emit_lanes(tree, name + "_lanes", comment + ", kLanes consecutive elements of a row",
+                                            lanes, buffers);
+  any = any || !w.lanes_fn.empty();
   return w;
+}
+
+std::vector<std::string> RowLanes::setup(KernelEmitter& em) const {
+  if (!any) return {};
+  em.src().constants.push_back({"kLanes", lanes, "consecutive elements of a row a thread takes where they are aligned"});
+  return {"const bool lanes_ok = " + lanes_aligned(em, lanes, buffers) + ";"};
 }
 
 std::vector<std::string> WideRowsLoop::over_rows(const Shape& wide, const std::string& I,
@@ -301,9 +309,11 @@ Expected<EmittedKernel> emit_softmax(const PlanContext& ctx, const Plan& plan, i
       "    kRows, kLen,",
       "[&](long long o) -> long long { return (o / kInner) * ((long long)kLen * kInner) + o % kInner; },",
       "[&](long long b, int r) -> float { return " + element + "; },",
-      "[&](long long o, long long b, int r, float v) {",
-      "const long long off = b + (long long)r * kInner;"};
-  append(run, decompose_index("off", xs, "i", "long long"));
+      "[&](long long o, long long b, int r, float v) {"};
+  // (32-bit coordinate arithmetic where the tensor allows it: a 64-bit division per dim an element is not cheap)
+  const std::string I = numel(xs) > kIntMax ? "long long" : "int";
+  run.push_back("const " + I + " off = (" + I + ")(b + (long long)r * kInner);");
+  append(run, decompose_index("off", xs, "i", I));
   run.push_back(post_call(post, "v", rank));
   run.push_back("});");
   const unsigned grid = grid_for(rows, cfg.threads / group, kIntMax);
@@ -329,13 +339,14 @@ Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& 
   Region all = kp.wide;
   all.nodes = kp.region.nodes;
   all.nodes.insert(all.nodes.end(), kp.wide.nodes.begin(), kp.wide.nodes.end());
-  const WideRowsLoop wide = wide_rows_loop(em, build_epilogue_tree(ctx, em.plan(), all, finishes, -1, true), "fj_wide",
-                                           "the finished values broadcast over their rows, at wide coordinates", cfg);
+  const EpilogueTree tree = build_epilogue_tree(ctx, em.plan(), all, finishes, -1, true);
+  RowLanes lanes = row_lanes(em, {&tree}, cfg);
+  const WideRowsLoop wide = lanes.add(em, tree, "fj_wide", "the finished values broadcast over their rows, at wide coordinates");
   const unsigned grid = grid_for(rows, static_cast<int>(per_block), cfg.max_blocks);
   const bool big = (rows + static_cast<int64_t>(grid) * per_block) * len > kIntMax;
   const std::string I = big ? "long long" : "int";
   const std::string F = std::to_string(finishes.size());
-  std::vector<std::string> out = wide.setup;
+  std::vector<std::string> out = lanes.setup(em);
   append(out, {"__shared__ float finished[" + F + "][kRowsPerBlock];",
                "for (" + I + " r0 = (" + I + ")blockIdx.x * kRowsPerBlock; r0 < kNumel; r0 += (" + I +
                    ")gridDim.x * kRowsPerBlock) {",

@@ -61,26 +61,65 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
   append(out, finish_block_rows(em, lines, domain, per_block, cfg.threads, I, finishes));
   out.push_back("__syncthreads();");
   out.push_back("const int rows_here = (int)(kNumel - r0 < kRowsPerBlock ? kNumel - r0 : kRowsPerBlock);");
+  // The trees first (each stage's reduced value, with the stores due at wide coordinates; then the last
+  // consumers), so that they share one lane count.
+  std::vector<EpilogueTree> trees;
   std::vector<ValueId> stored = kp.wide.stores;  // what the next tree stores at wide coordinates
+  std::vector<std::vector<ValueId>> stage_sources;  // each stage's trees' sources
+  for (const FusedTail& stage : kp.row_stages) {
+    Region at = region;
+    at.stores = stored;
+    trees.push_back(build_epilogue_tree(ctx, em.plan(), at, sources, g.node(stage.op).operands[0], true));
+    stage_sources.push_back(sources);
+    sources.push_back(stage.op);
+    region.nodes.insert(region.nodes.end(), stage.post.nodes.begin(), stage.post.nodes.end());
+    stored = row_stage_wide_stores(g, stage);
+  }
+  Region last = region;
+  last.stores = stored;
+  trees.push_back(build_epilogue_tree(ctx, em.plan(), last, sources, -1, true));
+  std::vector<const EpilogueTree*> all;
+  for (const EpilogueTree& t : trees) all.push_back(&t);
+  RowLanes lanes = row_lanes(em, all, cfg);
+
   for (size_t i = 0; i < kp.row_stages.size(); ++i) {
     const FusedTail& stage = kp.row_stages[i];
     const Node& r = g.node(stage.op);
-    Region at = region;
-    at.stores = stored;
-    const std::string fn = em.emit_tree(build_epilogue_tree(ctx, em.plan(), at, sources, r.operands[0], true),
-                                        "fj_stage" + std::to_string(i), "the value " + g.describe(stage.op) +
-                                        " reduces along its row, at wide coordinates" +
-                                        (at.stores.empty() ? std::string() : ", and the stores due there"));
+    const bool stores = std::any_of(trees[i].nodes.begin(), trees[i].nodes.end(),
+                                    [](const EpiNode& n) { return n.kind == EpiNode::Kind::Store; });
+    const WideRowsLoop fns = lanes.add(em, trees[i], "fj_stage" + std::to_string(i),
+                                       "the value " + g.describe(stage.op) + " reduces along its row, at wide coordinates" +
+                                           (stores ? ", and the stores due there" : ""));
     const std::string op = combine_op(r.op);
+    const std::string step = block_rows ? "kThreads" : "32", first = block_rows ? "threadIdx.x" : "threadIdx.x % 32";
+    // the row's elements from q on, `lanes` a time (kLanes or 1): fn's values into acc
+    auto reduce_loop = [&](const std::string& lanes_factor, const std::string& fn, bool by_lanes) {
+      std::vector<std::string> loop = {"for (int q = " + first + lanes_factor + "; q < kRowLen; q += " + step +
+                                           lanes_factor + ") {",
+                                       "const " + I + " e = (r0 + row) * (" + I + ")kRowLen + q;"};
+      append(loop, decompose_index("e", wide, "i", I));
+      if (by_lanes) {
+        loop.push_back("float lane_values[kLanes];");
+        loop.push_back(fn + "(p, " + args + ", " + coord_args(wide_rank) + ", lane_values);");
+        loop.push_back("for (int l = 0; l < kLanes; ++l) acc = " + op + "::combine(acc, lane_values[l]);");
+      } else {
+        loop.push_back("acc = " + op + "::combine(acc, " + fn + "(p, " + args + ", " + coord_args(wide_rank) + "));");
+      }
+      loop.push_back("}");
+      return loop;
+    };
     append(out, {block_rows ? "for (int row = 0; row < rows_here; ++row) {"
                             : "for (int row = threadIdx.x / 32; row < rows_here; row += kWarps) {",
-                 "float acc = " + op + "::identity();",
-                 block_rows ? "for (int q = threadIdx.x; q < kRowLen; q += kThreads) {"
-                            : "for (int q = threadIdx.x % 32; q < kRowLen; q += 32) {",
-                 "const " + I + " e = (r0 + row) * (" + I + ")kRowLen + q;"});
-    append(out, decompose_index("e", wide, "i", I));
-    out.push_back("acc = " + op + "::combine(acc, " + fn + "(p, " + args + ", " + coord_args(wide_rank) + "));");
-    out.push_back("}");
+                 "float acc = " + op + "::identity();"});
+    if (fns.lanes_fn.empty()) {
+      append(out, reduce_loop("", fns.fn, false));
+    } else {
+      out.push_back("if (lanes_ok) {");
+      append(out, reduce_loop(" * kLanes", fns.lanes_fn, true));
+      out.push_back("} else {");
+      append(out, reduce_loop("", fns.fn, false));
+      out.push_back("}");
+    }
     out.push_back(std::string("acc = fj::group_combine<") + (block_rows ? "kThreads, kThreads" : "32, 32") +
                   ">(acc, [](float a, float b) { return " + op + "::combine(a, b); }, " +
                   (block_rows ? "stage_smem" : "nullptr") + ");");
@@ -89,7 +128,7 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
                   (r.op == OpKind::Mean ? " / (float)kRowLen;" : ";"));
     if (const Region rows_region = row_stage_row_stores(g, kp, i); !rows_region.stores.empty()) {
       // outputs, or read by another kernel: once a row, from the row's values
-      std::vector<ValueId> row_sources = sources;
+      std::vector<ValueId> row_sources = stage_sources[i];
       row_sources.push_back(stage.op);
       const std::string store = em.emit_tree(build_epilogue_tree(ctx, em.plan(), rows_region, row_sources, -1, true),
                                              "fj_stage" + std::to_string(i) + "_rows",
@@ -102,16 +141,12 @@ Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const Kernel
     out.push_back("}");
     out.push_back("}");
     out.push_back("__syncthreads();");
-    sources.push_back(stage.op);
     args += ", row_values[" + std::to_string(i) + "][row]";
-    region.nodes.insert(region.nodes.end(), stage.post.nodes.begin(), stage.post.nodes.end());
-    stored = row_stage_wide_stores(g, stage);
   }
-  Region last = region;
-  last.stores = stored;
-  const WideRowsLoop final_pass = wide_rows_loop(em, build_epilogue_tree(ctx, em.plan(), last, sources, -1, true),
-                                                 "fj_wide", "the last stage's consumers and their stores, at wide coordinates", cfg);
-  out.insert(out.begin(), final_pass.setup.begin(), final_pass.setup.end());
+  const WideRowsLoop final_pass =
+      lanes.add(em, trees.back(), "fj_wide", "the last stage's consumers and their stores, at wide coordinates");
+  const std::vector<std::string> setup = lanes.setup(em);
+  out.insert(out.begin(), setup.begin(), setup.end());
   out.push_back("const " + I + " count = (" + I + ")rows_here * kRowLen;");
   append(out, final_pass.over_rows(wide, I, args));
   out.push_back("}");

@@ -44,9 +44,10 @@ Expected<EmittedKernel> emit_softmax_finish(const PlanContext& ctx, const Plan& 
       "    [&](int t) { return " + sums + "[" + at + "]; },",
       "    [&](int t) { return " + maxima + "[" + at + "]; },",
       "    [&](int n) { return fj::load_as_float(" + stage + ", row * kLen + n); },",
-      "    [&](int n, float v) {",
-      "const long long e = row * kLen + n;"};
-  for (std::string& line : decompose_index("e", shape, "i", "long long")) run.push_back(std::move(line));
+      "    [&](int n, float v) {"};
+  const std::string I = numel(shape) > kIntMax ? "long long" : "int";  // 32-bit coordinates where they fit
+  run.push_back("const " + I + " e = (" + I + ")(row * kLen + n);");
+  for (std::string& line : decompose_index("e", shape, "i", I)) run.push_back(std::move(line));
   run.push_back(post_call(post, "v", static_cast<int>(shape.size())));
   run.push_back("}, smem);");
   run.push_back("}");

@@ -62,19 +62,28 @@ unsigned grid_for(int64_t work, int per_block, int64_t cap);
 std::vector<std::string> element_loop(const Shape& domain, int threads, unsigned grid,
                                       const std::vector<std::string>& inner);
 std::string post_call(const std::string& fn, const std::string& value, int rank);
-// A row-finish kernel's last pass over its rows' wide elements: `fn` at an
-// element, `lanes_fn` (if any) at kLanes consecutive ones of a row (vector
-// loads and stores), taken where `setup`'s run-time alignment check
-// (`lanes_ok`, before the rows' loop) passes.
+// The trees a row-finish kernel runs over its rows' wide elements, each as
+// `fn` at an element and, where the trees allow one lane count they share
+// (RowLanes), `lanes_fn` at kLanes consecutive elements of a row (vector
+// loads and stores), taken where the run-time alignment check `lanes_ok`
+// (RowLanes::setup, before the rows' loop) passes.
 struct WideRowsLoop {
   std::string fn, lanes_fn;
-  std::vector<std::string> setup;
   // The loop over the `count` elements of rows r0.. (kRowLen each; the block's threads in turn), calling the
   // functions with `args` (the finished values of element q's row) and the element's coordinates in `wide`.
   std::vector<std::string> over_rows(const Shape& wide, const std::string& I, const std::string& args) const;
 };
-WideRowsLoop wide_rows_loop(KernelEmitter& em, const EpilogueTree& tree, const std::string& name,
-                            const std::string& comment, const PointwiseConfig& cfg);
+struct RowLanes {
+  int lanes = 1;                    // shared by every tree (1: none)
+  std::vector<BufferRef> buffers;   // accessed whole lanes at a time, by any tree
+  bool any = false;                 // a tree has a lanes_fn
+  // fn and lanes_fn of `tree` (a tree emit_lanes declines keeps fn alone).
+  WideRowsLoop add(KernelEmitter& em, const EpilogueTree& tree, const std::string& name, const std::string& comment);
+  // kLanes and `const bool lanes_ok = ...;`, once every tree is added (nothing where no tree has lanes).
+  std::vector<std::string> setup(KernelEmitter& em) const;
+};
+// The lane count `trees` share (PointwiseConfig::lanes; 1 where any takes none).
+RowLanes row_lanes(const KernelEmitter& em, const std::vector<const EpilogueTree*>& trees, const PointwiseConfig& cfg);
 // How a row-finish kernel finishes row `e` (emit_fallback.cpp): the
 // statements that define v<r> for each finished reduction r from its
 // partials, by one thread (by_thread) or by every thread of the block

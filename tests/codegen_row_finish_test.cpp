@@ -1,7 +1,8 @@
 // CPU: the row-finish kernel's passes over its rows (emit_fallback.cpp,
-// emit_row_stages.cpp). The last pass over a row's wide elements takes
-// kLanes consecutive elements a thread (vector loads and stores) where the
-// last dim allows it, behind a run-time alignment check; a row with many
+// emit_row_stages.cpp). The last pass over a row's wide elements, and each
+// row stage's reduction, take kLanes consecutive elements a thread (vector
+// loads and stores) where the last dim allows it, behind a run-time
+// alignment check; a row with many
 // column tiles has its partials combined by the whole block
 // (fj::combine_partials_spread), few tiles by one thread a row. Each kernel
 // compiles with NVRTC for sm_80 and sm_90a without spills.
@@ -53,6 +54,8 @@ void check(const std::string& spec, const std::string& config, const std::string
   ASSERT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
   EXPECT_EQ(p->launches.back().kernel.rfind(finish, 0), 0u) << p->plan_text;
   EXPECT_EQ(p->source.find("fj_wide_lanes(p, ") != std::string::npos, lanes) << p->source;
+  if (p->source.find("fj_stage0(") != std::string::npos)  // a row stage's reduction too
+    EXPECT_EQ(p->source.find("fj_stage0_lanes(p, ") != std::string::npos, lanes) << p->source;
   if (lanes) EXPECT_NE(p->source.find("if (lanes_ok) {"), std::string::npos);
   const std::string tiles_at = "constexpr int kTiles = ";
   const size_t at = p->source.find(tiles_at);
