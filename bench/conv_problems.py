@@ -5,6 +5,7 @@ import math
 import os
 
 import bench_gemm as G  # (no torch at import) parse_list
+import gemm_problems as GP  # op_line, write_text
 
 # name, x [N, Cin, H, W], --small x, Cout, kernel, stride, padding, groups, conv bias, extra bias [Cout,1,1],
 # what follows the conv (None | ("pool", k, s, p) | ("cmin",) | ("gap",)), formula,
@@ -151,20 +152,13 @@ def spec_text(P, mode, small):
     conv_args = "[x, w, cb]" if P["cb"] else "[x, w]"
     lines += ["ops:", f"  - {{name: c, op: conv2d, args: {conv_args}, stride: {P['s']}, padding: {P['p']}, "
                       f"groups: {g}}}"]
-    for name, op, args, attrs in P["ops"]:
-        fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
-        fields += [f"{key}: {val}" for key, val in attrs.items()]
-        lines.append("  - {" + ", ".join(fields) + "}")
+    lines += [GP.op_line(*op) for op in P["ops"]]
     lines.append("outputs: [out]")
     return "\n".join(lines) + "\n"
 
 
 def write_spec(directory, P, mode, small):
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, spec_name(P, mode, small) + ".yaml")
-    with open(path, "w") as f:
-        f.write(spec_text(P, mode, small))
-    return path
+    return GP.write_text(directory, spec_name(P, mode, small), spec_text(P, mode, small))
 
 
 def print_specs(a, plan):

@@ -5,6 +5,7 @@ import math
 import os
 
 import bench_gemm as G  # (no torch at import) fmt_ms, fmt_tflops, fmt_err
+import gemm_report  # error_notes
 from conv_problems import PROBLEMS, TORCH_SIDES
 
 
@@ -90,16 +91,7 @@ def geomean_table(rows, sides):
 
 
 def error_notes(rows):
-    by = {}
-    for r in rows:
-        if r.get("error"):
-            first = (r["error"].strip().splitlines() or [""])[0][:200]
-            by.setdefault((r["side"], first), []).append(f"{r['problem']} {r['mode']}")
-    out = []
-    for (side, msg), where in by.items():
-        more = f" and {len(where) - 6} more" if len(where) > 6 else ""
-        out.append(f"- ERR {side}: {msg} [{'; '.join(where[:6])}{more}]")
-    return "\n".join(out)
+    return gemm_report.error_notes(rows, lambda r: f"{r['problem']} {r['mode']}")
 
 
 def full_table(rows):

@@ -139,20 +139,29 @@ def spec_text(shape, mode, chain):
     if bias:
         lines.append(f"  - {{name: b, shape: [{n}], dtype: {dt}, init: normal}}")
     lines += ["ops:", f"  - {{name: y, op: {OP}, args: [x, w]}}"]
-    for name, op, args, attrs in CHAIN_OPS[chain]:
-        fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
-        fields += [f"{key}: {val}" for key, val in attrs.items()]
-        lines.append("  - {" + ", ".join(fields) + "}")
+    lines += [op_line(*op) for op in CHAIN_OPS[chain]]
     lines.append("outputs: [out]")
     return "\n".join(lines) + "\n"
 
 
-def write_spec(directory, shape, mode, chain):
+def op_line(name, op, args, attrs):
+    """One op of a spec's `ops:` list, in flow style."""
+    fields = [f"name: {name}", f"op: {op}", "args: [" + ", ".join(args) + "]"]
+    fields += [f"{key}: {val}" for key, val in attrs.items()]
+    return "  - {" + ", ".join(fields) + "}"
+
+
+def write_text(directory, name, text):
+    """Writes `text` to directory/name.yaml (the directory made if missing); returns the path."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, spec_name(shape, mode, chain) + ".yaml")
+    path = os.path.join(directory, name + ".yaml")
     with open(path, "w") as f:
-        f.write(spec_text(shape, mode, chain))
+        f.write(text)
     return path
+
+
+def write_spec(directory, shape, mode, chain):
+    return write_text(directory, spec_name(shape, mode, chain), spec_text(shape, mode, chain))
 
 
 def print_specs(a, plan):

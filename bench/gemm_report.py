@@ -71,13 +71,13 @@ def compact_table(rows, sides):
     return "\n".join(lines)
 
 
-def error_notes(rows):
-    """The failed sides, one line per side and message (the rows it happened in listed)."""
+def error_notes(rows, where=lambda r: f"{r['shape']} {r['chain']} {r['mode']}"):
+    """The failed sides, one line per side and message (the rows it happened in listed, as `where` names them)."""
     by = {}
     for r in rows:
         if r.get("error"):
             first = (r["error"].strip().splitlines() or [""])[0][:200]
-            by.setdefault((r["side"], first), []).append(f"{r['shape']} {r['chain']} {r['mode']}")
+            by.setdefault((r["side"], first), []).append(where(r))
     out = []
     for (side, msg), where in by.items():
         more = f" and {len(where) - 6} more" if len(where) > 6 else ""
