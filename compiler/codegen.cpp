@@ -42,6 +42,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
     finish_spatial_in_clusters(ctx, plan);
     fuse_row_cluster(ctx, plan);
     fuse_softmax_cluster(ctx, plan);
+    fuse_norm_epilogue(ctx, plan);
     store_epilogue_transposes(ctx, plan);
   } else {
     plan.notes.push_back("no anchor op: a pointwise program (elementwise, layout, reduction and row kernels only)");
@@ -105,6 +106,10 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
                                                               : "fusejit/conv_wgmma.cuh");   // WgradOperands
   if (anchored) module.includes.push_back("fusejit/epilogue.cuh");
   if (anchored && plan.kernels[0].pool1d_overlap >= 0) module.includes.push_back("fusejit/epilogue_pool1d.cuh");
+  if (anchored && std::any_of(plan.kernels[0].tails.begin(), plan.kernels[0].tails.end(), [&](const FusedTail& t) {
+        return op_category(g.node(t.op).op) == OpCategory::Norm;  // pass_fuse_norm_epilogue.cpp
+      }))
+    module.includes.push_back("fusejit/epilogue_norm.cuh");
   if (mainloop == Mainloop::Wgmma) module.includes.push_back("fusejit/wgmma_tma_store.cuh");
   if (mainloop == Mainloop::Wgmma && plan.kernels[0].wgmma.cluster_n > 1)
     module.includes.push_back("fusejit/wgmma_row_cluster.cuh");

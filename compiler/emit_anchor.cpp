@@ -432,6 +432,11 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       smem_floats = std::max<int64_t>(smem_floats, (row_sharers + 2) * tile_m);
       const std::string value_head = "[&](float acc, int m, int n) -> float {";
       const std::string value_call = "return " + pre + "(p, acc, " + coord_call + ");";
+      if (op_category(rn.op) == OpCategory::Norm) {  // group / layer norm on the accumulators (pass_fuse_norm_epilogue.cpp)
+        append(run, norm_tail_epilogue(em, tail, shape, epilogue_lambda(value_head, shape.coords, value_call),
+                                       smem_floats));
+        continue;
+      }
       if (op_category(rn.op) == OpCategory::Normalize) {  // softmax along N (pass_fuse_softmax.cpp)
         const std::string row = shape.per_batch_rows ? "(long long)z * kM + m" : "(long long)m";
         append(run, softmax_tail_epilogue(em, tail, shape, epilogue_lambda(value_head, shape.coords, value_call), row,

@@ -172,6 +172,12 @@ std::vector<std::string> softmax_tail_epilogue(KernelEmitter& em, const FusedTai
                                                std::vector<std::string> value, const std::string& row,
                                                int64_t row_sharers, int64_t& smem_floats);
 
+// A group / layer norm done on a wgmma tile's accumulators (pass_fuse_norm_epilogue.cpp): the
+// fj::tile_segment_norm call, `value` the lambda of its input (at m, n); weight and bias per column, then the
+// norm's consumers, stored. Raises `smem_floats` (the staged stores). emit_norm_epilogue.cpp.
+std::vector<std::string> norm_tail_epilogue(KernelEmitter& em, const FusedTail& tail, const AnchorShape& shape,
+                                            std::vector<std::string> value, int64_t& smem_floats);
+
 // A row reduction over an N wider than the tile: the fj::tile_row_partials
 // call storing this tile's partial of each row to the reduction's scratch,
 // `value` the lambda of its input, `suffix` the reduction's index (constant

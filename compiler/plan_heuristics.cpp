@@ -162,7 +162,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
                key == "pool_first" || key == "softmax_parts" || key == "row_pass" ||
-               key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" || key == "norm_tail" ||
+               key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" || key == "norm_tail" || key == "norm_epilogue" ||
                key == "norm_cache" ||
                key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "epilogue_direct" ||
                key == "pool_registers" || key == "pool1d_overlap" ||
@@ -181,6 +181,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "epilogue_transpose" ? h.epilogue_transpose
        : key == "row_stages"      ? h.row_stages
        : key == "norm_tail"       ? h.norm_tail
+       : key == "norm_epilogue"   ? h.norm_epilogue
        : key == "norm_cache"      ? h.norm_cache
        : key == "row_broadcast"   ? h.row_broadcast
        : key == "row_cluster"     ? h.row_cluster
@@ -203,7 +204,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, norm_epilogue, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
     }
   }
   return h;

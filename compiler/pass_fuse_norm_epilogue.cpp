@@ -1,0 +1,89 @@
+// Pass (after the anchor's tile is chosen; opt-in, norm_epilogue=1): a
+// group_norm over a wgmma linear's or matmul's [M, N] output (groups of
+// N / G consecutive columns), or a layer_norm over its last dim, whose
+// groups each lie inside one column tile, done in the epilogue on the
+// accumulators (fj::tile_segment_norm): each group's mean and variance from
+// the tile's registers, then the normalized values, weight and bias, and the
+// elementwise consumers, stored. One kernel; the anchor's output is not
+// stored for a norm kernel to read back.
+#include <optional>
+
+#include "compiler/passes.h"
+
+namespace fusejit::cg {
+namespace {
+
+// Why `norm` cannot run in kp's epilogue ("" if it can), its groups `len` columns long. Where the chosen tile's
+// width is not a multiple of len (and the config fixes no tile), `wider` gets the nearest that is.
+std::string refusal(const PlanContext& ctx, const KernelPlan& kp, const Node& norm, int64_t len,
+                    std::optional<WgmmaConfig>& wider) {
+  const Shape& domain = kp.region.domain;
+  const Shape& xs = ctx.node(norm.operands[0]).type.shape;
+  if (domain.size() != 2 || xs != domain) return "only over the anchor's own 2-D [M, N] output";
+  if (norm.op == OpKind::LayerNorm && norm.attr_ints("normalized_shape").size() != 1)
+    return "a layer_norm over more than the last dim";
+  if (kp.wgmma.swap_ab) return "swap-AB tiles hold the output transposed";
+  if (kp.wgmma.split_k > 1) return "split-K tiles";
+  if (len % 8) return "groups of " + std::to_string(len) + " columns: not a multiple of 8";
+  if (kp.tile_n() % len == 0) return "";
+  const std::string why = "groups of " + std::to_string(len) + " columns do not divide the " +
+                          std::to_string(kp.tile_n()) + "-column tile";
+  if (ctx.heur.wgmma) return why + " (set by the config)";
+  const bool three_tf32 = kp.mma_kind == "f32x3";
+  for (int bn : {64, 128, 192, 256}) {  // the narrowest as wide as the chosen one, else the widest narrower
+    if (bn % len) continue;
+    WgmmaConfig t = kp.wgmma;
+    t.bn = bn;
+    t.stages = wgmma_max_stages(t, three_tf32);
+    if (!wgmma_fits_with_epilogue(t, three_tf32)) continue;
+    if (!wider || (wider->bn < kp.wgmma.bn && bn > wider->bn) || (bn >= kp.wgmma.bn && bn < wider->bn)) wider = t;
+    if (bn >= kp.wgmma.bn) break;
+  }
+  return wider ? "" : why + ", and no tile of " + std::to_string(len) + "'s multiples fits";
+}
+
+}  // namespace
+
+void fuse_norm_epilogue(PlanContext& ctx, Plan& plan) {
+  if (!ctx.heur.norm_epilogue || plan.kernels.empty()) return;
+  KernelPlan& kp = plan.kernels[0];
+  if (kp.kind != KernelKind::Anchor || kp.mainloop != Mainloop::Wgmma || !kp.tails.empty() ||
+      !kp.wide.nodes.empty() || kp.pool1d_overlap >= 0)
+    return;
+  const OpKind anchor = ctx.node(kp.root).op;
+  if ((anchor != OpKind::Linear && anchor != OpKind::Matmul) || analyze_anchor(ctx.g, kp.root).batch != 1) return;
+  // A value the epilogue computes (the anchor's or its region's) that a group / layer norm reads.
+  std::vector<ValueId> inside = {kp.root};
+  inside.insert(inside.end(), kp.region.nodes.begin(), kp.region.nodes.end());
+  for (ValueId x : inside) {
+    for (ValueId u : ctx.users[static_cast<size_t>(x)]) {
+    const Node& n = ctx.node(u);
+    if ((n.op != OpKind::GroupNorm && n.op != OpKind::LayerNorm) || n.operands[0] != x) continue;
+    if (ctx.kernel_of[static_cast<size_t>(u)] >= 0) continue;
+    const int64_t len = norm_geometry(ctx.g, u).len;
+    const std::string label = std::string(op_name(n.op)) + " %" + std::to_string(u);
+    std::optional<WgmmaConfig> wider;
+    if (const std::string why = refusal(ctx, kp, n, len, wider); !why.empty()) {
+      kp.notes.push_back(label + " not done in the epilogue (norm_epilogue=1): " + why);
+      return;
+    }
+    if (wider) {
+      kp.notes.push_back("tile " + kp.wgmma.str() + " -> " + wider->str() + " for " + label + "'s groups of " +
+                         std::to_string(len) + " columns");
+      kp.wgmma = *wider;
+    }
+    FusedTail tail;
+    tail.op = u;
+    tail.post.domain = n.type.shape;
+    ctx.kernel_of[static_cast<size_t>(u)] = 0;
+    kp.tails.push_back(std::move(tail));
+    grow_region(ctx, kp.tails.back().post, {u}, u, 0, /*allow_placed=*/false);
+    kp.notes.push_back(label + " done in the epilogue: its groups of " + std::to_string(len) +
+                       " columns lie in one column tile; each group's mean and variance from the tile's "
+                       "accumulators, then the normalized values stored");
+    return;
+    }
+  }
+}
+
+}  // namespace fusejit::cg

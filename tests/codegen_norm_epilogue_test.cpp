@@ -1,0 +1,67 @@
+// CPU: a group / layer norm done in the wgmma epilogue (norm_epilogue=1,
+// pass_fuse_norm_epilogue.cpp): one kernel, nothing in scratch, the plan's
+// note; compiled by NVRTC for sm_90a without spills; where it cannot (groups
+// not dividing the tile, not a multiple of 8 columns, sm_80), the norm kernel
+// of today with the reason; off by default.
+#include <gtest/gtest.h>
+
+#include "compiler/codegen.h"
+#include "runtime/nvrtc_compiler.h"
+#include "tests/norm_chains.h"
+#include "tests/norm_epilogue_cases.h"
+#include "tests/program_util.h"
+
+namespace fusejit {
+namespace {
+
+TEST(CodegenNormEpilogue, OneKernelOnWgmma) {
+  const auto cases = testing_norm::norm_epilogue_cases({Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16});
+  for (const auto& c : cases) {
+    ASSERT_TRUE(c.graph) << c.label << ": " << c.graph.error().str();
+    for (const char* config : {"norm_epilogue=1", "norm_epilogue=1,wgmma_schedule=pingpong"}) {
+      if (std::string(config).find("pingpong") != std::string::npos && c.graph->precision == Precision::FP32) continue;
+      auto p = generate_program(*c.graph, {"sm_90a", config});
+      ASSERT_TRUE(p) << c.label << ": " << p.error().str();
+      EXPECT_EQ(testing::chain_launches(*p), 1u) << c.label << " [" << config << "]\n" << p->plan_text;
+      EXPECT_TRUE(testing::chain_scratch(*p).empty()) << c.label << "\n" << p->plan_text;
+      EXPECT_NE(p->plan_text.find("done in the epilogue"), std::string::npos) << c.label << "\n" << p->plan_text;
+      EXPECT_NE(p->source.find("fj::tile_segment_norm<"), std::string::npos) << c.label;
+      auto cubin = compile_to_cubin(p->source, p->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+      ASSERT_TRUE(cubin.ok()) << c.label << " [" << config << "]: " << cubin.error().str();
+      EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.label << "\n" << cubin->log;
+    }
+    // Off by default: the norm kernel over the stored output.
+    auto d = generate_program(*c.graph, {"sm_90a", ""});
+    ASSERT_TRUE(d) << d.error().str();
+    EXPECT_EQ(testing::chain_launches(*d), 2u) << c.label << "\n" << d->plan_text;
+    // sm_80 (mma.sync): not taken.
+    auto a = generate_program(*c.graph, {"sm_80", "norm_epilogue=1"});
+    ASSERT_TRUE(a) << a.error().str();
+    EXPECT_EQ(testing::chain_launches(*a), 2u) << c.label << "\n" << a->plan_text;
+  }
+}
+
+TEST(CodegenNormEpilogue, SaysWhyNot) {
+  // groups of 100 columns (tests/norm_chains.h's linear layer_norm): not a multiple of 8
+  auto ln = testing_norm::linear_chain(Precision::BF16, "layer_norm_relu");
+  ASSERT_TRUE(ln);
+  auto p = generate_program(*ln, {"sm_90a", "norm_epilogue=1"});
+  ASSERT_TRUE(p) << p.error().str();
+  EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
+  EXPECT_NE(p->plan_text.find("not done in the epilogue (norm_epilogue=1): groups of 100 columns: not a multiple of 8"),
+            std::string::npos)
+      << p->plan_text;
+  // groups wider than the tile: 2 groups of 512 over 1024 columns
+  GraphBuilder g(Precision::BF16, "wide_groups");
+  auto x = g.input("x", {64, 32}, DType::BF16);
+  g.output("y", g.linear(x, g.input("w", {1024, 32}, DType::BF16)).group_norm(2));
+  auto wide = g.build();
+  ASSERT_TRUE(wide) << wide.error().str();
+  auto q = generate_program(*wide, {"sm_90a", "norm_epilogue=1"});
+  ASSERT_TRUE(q) << q.error().str();
+  EXPECT_EQ(testing::chain_launches(*q), 2u) << q->plan_text;
+  EXPECT_NE(q->plan_text.find("groups of 512 columns do not divide the"), std::string::npos) << q->plan_text;
+}
+
+}  // namespace
+}  // namespace fusejit

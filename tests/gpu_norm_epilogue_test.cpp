@@ -1,0 +1,39 @@
+// GPU: the group / layer norms done in the wgmma epilogue (norm_epilogue=1;
+// tests/norm_epilogue_cases.h: ragged M, a ragged column tile, with and
+// without affine, every precision mode), cooperative and ping-pong tiles,
+// against the fp64 reference at each mode's tolerance with NaN-poisoned
+// outputs (check_kernel). Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include "fusejit/engine.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_check.h"
+#include "tests/norm_epilogue_cases.h"
+
+namespace fusejit {
+namespace {
+
+TEST(GpuNormEpilogue, MatchesReference) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device: " << gpu_unavailable_reason();
+  Engine engine;
+  const auto cases = testing_norm::norm_epilogue_cases({Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16});
+  for (const char* config : {"norm_epilogue=1", "norm_epilogue=1,wgmma_schedule=pingpong"}) {
+    for (const auto& c : cases) {
+      ASSERT_TRUE(c.graph) << c.label << ": " << c.graph.error().str();
+      if (std::string(config).find("pingpong") != std::string::npos && c.graph->precision == Precision::FP32) continue;
+      CompileOptions opts;
+      opts.config = config;
+      auto kernel = engine.compile(*c.graph, opts);
+      ASSERT_TRUE(kernel) << c.label << " [" << config << "]: " << kernel.error().str();
+      CheckOptions check;
+      check.time = false;
+      auto r = check_kernel(**kernel, *c.graph, check);
+      ASSERT_TRUE(r) << c.label << ": " << r.error().str();
+      EXPECT_TRUE(r->pass) << c.label << " [" << config << "] (" << (*kernel)->name() << "):\n"
+                           << r->summary() << print_graph(*c.graph);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
