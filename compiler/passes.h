@@ -76,7 +76,7 @@ void fuse_row_softmax(PlanContext& ctx, Plan& plan);
 // across a cluster of that many blocks (fj::tile_row_softmax_cluster); else back to the row kernel (or the parts
 // with softmax_parts=1).
 void fuse_softmax_cluster(PlanContext& ctx, Plan& plan);
-// pass_fuse_norm_epilogue.cpp (norm_epilogue=1, after choose_anchor_tile): a group_norm / layer_norm over a wgmma
+// pass_fuse_norm_epilogue.cpp (after choose_anchor_tile; norm_epilogue=0 turns it off): a group_norm / layer_norm over a wgmma
 // linear's or matmul's [M, N] output whose groups lie in one column tile, done on the accumulators
 // (fj::tile_segment_norm) with its consumers: no norm kernel, the output not stored for one.
 void fuse_norm_epilogue(PlanContext& ctx, Plan& plan);

@@ -130,7 +130,7 @@ struct Heuristics {
   bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
   bool row_stages = true;          // reductions along a row-finish kernel's wide rows in the same kernel
   bool norm_tail = true;           // a 2-D pool or trailing-dims reduction of a norm's result done by the norm kernel
-  bool norm_epilogue = false;      // a group / layer norm whose groups lie in one wgmma column tile done in the epilogue
+  bool norm_epilogue = true;       // a group / layer norm whose groups lie in one wgmma column tile done in the epilogue
   bool norm_cache = true;          // a norm kernel's rows copied to shared memory by its first pass (read once)
   bool row_broadcast = true;       // wgmma: a whole-row reduction broadcast back over the tile in the epilogue
   bool row_cluster = false;        // and across a cluster of column tiles where N is wider (opt-in: not faster yet)

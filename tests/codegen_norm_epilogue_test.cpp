@@ -1,8 +1,8 @@
-// CPU: a group / layer norm done in the wgmma epilogue (norm_epilogue=1,
-// pass_fuse_norm_epilogue.cpp): one kernel, nothing in scratch, the plan's
-// note; compiled by NVRTC for sm_90a without spills; where it cannot (groups
-// not dividing the tile, not a multiple of 8 columns, sm_80), the norm kernel
-// of today with the reason; off by default.
+// CPU: a group / layer norm done in the wgmma epilogue (pass_fuse_norm_epilogue.cpp,
+// on by default): one kernel, nothing in scratch, the plan's note; compiled by
+// NVRTC for sm_90a without spills; where it cannot (groups not dividing any
+// tile, not a multiple of 8 columns, sm_80) or with norm_epilogue=0, the norm
+// kernel over the stored output, with the reason.
 #include <gtest/gtest.h>
 
 #include "compiler/codegen.h"
@@ -18,7 +18,7 @@ TEST(CodegenNormEpilogue, OneKernelOnWgmma) {
   const auto cases = testing_norm::norm_epilogue_cases({Precision::FP32, Precision::TF32, Precision::BF16, Precision::F16});
   for (const auto& c : cases) {
     ASSERT_TRUE(c.graph) << c.label << ": " << c.graph.error().str();
-    for (const char* config : {"norm_epilogue=1", "norm_epilogue=1,wgmma_schedule=pingpong"}) {
+    for (const char* config : {"", "wgmma_schedule=pingpong"}) {
       if (std::string(config).find("pingpong") != std::string::npos && c.graph->precision == Precision::FP32) continue;
       auto p = generate_program(*c.graph, {"sm_90a", config});
       ASSERT_TRUE(p) << c.label << ": " << p.error().str();
@@ -30,12 +30,12 @@ TEST(CodegenNormEpilogue, OneKernelOnWgmma) {
       ASSERT_TRUE(cubin.ok()) << c.label << " [" << config << "]: " << cubin.error().str();
       EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << c.label << "\n" << cubin->log;
     }
-    // Off by default: the norm kernel over the stored output.
-    auto d = generate_program(*c.graph, {"sm_90a", ""});
+    // norm_epilogue=0: the norm kernel over the stored output.
+    auto d = generate_program(*c.graph, {"sm_90a", "norm_epilogue=0"});
     ASSERT_TRUE(d) << d.error().str();
     EXPECT_EQ(testing::chain_launches(*d), 2u) << c.label << "\n" << d->plan_text;
     // sm_80 (mma.sync): not taken.
-    auto a = generate_program(*c.graph, {"sm_80", "norm_epilogue=1"});
+    auto a = generate_program(*c.graph, {"sm_80", ""});
     ASSERT_TRUE(a) << a.error().str();
     EXPECT_EQ(testing::chain_launches(*a), 2u) << c.label << "\n" << a->plan_text;
   }
@@ -45,10 +45,10 @@ TEST(CodegenNormEpilogue, SaysWhyNot) {
   // groups of 100 columns (tests/norm_chains.h's linear layer_norm): not a multiple of 8
   auto ln = testing_norm::linear_chain(Precision::BF16, "layer_norm_relu");
   ASSERT_TRUE(ln);
-  auto p = generate_program(*ln, {"sm_90a", "norm_epilogue=1"});
+  auto p = generate_program(*ln, {"sm_90a", ""});
   ASSERT_TRUE(p) << p.error().str();
   EXPECT_EQ(testing::chain_launches(*p), 2u) << p->plan_text;
-  EXPECT_NE(p->plan_text.find("not done in the epilogue (norm_epilogue=1): groups of 100 columns: not a multiple of 8"),
+  EXPECT_NE(p->plan_text.find("not done in the epilogue: groups of 100 columns: not a multiple of 8"),
             std::string::npos)
       << p->plan_text;
   // groups wider than the tile: 2 groups of 512 over 1024 columns
@@ -57,7 +57,7 @@ TEST(CodegenNormEpilogue, SaysWhyNot) {
   g.output("y", g.linear(x, g.input("w", {1024, 32}, DType::BF16)).group_norm(2));
   auto wide = g.build();
   ASSERT_TRUE(wide) << wide.error().str();
-  auto q = generate_program(*wide, {"sm_90a", "norm_epilogue=1"});
+  auto q = generate_program(*wide, {"sm_90a", ""});
   ASSERT_TRUE(q) << q.error().str();
   EXPECT_EQ(testing::chain_launches(*q), 2u) << q->plan_text;
   EXPECT_NE(q->plan_text.find("groups of 512 columns do not divide the"), std::string::npos) << q->plan_text;

@@ -1,5 +1,5 @@
 // Chains whose group / layer norm can run in a wgmma anchor's epilogue
-// (pass_fuse_norm_epilogue.cpp, norm_epilogue=1): groups of a multiple of 8
+// (pass_fuse_norm_epilogue.cpp): groups of a multiple of 8
 // columns inside one column tile, ragged M and a ragged last column tile,
 // with and without weight / bias, an epilogue before the norm and consumers
 // after it, every precision mode; shared by the codegen and GPU tests.
