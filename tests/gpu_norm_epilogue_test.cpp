@@ -7,8 +7,8 @@
 
 #include "fusejit/engine.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/kernel_check.h"
 #include "tests/norm_epilogue_cases.h"
+#include "tests/reference_check.h"
 
 namespace fusejit {
 namespace {
@@ -21,16 +21,7 @@ TEST(GpuNormEpilogue, MatchesReference) {
     for (const auto& c : cases) {
       ASSERT_TRUE(c.graph) << c.label << ": " << c.graph.error().str();
       if (std::string(config).find("pingpong") != std::string::npos && c.graph->precision == Precision::FP32) continue;
-      CompileOptions opts;
-      opts.config = config;
-      auto kernel = engine.compile(*c.graph, opts);
-      ASSERT_TRUE(kernel) << c.label << " [" << config << "]: " << kernel.error().str();
-      CheckOptions check;
-      check.time = false;
-      auto r = check_kernel(**kernel, *c.graph, check);
-      ASSERT_TRUE(r) << c.label << ": " << r.error().str();
-      EXPECT_TRUE(r->pass) << c.label << " [" << config << "] (" << (*kernel)->name() << "):\n"
-                           << r->summary() << print_graph(*c.graph);
+      test_util::expect_matches_reference(engine, *c.graph, config, c.label);
     }
   }
 }
