@@ -62,8 +62,16 @@ void fuse_norm_epilogue(PlanContext& ctx, Plan& plan) {
     if (ctx.kernel_of[static_cast<size_t>(u)] >= 0) continue;
     const int64_t len = norm_geometry(ctx.g, u).len;
     const std::string label = std::string(op_name(n.op)) + " %" + std::to_string(u);
+    // What the epilogue computes must feed the norm alone (or be stored as an output): a residual `gn + h` would
+    // make it store h and the norm for a third kernel, where the norm kernel reads h once.
+    std::string why_not;
+    for (ValueId v : inside)
+      for (ValueId w : ctx.users[static_cast<size_t>(v)])
+        if (w != u && ctx.kernel_of[static_cast<size_t>(w)] != 0)
+          why_not = "%" + std::to_string(v) + " is read after the norm too (" + std::string(op_name(ctx.node(w).op)) +
+                    " %" + std::to_string(w) + ")";
     std::optional<WgmmaConfig> wider;
-    if (const std::string why = refusal(ctx, kp, n, len, wider); !why.empty()) {
+    if (const std::string why = why_not.empty() ? refusal(ctx, kp, n, len, wider) : why_not; !why.empty()) {
       kp.notes.push_back(label + " not done in the epilogue: " + why + "; a norm kernel reads the stored output");
       return;
     }

@@ -61,6 +61,17 @@ TEST(CodegenNormEpilogue, SaysWhyNot) {
   ASSERT_TRUE(q) << q.error().str();
   EXPECT_EQ(testing::chain_launches(*q), 2u) << q->plan_text;
   EXPECT_NE(q->plan_text.find("groups of 512 columns do not divide the"), std::string::npos) << q->plan_text;
+  // a residual of the norm's input: the norm kernel reads it once (the epilogue would store it and the norm)
+  GraphBuilder r(Precision::BF16, "residual");
+  auto h = r.linear(r.input("x", {256, 64}, DType::BF16), r.input("w", {256, 64}, DType::BF16));
+  r.output("z", (h.group_norm(4) + h).silu());
+  auto res = r.build();
+  ASSERT_TRUE(res) << res.error().str();
+  auto t = generate_program(*res, {"sm_90a", ""});
+  ASSERT_TRUE(t) << t.error().str();
+  EXPECT_EQ(testing::chain_launches(*t), 2u) << t->plan_text;
+  EXPECT_EQ(testing::chain_scratch(*t).size(), 1u) << t->plan_text;
+  EXPECT_NE(t->plan_text.find("is read after the norm too (add"), std::string::npos) << t->plan_text;
 }
 
 }  // namespace

@@ -282,6 +282,30 @@ KERNEL(k_tf32_swap, fj::WgmmaTile<256, 128, 4, fj::MmaKind::TF32, false, false, 
 KERNEL(k_tf32_swap_64, fj::WgmmaTile<176, 64, 4, fj::MmaKind::TF32, false, false, 1, true>)
 KERNEL(k_f32x3_swap, fj::WgmmaTile<128, 128, 3, fj::MmaKind::F32x3, false, false, 1, true>)
 )"},
+      {"epilogue_norm.cuh", R"(
+#include "fusejit/gemm_wgmma.cuh"
+// Groups of 64 columns (a 256-wide cooperative tile: 4 a row) and of 32 (a 64-row ping-pong tile 128 wide), N 384.
+template <class Tile, int kSeg>
+__device__ void run(const fj::TmaDescriptor* a, const fj::TmaDescriptor* b, float* c, char* smem) {
+  char* ring = fj::align_smem_1024(smem);
+  float* staging = reinterpret_cast<float*>(ring + Tile::kRingBytes);
+  fj::wgmma_gemm<Tile>(fj::GemmMaps{a, b}, 100, fj::TileOrder{3, 2, 2}, fj::SplitK{}, ring, [&](auto& f, int m0, int n0, int) {
+    fj::tile_segment_norm<kSeg, 32>(f, m0, n0, 300, 384, 1e-5f, staging, [&](float v, int, int n) { return v + n; },
+                                    [&](float v, int m, int n) { c[m * 384 + n] = v; });
+  });
+}
+using Wide = fj::WgmmaTile<128, 256, 4, fj::MmaKind::BF16>;
+using PingPong = fj::WgmmaTile<64, 128, 6, fj::MmaKind::BF16, false, true>;
+extern "C" __global__ void __launch_bounds__(Wide::kThreads, 1)
+    k(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<Wide, 64>(&a, &b, c, smem);
+}
+extern "C" __global__ void __launch_bounds__(PingPong::kThreads, 1)
+    k2(const __grid_constant__ fj::TmaDescriptor a, const __grid_constant__ fj::TmaDescriptor b, float* c) {
+  extern __shared__ __align__(1024) char smem[];
+  run<PingPong, 32>(&a, &b, c, smem);
+})"},
       {"epilogue_staged.cuh", R"(
 #include "fusejit/gemm_wgmma.cuh"
 // One element and two adjacent columns a call, on a 168-wide tile (chunks of 56, which do not divide the 256

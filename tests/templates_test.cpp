@@ -45,7 +45,7 @@ TEST(Templates, EveryTemplateCompilesStandaloneWithNvcc) {
                           files[i] == "conv_wgmma_halo.cuh" || files[i] == "conv_wgmma_store.cuh" ||
                           files[i] == "wgmma_tma_store.cuh" || files[i] == "wgmma_swap_ab.cuh" ||
                           files[i] == "wgrad_swap_ab.cuh" || files[i] == "wgmma_row_cluster.cuh" ||
-                          files[i] == "wgmma_sm90.cuh" || files[i] == "epilogue_staged.cuh" ||
+                          files[i] == "wgmma_sm90.cuh" || files[i] == "epilogue_staged.cuh" || files[i] == "epilogue_norm.cuh" ||
                           files[i] == "cluster_sm90.cuh" || files[i] == "conv_spatial_cluster.cuh";  // (on wgmma tiles)
       const std::string cmd = std::string(kNvcc) + (hopper ? " -gencode=arch=compute_90a,code=sm_90a" : " -arch=sm_80") + " -std=c++17 -Werror all-warnings -I" +
                               (dir / "include").string() + " -c " + cu.string() + " -o " +
