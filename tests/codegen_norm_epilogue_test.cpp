@@ -41,6 +41,21 @@ TEST(CodegenNormEpilogue, OneKernelOnWgmma) {
   }
 }
 
+// A tile narrower than a group is widened to a multiple of it (the config fixing none); a fixed tile is kept.
+TEST(CodegenNormEpilogue, WidensTheTileForItsGroups) {
+  auto g = testing_norm::norm_epilogue_chain(Precision::FP32, 1);  // 130 x 384, groups of 128; 3xTF32: at most 128
+  ASSERT_TRUE(g) << g.error().str();
+  auto p = generate_program(*g, {"sm_90a", ""});
+  ASSERT_TRUE(p) << p.error().str();
+  EXPECT_NE(p->plan_text.find("-> 64x128, "), std::string::npos) << p->plan_text;
+  EXPECT_NE(p->plan_text.find("for group_norm %5's groups of 128 columns"), std::string::npos) << p->plan_text;
+  auto fixed = generate_program(*g, {"sm_90a", "wgmma_tile=64x64x4"});
+  ASSERT_TRUE(fixed) << fixed.error().str();
+  EXPECT_EQ(testing::chain_launches(*fixed), 2u) << fixed->plan_text;
+  EXPECT_NE(fixed->plan_text.find("do not divide the 64-column tile (set by the config)"), std::string::npos)
+      << fixed->plan_text;
+}
+
 TEST(CodegenNormEpilogue, SaysWhyNot) {
   // groups of 100 columns (tests/norm_chains.h's linear layer_norm): not a multiple of 8
   auto ln = testing_norm::linear_chain(Precision::BF16, "layer_norm_relu");
