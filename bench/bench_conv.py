@@ -83,7 +83,7 @@ from conv_problems import (COMPILE_MODES, DEFAULT_MODES, ELEM_BYTES, MODES, PROB
                            parse_problems, parse_sides, print_specs, row_label, spec_name, spec_text, write_spec,
                            x_dims)
 from conv_report import (compact_table, error_notes, full_table, geomean_table, groups_of,  # noqa: E402,F401
-                         ratio_cells, short, write_results)
+                         ratio_cells, short, write_report, write_results)
 
 
 # ---- the GPU run ---------------------------------------------------------------------

@@ -120,42 +120,20 @@ def compact_table(rows, sides):
 
 
 def write_results(stem, meta, ceil, rows, sides, final=False):
-    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "ceilings": ceil, "rows": rows}, f, indent=1)
     compact = compact_table(rows, sides)
     geo = C.geomean_table(rows, sides)
-    ceil_txt = ", ".join(f"{k} {v:.2f}" for k, v in ceil.items())
-    md = [f"# fusejit norm / reduction chains vs PyTorch — {meta['device']}"
-          + (" (SMALL shapes)" if meta["small"] else "") + ("" if final else " (in progress)"), "",
-          f"- device: {meta['device']}, driver {meta['driver']}",
-          f"- torch {meta['torch']} (cuDNN {meta['cudnn']}), triton {meta['triton']}, CUDA {meta['cuda']}; "
-          f"fusejit {meta['fusejit']}",
-          f"- commit: {meta['commit']}",
-          f"- command: `{meta['command']}`",
-          f"- date: {meta['date']}; elapsed {meta.get('elapsed_s', '?')} s",
-          f"- ceilings measured in this run: {ceil_txt}", "",
-          f"Median ms (up to {meta['trials']} trials, at most ~{meta['max_side_s']} s per side, L2 flushed before "
-          f"each; CUDA events). eager = the PyTorch twin; compile = torch.compile(twin) mode default; fusejit = "
-          f"heuristic config, autotune off. fj/side = fusejit ms / side ms (< 1: fusejit faster). GFLOP = the "
-          f"anchor's FLOPs; floor = max(GFLOP / the mode's torch.mm rate, bytes (inputs, outputs once) / copy "
-          f"bandwidth). rel L2 vs a float64 twin (GPU, same rounded inputs) on the first rows / images of the "
-          f"batch (ref_batch in the JSON), the largest over the outputs; '!' and check FAIL = above fusejit's "
-          f"tolerance for the mode (fp32 1e-5, tf32 2e-3, bf16 2e-2, f16 5e-3). fj kernels: the count and names "
-          f"of the kernels of fusejit's plan.", "",
-          "Problems: " + "; ".join(f"{i} {P['name']} ({P['spec']}) = {P['formula']}"
-                                   for i, P in enumerate(PROBLEMS, 1)) + ".",
-          "", compact, ""]
-    if geo:
-        md += ["Geomean of fusejit / side over the problems of each mode:", "", geo, ""]
-    notes = C.error_notes(rows)
-    if notes:
-        md += [notes, ""]
-    md += ["## Every side", "", C.full_table(rows), ""]
-    if meta.get("stopped"):
-        md += [f"Stopped early: {meta['stopped']}", ""]
-    with open(stem + ".md", "w") as f:
-        f.write("\n".join(md))
+    legend = (f"Median ms (up to {meta['trials']} trials, at most ~{meta['max_side_s']} s per side, L2 flushed before "
+              f"each; CUDA events). eager = the PyTorch twin; compile = torch.compile(twin) mode default; fusejit = "
+              f"heuristic config, autotune off. fj/side = fusejit ms / side ms (< 1: fusejit faster). GFLOP = the "
+              f"anchor's FLOPs; floor = max(GFLOP / the mode's torch.mm rate, bytes (inputs, outputs once) / copy "
+              f"bandwidth). rel L2 vs a float64 twin (GPU, same rounded inputs) on the first rows / images of the "
+              f"batch (ref_batch in the JSON), the largest over the outputs; '!' and check FAIL = above fusejit's "
+              f"tolerance for the mode (fp32 1e-5, tf32 2e-3, bf16 2e-2, f16 5e-3). fj kernels: the count and names "
+              f"of the kernels of fusejit's plan.")
+    problems = "Problems: " + "; ".join(f"{i} {P['name']} ({P['spec']}) = {P['formula']}"
+                                        for i, P in enumerate(PROBLEMS, 1)) + "."
+    C.write_report(stem, meta, ceil, rows, "fusejit norm / reduction chains vs PyTorch", legend, problems, compact, geo,
+                   final)
     return compact, geo
 
 

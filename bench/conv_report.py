@@ -120,14 +120,14 @@ def full_table(rows):
     return "\n".join(lines)
 
 
-def write_results(stem, meta, ceil, rows, sides, final=False):
+def write_report(stem, meta, ceil, rows, title, legend, problems, compact, geo, final):
+    """stem.json (meta, ceilings, rows) and stem.md: the run's header, `legend` (what the columns mean), the
+    `problems` line, the `compact` and `geo` tables, the error notes and every side's row (bench_norm.py too)."""
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "ceilings": ceil, "rows": rows}, f, indent=1)
-    compact = compact_table(rows, sides)
-    geo = geomean_table(rows, sides)
     ceil_txt = ", ".join(f"{k} {v:.2f}" for k, v in ceil.items())
-    md = [f"# fusejit conv chains vs PyTorch — {meta['device']}" + (" (SMALL shapes)" if meta["small"] else "")
+    md = [f"# {title} — {meta['device']}" + (" (SMALL shapes)" if meta["small"] else "")
           + ("" if final else " (in progress)"), "",
           f"- device: {meta['device']}, driver {meta['driver']}",
           f"- torch {meta['torch']} (cuDNN {meta['cudnn']}), triton {meta['triton']}, CUDA {meta['cuda']}; "
@@ -135,17 +135,7 @@ def write_results(stem, meta, ceil, rows, sides, final=False):
           f"- commit: {meta['commit']}",
           f"- command: `{meta['command']}`",
           f"- date: {meta['date']}; elapsed {meta.get('elapsed_s', '?')} s",
-          f"- ceilings measured in this run: {ceil_txt}", "",
-          f"Median ms (up to {meta['trials']} trials, at most ~{meta['max_side_s']} s per side, L2 flushed before "
-          f"each; CUDA events). cudnn = F.conv2d alone (cudnn.benchmark {meta['cudnn_benchmark']}); eager = the "
-          f"whole chain; compile = torch.compile default, max-autotune = max-autotune-no-cudagraphs; fusejit = "
-          f"heuristic config, autotune off. fj/side = fusejit ms / side ms (< 1: fusejit faster). GFLOP = conv "
-          f"FLOPs (2*N*Ho*Wo*Cout*Cin/g*kh*kw); floor = max(GFLOP / the mode's torch.mm rate, bytes (x, w, "
-          f"biases, output once) / copy bandwidth); fj x floor = fusejit ms / floor. rel L2 vs a float64 "
-          f"reference (GPU, same rounded inputs) on the first {meta['ref_batch']} image(s) of the batch only; "
-          f"'!' = above fusejit's tolerance for the precision. fj kernels: the kernels of fusejit's plan.", "",
-          "Problems: " + "; ".join(f"{i} {P['name']} = {P['formula']}" for i, P in enumerate(PROBLEMS, 1)) + ".",
-          "", compact, ""]
+          f"- ceilings measured in this run: {ceil_txt}", "", legend, "", problems, "", compact, ""]
     if geo:
         md += ["Geomean of fusejit / side over the problems of each mode:", "", geo, ""]
     notes = error_notes(rows)
@@ -156,4 +146,19 @@ def write_results(stem, meta, ceil, rows, sides, final=False):
         md += [f"Stopped early: {meta['stopped']}", ""]
     with open(stem + ".md", "w") as f:
         f.write("\n".join(md))
+
+
+def write_results(stem, meta, ceil, rows, sides, final=False):
+    compact = compact_table(rows, sides)
+    geo = geomean_table(rows, sides)
+    legend = (f"Median ms (up to {meta['trials']} trials, at most ~{meta['max_side_s']} s per side, L2 flushed before "
+              f"each; CUDA events). cudnn = F.conv2d alone (cudnn.benchmark {meta['cudnn_benchmark']}); eager = the "
+              f"whole chain; compile = torch.compile default, max-autotune = max-autotune-no-cudagraphs; fusejit = "
+              f"heuristic config, autotune off. fj/side = fusejit ms / side ms (< 1: fusejit faster). GFLOP = conv "
+              f"FLOPs (2*N*Ho*Wo*Cout*Cin/g*kh*kw); floor = max(GFLOP / the mode's torch.mm rate, bytes (x, w, "
+              f"biases, output once) / copy bandwidth); fj x floor = fusejit ms / floor. rel L2 vs a float64 "
+              f"reference (GPU, same rounded inputs) on the first {meta['ref_batch']} image(s) of the batch only; "
+              f"'!' = above fusejit's tolerance for the precision. fj kernels: the kernels of fusejit's plan.")
+    problems = "Problems: " + "; ".join(f"{i} {P['name']} = {P['formula']}" for i, P in enumerate(PROBLEMS, 1)) + "."
+    write_report(stem, meta, ceil, rows, "fusejit conv chains vs PyTorch", legend, problems, compact, geo, final)
     return compact, geo
