@@ -85,12 +85,9 @@ def parse_problem_list(text, problems):
     """--problems: 1-based indices, names or 'all' (comma-separated) of `problems`, each once, in order."""
     out = []
     for tok in [t.strip() for t in text.split(",") if t.strip()]:
-        if tok == "all":
-            out += problems
-        elif tok.isdigit() and 1 <= int(tok) <= len(problems):
-            out.append(problems[int(tok) - 1])
-        elif any(tok == P["name"] for P in problems):
-            out.append(next(P for P in problems if P["name"] == tok))
+        named = GP.named_items(tok, problems, lambda P: P["name"])
+        if named:
+            out += named
         else:
             raise SystemExit(f"--problems: unknown problem {tok!r} (1..{len(problems)}, "
                              f"{', '.join(P['name'] for P in problems)} or all)")

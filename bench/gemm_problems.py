@@ -52,15 +52,21 @@ def shrink(d):
     return d // 8 if d >= 1024 else d
 
 
+def named_items(tok, items, name_of):
+    """A list token: 'all', a 1-based index or a name of `items` -> those items; None for any other token."""
+    if tok == "all":
+        return list(items)
+    if tok.isdigit() and 1 <= int(tok) <= len(items):
+        return [items[int(tok) - 1]]
+    return [x for x in items if name_of(x) == tok][:1] or None
+
+
 def parse_shapes(text, small):
     out = []
     for tok in [t.strip() for t in text.split(",") if t.strip()]:
-        if tok == "all":
-            out += SHAPES
-        elif tok.isdigit() and 1 <= int(tok) <= len(SHAPES):
-            out.append(SHAPES[int(tok) - 1])
-        elif any(tok == s[0] for s in SHAPES):
-            out.append(next(s for s in SHAPES if s[0] == tok))
+        named = named_items(tok, SHAPES, lambda s: s[0])
+        if named:
+            out += named
         elif re.fullmatch(r"\d+x\d+x\d+", tok):
             m, k, n = (int(v) for v in tok.split("x"))
             if min(m, k, n) < 1:
