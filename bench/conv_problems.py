@@ -103,14 +103,7 @@ def parse_problems(text):
 
 
 def parse_sides(a):
-    sides = G.parse_list(a.sides, SIDES, "sides")
-    out = []
-    for s in sides:
-        if s == "compile" and a.compile_mode != "default":
-            out += ["max-autotune"] if a.compile_mode == "max-autotune" else ["compile", "max-autotune"]
-        else:
-            out.append(s)
-    return [s for s in SIDES if s in out]
+    return GP.compile_sides(G.parse_list(a.sides, SIDES, "sides"), a.compile_mode, SIDES)
 
 
 def build_plan(a):

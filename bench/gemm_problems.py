@@ -178,17 +178,22 @@ def print_specs(a, plan):
         print(spec_text(shape, mode, chain))
 
 
+def compile_sides(sides, compile_mode, order):
+    """`sides` with 'compile' as --compile-mode asks (default, max-autotune or both), in the order of `order`."""
+    out = []
+    for s in sides:
+        if s == "compile" and compile_mode != "default":
+            out += ["max-autotune"] if compile_mode == "max-autotune" else ["compile", "max-autotune"]
+        else:
+            out.append(s)
+    return [s for s in order if s in out]
+
+
 def parse_sides(a):
     sides = parse_list(a.sides, SIDES, "sides")
     if a.tuned and "fusejit-tuned" not in sides:
         sides.append("fusejit-tuned")
-    out = []
-    for s in sides:
-        if s == "compile" and a.compile_mode != "default":
-            out += ["max-autotune"] if a.compile_mode == "max-autotune" else ["compile", "max-autotune"]
-        else:
-            out.append(s)
-    out = [s for s in SIDES if s in out]
+    out = compile_sides(sides, a.compile_mode, SIDES)
     for label in FJ_CONFIGS:  # --fusejit-configs: one fusejit side per config, after the others
         FJ_SIDES.append("fj:" + label)
         out.append("fj:" + label)
