@@ -8,14 +8,14 @@ namespace fusejit::cg {
 namespace {
 
 // The PoolShape struct of 2-D pool `pool` over input planes `xs` (fj::pool2d_window's shape concept).
-CudaStruct pool2d_shape_struct(const Node& pool, const Shape& xs) {
+CudaStruct pool2d_shape_struct(const Node& pool, const Shape& xs, const std::string& name = "PoolShape") {
   const bool is_max = pool.op == OpKind::MaxPool2d;
   const auto& k = pool.attr_ints("kernel_size");
   const auto& st = pool.attr_ints("stride");
   const auto& pd = pool.attr_ints("padding");
   const std::vector<int64_t> dl = is_max ? pool.attr_ints("dilation") : std::vector<int64_t>{1, 1};
   CudaStruct ps;
-  ps.name = "PoolShape";
+  ps.name = name;
   const size_t h = xs.size() - 2;
   for (const auto& [n, v] : std::vector<std::pair<const char*, int64_t>>{
            {"kH", xs[h]}, {"kW", xs[h + 1]}, {"kKH", k[0]}, {"kKW", k[1]}, {"kSH", st[0]}, {"kSW", st[1]},
@@ -197,6 +197,8 @@ Expected<EmittedKernel> emit_norm(const PlanContext& ctx, const Plan& plan, int 
   return out;
 }
 
+// A pool kernel: the root pool and the pools of its pool pass (kp.tails, pass_fallback.cpp: the same operand and
+// output shape), each window computed by the thread of its output element, then its consumers.
 Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int index) {
   const Graph& g = ctx.g;
   const KernelPlan& kp = plan.kernels[static_cast<size_t>(index)];
@@ -205,32 +207,43 @@ Expected<EmittedKernel> emit_pool(const PlanContext& ctx, const Plan& plan, int 
   const Shape& xs = g.node(x).type.shape;
   const Shape& os = r.type.shape;
   const bool two_d = kp.kind == KernelKind::Pool2d;
-  const bool is_max = r.op == OpKind::MaxPool2d || r.op == OpKind::MaxPool1d;
-  const bool cip = !is_max && r.attr_bool("count_include_pad");
   const PointwiseConfig& cfg = ctx.heur.pointwise;
 
   KernelEmitter em(ctx, plan, index);
   KernelSource& s = em.src();
-  s.comment = kp.name + ": " + g.describe(kp.root) + " " + g.node(x).type.str() + " -> " + shape_str(os);
+  s.comment = kp.name + ": " + g.describe(kp.root);
+  for (const FusedTail& t : kp.tails) s.comment += ", " + g.describe(t.op);
+  s.comment += " " + g.node(x).type.str() + " -> " + shape_str(os);
   const int rank = static_cast<int>(xs.size());
-  s.structs.push_back(two_d ? pool2d_shape_struct(r, xs) : pool1d_shape_struct(g, kp.root, "PoolShape"));
   s.constants.push_back({"kNumel", numel(os), "pooled elements"});
   const std::string element = em.operand_at(x, two_d ? "base + ih * PoolShape::kW + iw" : "base + iw");
-  const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, kp.region, kp.root, -1, true), "fj_post",
-                                        "the pooled value and its fused consumers, at output coordinates");
-  const std::string flags = std::string(is_max ? "true" : "false") + ", " + (cip ? "true" : "false");
   std::vector<std::string> inner;
   const std::string out_plane = two_d ? int_literal(os[2] * os[3]) : int_literal(os.back());
   const std::string in_plane = two_d ? int_literal(xs[2] * xs[3]) : int_literal(xs.back());
   inner.push_back("const long long base = (long long)(e / " + out_plane + ") * " + in_plane + ";");
-  if (two_d) {
-    inner.push_back("const float v = fj::pool2d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 2) + ", i" +
-                    std::to_string(rank - 1) + ", [&](int ih, int iw) { return " + element + "; });");
-  } else {
-    inner.push_back("const float v = fj::pool1d_window<PoolShape, " + flags + ">(i" + std::to_string(rank - 1) +
-                    ", [&](int iw) { return " + element + "; });");
+  std::vector<std::pair<ValueId, const Region*>> pools = {{kp.root, &kp.region}};
+  for (const FusedTail& t : kp.tails) pools.push_back({t.op, &t.post});
+  for (size_t i = 0; i < pools.size(); ++i) {
+    const Node& pn = g.node(pools[i].first);
+    const bool is_max = pn.op == OpKind::MaxPool2d || pn.op == OpKind::MaxPool1d;
+    const bool cip = !is_max && pn.attr_bool("count_include_pad");
+    const std::string id = i == 0 ? "" : std::to_string(i);
+    const std::string shape = "PoolShape" + id;
+    s.structs.push_back(two_d ? pool2d_shape_struct(pn, xs, shape) : pool1d_shape_struct(g, pools[i].first, shape));
+    const std::string post = em.emit_tree(build_epilogue_tree(ctx, plan, *pools[i].second, pools[i].first, -1, true),
+                                          "fj_post" + id, "after " + g.describe(pools[i].first) + ", at output coordinates");
+    const std::string flags = std::string(is_max ? "true" : "false") + ", " + (cip ? "true" : "false");
+    const std::string v = "v" + id;
+    if (two_d) {
+      inner.push_back("const float " + v + " = fj::pool2d_window<" + shape + ", " + flags + ">(i" +
+                      std::to_string(rank - 2) + ", i" + std::to_string(rank - 1) +
+                      ", [&](int ih, int iw) { return " + element + "; });");
+    } else {
+      inner.push_back("const float " + v + " = fj::pool1d_window<" + shape + ", " + flags + ">(i" +
+                      std::to_string(rank - 1) + ", [&](int iw) { return " + element + "; });");
+    }
+    inner.push_back(post_call(post, v, rank));
   }
-  inner.push_back(post_call(post, "v", rank));
   const unsigned grid = grid_for(numel(os), cfg.threads, cfg.max_blocks);
   return finish_kernel(em, kp, element_loop(os, cfg.threads, grid, inner), {grid, 1, 1}, cfg.threads);
 }

@@ -1,7 +1,8 @@
 // Pass: kernels for everything the anchor kernel did not take, in graph
 // order. Elementwise nodes group into pointwise kernels by shape; a reduction,
 // softmax, norm (group / instance / layer), pool or gather (flip, im2col, a
-// pool's backward) gets a kernel of its own that reads its input from memory,
+// pool's backward) gets a kernel of its own that reads its input from memory
+// (pools of one value to one shape share one: a pool pass),
 // and the elementwise nodes that consume its result fuse into its store. The
 // partial row reductions of the anchor (of one shape) share one RowFinish
 // kernel, which runs the consumers of all of them; a partly fused softmax
@@ -303,6 +304,23 @@ void join_row_pass(PlanContext& ctx, Plan& plan, int index) {
   }
 }
 
+// Pool passes (CUDA): a pool kernel takes the later pools of the same value
+// to the same shape (1-D with 1-D, 2-D with 2-D: `max_pool1d(g, 4, 2, 1)` and
+// `avg_pool1d(g, 3, 2, 1)`), each window of each pool computed by the thread
+// of its output element: one read of the value from memory for all of them
+// (the windows overlap in L1) instead of one a pool.
+void join_pool_pass(PlanContext& ctx, KernelPlan& k, int index) {
+  if (!ctx.heur.pool_pass || ctx.arch.rfind("sm_", 0) != 0) return;
+  const Node& r = ctx.node(k.root);
+  for (ValueId u = k.root + 1; u < static_cast<ValueId>(ctx.g.nodes.size()); ++u) {
+    const Node& n = ctx.node(u);
+    if (ctx.placed(u) || kind_for(n.op) != k.kind || n.operands[0] != r.operands[0] || n.type.shape != r.type.shape)
+      continue;
+    add_tail(ctx, k, u, index);
+    k.notes.push_back(label_of(ctx, u) + " pools the same value in the same pass");
+  }
+}
+
 // Materializes leaf expression v (kept unplaced: users still recompute it).
 void write_leaf(PlanContext& ctx, Plan& plan, ValueId v) {
   const int index = static_cast<int>(plan.kernels.size());
@@ -401,6 +419,7 @@ Status plan_node(PlanContext& ctx, Plan& plan, ValueId v) {
       fuse_reduction_across_rows(ctx, placed, index);
     }
     if (placed.kind == KernelKind::Reduce) join_row_pass(ctx, plan, index);
+    if (placed.kind == KernelKind::Pool1d || placed.kind == KernelKind::Pool2d) join_pool_pass(ctx, placed, index);
     if (placed.kind == KernelKind::Norm) fuse_tail_into_norm(ctx, placed, index);
   }
   return Status::success();

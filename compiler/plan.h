@@ -127,6 +127,7 @@ struct Heuristics {
   bool conv_tap_table = true;      // conv taps from a constant table (K <= 4096), not divisions
   bool simplify = true;            // graph simplification before planning (compiler/simplify.h)
   bool row_pass = true;            // reductions over the same rows share one pass (pass_fallback.cpp)
+  bool pool_pass = true;           // pools of one value to one shape share one kernel (pass_fallback.cpp)
   bool epilogue_transpose = true;  // a transpose of a linear / matmul epilogue value stored from the epilogue
   bool row_stages = true;          // reductions along a row-finish kernel's wide rows in the same kernel
   bool norm_tail = true;           // a 2-D pool or trailing-dims reduction of a norm's result done by the norm kernel
@@ -149,7 +150,7 @@ struct Heuristics {
 // split_k=1..1024, split_from=N (wgmma: the first tile split; default 0), wgmma_cluster=1|2, wgmma_swap_ab=0|1,
 // tma_slots=1..8, conv_patch=0|1, conv_halo=0|1|2,
 // wgrad_nhwc=0|1, wgrad_flat=0|1, mma_min_blocks=1..32, halo_pipeline=0|1, halo_prefetch=0|1, conv_nchw=0..2, staging_prefetch=0|1,
-// fuse_pool=0|1, pool1d_overlap=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0|auto|1..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, norm_tail=0|1, norm_cache=0|1, norm_epilogue=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
+// fuse_pool=0|1, pool1d_overlap=0|1, pool_first=0|1, pool_registers=0|1, fuse_reductions=0|1, atomic_partials=0|1, spatial_cluster=0|auto|1..16, softmax_parts=0|1, conv_tap_table=0|1, simplify=0|1, row_pass=0|1, pool_pass=0|1, epilogue_transpose=0|1, row_stages=0|1, norm_tail=0|1, norm_cache=0|1, norm_epilogue=0|1, row_broadcast=0|1, row_cluster=0|1, epilogue_pairs=0|1, epilogue_direct=0|1, conv_runs=0..4, pointwise_threads=N, pointwise_lanes=0|1, row_threads=N, scratch_dtype=f32|graph. Empty: defaults.
 Expected<Heuristics> parse_heuristics(const std::string& config);
 
 // Checks that a tile is one the SIMT mainloop instantiates correctly.

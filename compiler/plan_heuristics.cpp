@@ -161,7 +161,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_nhwc must be 0 or 1, got '" + val + "'");
       h.wgrad_nhwc = val == "1";
     } else if (key == "fuse_pool" || key == "fuse_reductions" || key == "conv_tap_table" || key == "simplify" ||
-               key == "pool_first" || key == "softmax_parts" || key == "row_pass" ||
+               key == "pool_first" || key == "softmax_parts" || key == "row_pass" || key == "pool_pass" ||
                key == "pointwise_lanes" || key == "epilogue_transpose" || key == "row_stages" || key == "norm_tail" || key == "norm_epilogue" ||
                key == "norm_cache" ||
                key == "row_broadcast" || key == "row_cluster" || key == "epilogue_pairs" || key == "epilogue_direct" ||
@@ -178,6 +178,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
        : key == "softmax_parts"   ? h.softmax_parts
        : key == "simplify"        ? h.simplify
        : key == "row_pass"        ? h.row_pass
+       : key == "pool_pass"       ? h.pool_pass
        : key == "epilogue_transpose" ? h.epilogue_transpose
        : key == "row_stages"      ? h.row_stages
        : key == "norm_tail"       ? h.norm_tail
@@ -204,7 +205,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, norm_epilogue, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
+                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, pool_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, norm_epilogue, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
     }
   }
   return h;
