@@ -239,7 +239,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       launch.grid = {static_cast<unsigned>(m_tiles * geo.groups), static_cast<unsigned>(n_tiles), 1};
     } else if (geo.op == OpKind::Linear) {
       const std::string pre = mma ? "fj::Mma" : "fj::";
-      append(run, {"const int m0 = blockIdx.x * Tile::BM;", n0, "const int n_tile = blockIdx.y;",
+      append(run, {"const int m0 = blockIdx.x * Tile::BM;", n0, "[[maybe_unused]] const int n_tile = blockIdx.y;",
                    "const " + pre + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() + "};",
                    "const " + pre + "NKMajorB<" + T + ", kN, kK, kK> b{" + w() + "};"});
       if (mma) {
@@ -259,7 +259,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (m_tiles * geo.batch > int_max) return Error("codegen: matmul needs more than 2^31 thread blocks");
       run.push_back("const int z = blockIdx.x / kMTiles;  // batch entry");
       append(run, decompose_index("z", batch, "j", "int"));
-      append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", n0, "const int n_tile = blockIdx.y;",
+      append(run, {"const int m0 = (blockIdx.x % kMTiles) * Tile::BM;", n0, "[[maybe_unused]] const int n_tile = blockIdx.y;",
                    "const long long a_off = (long long)(" + offset_expr(a_batch, nb, "j") + ") * ((long long)kM * kK);",
                    "const long long b_off = (long long)(" + offset_expr(b_batch, nb, "j") + ") * ((long long)kK * kN);",
                    "const " + std::string(mma ? "fj::Mma" : "fj::") + "RowMajorA<" + T + ", kM, kK, kK> a{" + x() +
@@ -292,8 +292,22 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     } else if (mma) {
       append(run, {"Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kK, frag, smem_raw);",
                    "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
-    } else if (!wgmma)
+    } else if (!wgmma && kp.tile.split_k > 1) {  // as mma.sync's split-K, on the SIMT mainloop
+      const int64_t k_per_split = (geo.k + int64_t{t.bk} * t.split_k - 1) / (int64_t{t.bk} * t.split_k) * t.bk;
+      s.constants.push_back({"kSplitK", t.split_k, "blocks per output tile, each over a K range"});
+      s.constants.push_back({"kKPerSplit", k_per_split, "K range of one split: whole k tiles"});
+      launch.grid[2] = static_cast<unsigned>(t.split_k);
+      append(run, {"const int split = blockIdx.z;", "Frag frag(threadIdx.x);",
+                   "fj::simt_mainloop<Tile>(a, b, m0, n0, split * kKPerSplit, min(kK, (split + 1) * kKPerSplit), "
+                   "frag, smem);",
+                   "if (!fj::split_k_gather<kSplitK>(frag, " +
+                       em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
+                       em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) +
+                       "), blockIdx.x + gridDim.x * blockIdx.y, split, reinterpret_cast<char*>(smem)))",
+                   "  return;  // another split finishes this tile"});
+    } else if (!wgmma) {
       append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
+    }
     if (geo.op != OpKind::Conv2dWeightGrad) shape.coords.push_back("const int i" + std::to_string(rank - 1) + " = n;");
     shape.rows = "kM";
     shape.cols = "kN";

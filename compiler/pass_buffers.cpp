@@ -71,15 +71,18 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
       }
     }
   }
-  // Split-K: every split's accumulators per tile, and a counter per tile.
-  if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Mma && kp.mma.split_k > 1) {
+  // Split-K (mma.sync, SIMT): every split's accumulators per tile, and a counter per tile.
+  const KernelPlan& k0 = plan.kernels[0];
+  const int block_split = k0.mainloop == Mainloop::Mma ? k0.mma.split_k : k0.mainloop == Mainloop::Simt ? k0.tile.split_k : 1;
+  if (KernelPlan& kp = plan.kernels[0]; block_split > 1 && kp.root >= 0) {
     const AnchorGeometry geo = analyze_anchor(g, kp.root);
-    const int64_t tiles = geo.batch * ((geo.m + kp.mma.bm - 1) / kp.mma.bm) * anchor_column_tiles(g, kp, geo.n, kp.mma.bn);
+    const int bm = kp.tile_m(), bn = kp.tile_n();
+    const int64_t tiles = geo.batch * ((geo.m + bm - 1) / bm) * anchor_column_tiles(g, kp, geo.n, bn);
     kp.split_k_partials = static_cast<int>(plan.scratch.size());
-    plan.scratch.push_back({tiles * kp.mma.split_k * kp.mma.bm * kp.mma.bn * 4,
+    plan.scratch.push_back({tiles * block_split * bm * bn * 4,
                             "split-K accumulators (f32[" + std::to_string(tiles) + " tiles][" +
-                                std::to_string(kp.mma.split_k) + " splits][" + std::to_string(kp.mma.bm) + "x" +
-                                std::to_string(kp.mma.bn) + "])"});
+                                std::to_string(block_split) + " splits][" + std::to_string(bm) + "x" +
+                                std::to_string(bn) + "])"});
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }

@@ -470,6 +470,34 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   return Status::success();
 }
 
+// SIMT split-K (linear, matmul; no fused pool or row reduction): where the output tiles leave most SMs idle and K is deep (a skinny fp32 GEMM:
+// 32x8192x1024 makes 8 tiles of 32x128), tiles 32 columns wide and 32 deep in k, 4x4 elements a thread, and K
+// split for about four blocks an SM: at least 4 k tiles a split, at most 32 splits
+// (fj::split_k_gather sums them in order). `split_k=` in the config sets the split; `tile=` the tile.
+TileConfig with_simt_split_k(const PlanContext& ctx, const AnchorGeometry& geo, TileConfig tile) {
+  if (geo.op != OpKind::Linear && geo.op != OpKind::Matmul) return tile;
+  auto tiles = [&](const TileConfig& t) { return geo.batch * ceil_div(geo.m, t.bm) * ceil_div(geo.n, t.bn); };
+  if (ctx.heur.split_k) {
+    tile.split_k = static_cast<int>(std::clamp<int64_t>(*ctx.heur.split_k, 1, ceil_div(geo.k, tile.bk)));
+  } else {
+    const int64_t sms = sm_count_guess(ctx.arch);
+    if (tiles(tile) * 2 > sms) return tile;
+    TileConfig narrow = tile;
+    if (!ctx.heur.tile) {
+      narrow.bm = cover(geo.m, {32, 64});
+      narrow.bn = 32;
+      narrow.bk = 32;
+      narrow.tm = narrow.tn = 4;
+    }
+    const int64_t k_tiles = ceil_div(geo.k, narrow.bk);
+    const int64_t want = std::min<int64_t>({ceil_div(4 * sms, tiles(narrow)), k_tiles / 4, 32});
+    if (want < 2) return tile;
+    tile = narrow;
+    tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));  // no empty range
+  }
+  return tile;
+}
+
 }  // namespace
 
 Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
@@ -489,6 +517,7 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;
   TileConfig tile = ctx.heur.tile ? *ctx.heur.tile : heuristic_tile(geo, pool_fused);
   tile.warp_along_m = geo.op == OpKind::Conv2d;
+  if (kp.tails.empty() && kp.wide.nodes.empty()) tile = with_simt_split_k(ctx, geo, tile);  // (fused tails: whole tiles)
   if (Status s = validate_tile(tile); !s) return s;
   kp.tile = tile;
   return Status::success();

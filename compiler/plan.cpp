@@ -12,6 +12,7 @@ namespace fusejit::cg {
 std::string TileConfig::str() const {
   std::ostringstream s;
   s << bm << "x" << bn << "x" << bk << " (" << tm << "x" << tn << " per thread, " << threads() << " threads)";
+  if (split_k > 1) s << ", split-K " << split_k;
   return s.str();
 }
 
@@ -228,6 +229,7 @@ Status validate_tile(const TileConfig& t) {
   if (t.bm % 4 || t.bn % 4) return bad("bm and bn must be multiples of 4");
   if (t.threads() % 32 || t.threads() > 1024) return bad("threads must be a multiple of 32, at most 1024");
   if (2 * t.bk * (t.bm + t.bn + 8) * 4 > 48 * 1024) return bad("shared memory over 48 KiB");
+  if (t.split_k < 1 || t.split_k > 1024) return bad("split-K must be in [1, 1024]");
   return Status::success();
 }
 

@@ -19,6 +19,7 @@ namespace fusejit::cg {
 struct TileConfig {
   int bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
   bool warp_along_m = false;  // true for conv: NCHW stores are contiguous along m
+  int split_k = 1;  // blocks that share one output tile, each over a K range of whole bk tiles (linear, matmul)
   int threads() const { return (bm / tm) * (bn / tn); }
   std::string str() const;  // "128x128x8 (8x8 per thread)"
 };

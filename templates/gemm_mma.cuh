@@ -34,6 +34,7 @@
 #pragma once
 
 #include "fusejit/fj_common.cuh"
+#include "fusejit/split_k.cuh"
 
 namespace fj {
 namespace mma {
@@ -444,46 +445,6 @@ template <class Tile, class Kind, class ALoader, class BLoader>
 __device__ __forceinline__ void mma_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
                                              MmaFragment<Tile>& frag, char* smem) {
   mma_mainloop<Tile, Kind>(a, b, m0, n0, 0, K, frag, smem);
-}
-
-// ---- split-K ---------------------------------------------------------------------
-// kSplits blocks (blockIdx.z = split) accumulate one output tile over K
-// ranges of whole k tiles. Each stores its accumulators to `partials`
-// ([tile][split][accumulator][thread] floats: coalesced) and counts itself in
-// counters[tile]; the last to arrive sums every split's accumulators in split
-// order (the same sum whichever block is last: deterministic), resets the
-// counter to 0 for the next launch, and returns true: it runs the epilogue.
-// counters start at zero (zeroed scratch). Every thread of the block calls
-// it; `smem` (4 bytes of shared memory the mainloop no longer uses) carries
-// the arrival count to the block.
-template <int kSplits, class Frag>
-__device__ __forceinline__ bool split_k_gather(Frag& frag, float* __restrict__ partials, int* __restrict__ counters,
-                                               int tile, int split, char* smem) {
-  constexpr int kAcc = Frag::kRows * Frag::kCols, T = Frag::kThreads;
-  const int tid = threadIdx.x;
-  float* mine = partials + ((long long)tile * kSplits + split) * kAcc * T + tid;
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) mine[i * T] = frag.acc[i / Frag::kCols][i % Frag::kCols];
-  volatile int& arrived = *reinterpret_cast<int*>(smem);
-  __threadfence();  // this block's partials are visible before it is counted
-  __syncthreads();
-  if (tid == 0) arrived = atomicAdd(counters + tile, 1);
-  __syncthreads();
-  const bool last = arrived == kSplits - 1;
-  __syncthreads();  // everyone has read it: the epilogue may reuse smem
-  if (!last) return false;
-  __threadfence();  // the other blocks' partials, counted before us, are visible
-  // Split by split (each split's loads issue together: one L2 round trip per
-  // split, not per accumulator), every sum from 0 in split order.
-  const float* all = partials + (long long)tile * kSplits * kAcc * T + tid;
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) frag.acc[i / Frag::kCols][i % Frag::kCols] = 0.f;
-#pragma unroll 1
-  for (int s = 0; s < kSplits; ++s)
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) frag.acc[i / Frag::kCols][i % Frag::kCols] += __ldcg(all + ((long long)s * kAcc + i) * T);
-  if (tid == 0) counters[tile] = 0;
-  return true;
 }
 
 }  // namespace fj

@@ -37,6 +37,7 @@
 #pragma once
 
 #include "fusejit/fj_common.cuh"
+#include "fusejit/split_k.cuh"
 
 namespace fj {
 
@@ -141,12 +142,13 @@ __device__ __forceinline__ void load_slot(int e, int& mn, int& k) {
 }  // namespace detail
 
 // Runs the mainloop for the tile whose first row is m0 and first column n0
-// over k in [0, K). `smem` holds Tile::kSmemFloats floats (16-byte aligned).
-// On return every thread has passed a __syncthreads() after its last read of
-// smem, so the epilogue may reuse it.
+// over k in [k_begin, k_end) (split-K: a range of whole BK tiles; the loaders
+// read 0 past the problem's K). `smem` holds Tile::kSmemFloats floats
+// (16-byte aligned). On return every thread has passed a __syncthreads()
+// after its last read of smem, so the epilogue may reuse it.
 template <class Tile, class ALoader, class BLoader>
-__device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
-                                              SimtFragment<Tile>& frag, float* smem) {
+__device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int k_begin,
+                                              int k_end, SimtFragment<Tile>& frag, float* smem) {
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, T = Tile::kThreads;
   constexpr int kLoadsA = (BM * BK + T - 1) / T;
   constexpr int kLoadsB = (BN * BK + T - 1) / T;
@@ -188,14 +190,15 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
       if ((BN * BK) % T == 0 || t + l * T < BN * BK) Bs[(stage * BK + bk[l]) * LB + bn[l]] = rb[l];
   };
 
-  const int k_tiles = (K + BK - 1) / BK;
-  fetch(0);
+  const int k_tiles = (k_end - k_begin + BK - 1) / BK;
+  if (k_tiles <= 0) return;
+  fetch(k_begin);
   stash(0);
   __syncthreads();
 #pragma unroll 1
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int stage = kt & 1;
-    if (kt + 1 < k_tiles) fetch((kt + 1) * BK);  // global loads overlap the math below
+    if (kt + 1 < k_tiles) fetch(k_begin + (kt + 1) * BK);  // global loads overlap the math below
     const float* as = As + stage * BK * LA;
     const float* bs = Bs + stage * BK * LB;
 #pragma unroll
@@ -215,6 +218,13 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
     if (kt + 1 < k_tiles) stash(stage ^ 1);
     __syncthreads();
   }
+}
+
+// The whole K: k in [0, K).
+template <class Tile, class ALoader, class BLoader>
+__device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b, int m0, int n0, int K,
+                                              SimtFragment<Tile>& frag, float* smem) {
+  simt_mainloop<Tile>(a, b, m0, n0, 0, K, frag, smem);
 }
 
 // ---- loaders for dense GEMM operands -------------------------------------------

@@ -200,6 +200,8 @@ TEST(GpuGemm, TallNarrowPingPongMatchesReference) { run_cases("wgmma_tile=128x64
 TEST(GpuGemm, SoftmaxInPartsMatchesReference) { run_cases("softmax_parts=1"); }
 TEST(GpuGemm, SoftmaxInPartsOnMmaMatchesReference) { run_cases("mainloop=mma,softmax_parts=1"); }
 TEST(GpuGemm, FfmaMainloopStillMatchesReference) { run_cases("mainloop=ffma"); }
+// SIMT split-K on every case without a fused tail (K ranges of whole 8-deep k tiles, the last one ragged).
+TEST(GpuGemm, FfmaSplitKMatchesReference) { run_cases("mainloop=ffma,split_k=3"); }
 // mma.sync (cp.async copies; the sm_80 path, and sm_90a's where TMA cannot read the rows).
 TEST(GpuGemm, MmaMainloopMatchesReference) { run_cases("mainloop=mma"); }
 TEST(GpuGemm, SmallMmaTilesMatchReference) { run_cases("mainloop=mma,mma_tile=64x16x2"); }
