@@ -46,6 +46,20 @@ extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, c
   for (int i = 0; i < f1.kRows; ++i)
     for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 32 + f1.col(j)] = f1.acc[i][j] + f2.pick(i / f2.kRowUnroll, i % f2.kRowUnroll, j) * f1.row_sharer();
 })"},
+      {"split_k.cuh", R"(
+#include "fusejit/gemm_simt.cuh"
+using Tile = fj::SimtTile<32, 32, 32, 4, 4, false>;
+extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, const float* w, float* partials,
+                                                               int* counters, float* c) {
+  __shared__ __align__(16) float smem[Tile::kSmemFloats];
+  fj::SimtFragment<Tile> f(threadIdx.x);
+  const int split = blockIdx.z;  // three K ranges of 64 (the last one ragged: K = 150)
+  fj::simt_mainloop<Tile>(fj::RowMajorA<float, 40, 150, 150>{a}, fj::NKMajorB<float, 45, 150, 150>{w}, 0, 0,
+                          split * 64, min(150, (split + 1) * 64), f, smem);
+  if (!fj::split_k_gather<3>(f, partials, counters, blockIdx.x, split, reinterpret_cast<char*>(smem))) return;
+  for (int i = 0; i < f.kRows; ++i)
+    for (int j = 0; j < f.kCols; ++j) c[f.row(i) * 32 + f.col(j)] = f.acc[i][j];
+})"},
       {"gemm_mma.cuh", R"(
 #include "fusejit/fj_half.cuh"
 using Tile = fj::MmaTile<64, 64, 32, 32, 32, 3>;
