@@ -56,6 +56,39 @@ constexpr int64_t kMinKFor3xTf32WgmmaSplit = 2048;
 // both operands, costs more than the GEMM, and mma.sync splits in registers.
 constexpr int64_t kMaxOutputForDeep3xTf32Mma = int64_t{1} << 17;
 constexpr int64_t kMinKForDeep3xTf32Mma = 4096 * 32;
+// fp32 GEMMs of at most this many rows and at least this K whose 32-column tiles leave half the SMs idle run
+// FFMA with split-K (pass_schedule.cpp): W is read once, where 3xTF32 on wgmma first writes its TF32 residual
+// and reads both, and mma.sync pads the rows to 64 and splits W in registers for three MMAs.
+constexpr int64_t kMaxRowsForFfmaSplit = 64;
+constexpr int64_t kMinKForFfmaSplit = 1024;
+
+// Whether only elementwise ops (and views) follow the anchor: no reduction, softmax, pool or norm that the
+// epilogue could take (which would keep whole SIMT tiles, without split-K).
+bool only_elementwise_after(const PlanContext& ctx, ValueId anchor) {
+  std::vector<ValueId> stack = {anchor};
+  std::vector<bool> seen(ctx.g.nodes.size(), false);
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
+      if (seen[static_cast<size_t>(u)]) continue;
+      seen[static_cast<size_t>(u)] = true;
+      if (!ctx.pointwise(u) && ctx.node(u).op != OpKind::Reshape) return false;
+      stack.push_back(u);
+    }
+  }
+  return true;
+}
+
+// Whether an fp32 (3xTF32) linear / matmul is skinny enough for FFMA with split-K (kMaxRowsForFfmaSplit).
+bool skinny_fp32_for_ffma(const PlanContext& ctx, const AnchorGeometry& geo) {
+  if (geo.op != OpKind::Linear && geo.op != OpKind::Matmul) return false;
+  if (!only_elementwise_after(ctx, geo.node)) return false;
+  const int64_t rows = geo.m;  // per batch entry (the SIMT grid's tiles)
+  if (rows > kMaxRowsForFfmaSplit || geo.k < kMinKForFfmaSplit) return false;
+  const int64_t tiles = geo.batch * ((rows + 63) / 64) * ((geo.n + 31) / 32);
+  return tiles * 2 <= sm_count_guess(ctx.arch);
+}
 
 // Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
 // staged to NHWC, 4-D TMA boxes of output-pixel patches), or "".
@@ -134,6 +167,13 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   std::string why, kind;
   const bool sm80_up = ctx.arch.rfind("sm_", 0) == 0 && std::atoi(ctx.arch.c_str() + 3) >= 80;
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
+  if (ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && !ctx.heur.mma && !ctx.heur.split_k && sm80_up &&
+      mma_kind(ctx.g, a, why) == "f32x3" && skinny_fp32_for_ffma(ctx, geo)) {
+    kp.notes.push_back("mainloop: SIMT FFMA with split-K (fp32 with " + std::to_string(geo.m) + " rows and K=" +
+                       std::to_string(geo.k) + ": W read once; 3xTF32 would first write its TF32 residual)");
+    return Status::success();
+  }
+  why.clear();
   // wgmma first where it can run: sm_90a, linear or matmul with one B, rows TMA can read (fp32 B [K, N]
   // goes through a transposed copy).
   std::string why_not_wgmma;
