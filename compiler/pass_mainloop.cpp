@@ -51,16 +51,23 @@ constexpr int64_t kMinKFor3xTf32Conv = 256;
 constexpr int64_t kMinRowsFor3xTf32Wgmma = 512;
 // ... or from this K on, where wgmma splits K (pass_schedule's with_wgmma_split_k),
 constexpr int64_t kMinKFor3xTf32WgmmaSplit = 2048;
+// ... but at most this many rows take mma.sync whatever K: H100, bench_gemm fp32 bias + relu
+// (bench/results/bench_gemm_*_20261207-114257.md), mma.sync / wgmma ms: 64x8192x2048 0.0908 / 0.112,
+// 16x4096x4096 0.0843 / 0.109, 8x2048x8192 0.0991 / 0.111; from 128 rows wgmma (128x4096x1024 0.0484 / 0.0383).
+constexpr int64_t kMaxRowsFor3xTf32Mma = 64;
 // ... unless the output has at most 2^17 elements and K has 4096 k-tiles or
 // more (a conv's dW): then the residual-split kernel, which reads and writes
 // both operands, costs more than the GEMM, and mma.sync splits in registers.
 constexpr int64_t kMaxOutputForDeep3xTf32Mma = int64_t{1} << 17;
 constexpr int64_t kMinKForDeep3xTf32Mma = 4096 * 32;
-// fp32 GEMMs of at most this many rows and at least this K whose 32-column tiles leave half the SMs idle run
-// FFMA with split-K (pass_schedule.cpp): W is read once, where 3xTF32 on wgmma first writes its TF32 residual
-// and reads both, and mma.sync pads the rows to 64 and splits W in registers for three MMAs.
-constexpr int64_t kMaxRowsForFfmaSplit = 64;
-constexpr int64_t kMinKForFfmaSplit = 1024;
+// fp32 GEMMs of at most this many rows and at least this K run FFMA (with split-K where its tiles leave half
+// the SMs idle, pass_schedule.cpp): W is read once, where 3xTF32 on wgmma first writes its TF32 residual and
+// reads both, and mma.sync pads the rows to 64 and runs three MMAs. H100, bench_gemm fp32 bias + relu
+// (bench/results/bench_gemm_*_20261207-114257.md), FFMA / wgmma / mma.sync ms: 32x8192x1024 0.0531 (split 16) /
+// 0.0641 / 0.0635, 8x2048x8192 0.0776 / 0.111 / 0.0991, 16x4096x4096 0.0852 / 0.109 / 0.0843, 1x4096x4096
+// 0.0840 / 0.110 / 0.0836; but 64x8192x2048 0.179 / 0.112 / 0.0908 (the SIMT loop at 12 TFLOP/s): 32 rows.
+constexpr int64_t kMaxRowsForFfma = 32;
+constexpr int64_t kMinKForFfma = 1024;
 
 // Whether only elementwise ops (and views) follow the anchor: no reduction, softmax, pool or norm that the
 // epilogue could take (which would keep whole SIMT tiles, without split-K).
@@ -80,14 +87,10 @@ bool only_elementwise_after(const PlanContext& ctx, ValueId anchor) {
   return true;
 }
 
-// Whether an fp32 (3xTF32) linear / matmul is skinny enough for FFMA with split-K (kMaxRowsForFfmaSplit).
+// Whether an fp32 (3xTF32) linear / matmul is skinny enough for FFMA (kMaxRowsForFfma).
 bool skinny_fp32_for_ffma(const PlanContext& ctx, const AnchorGeometry& geo) {
   if (geo.op != OpKind::Linear && geo.op != OpKind::Matmul) return false;
-  if (!only_elementwise_after(ctx, geo.node)) return false;
-  const int64_t rows = geo.m;  // per batch entry (the SIMT grid's tiles)
-  if (rows > kMaxRowsForFfmaSplit || geo.k < kMinKForFfmaSplit) return false;
-  const int64_t tiles = geo.batch * ((rows + 63) / 64) * ((geo.n + 31) / 32);
-  return tiles * 2 <= sm_count_guess(ctx.arch);
+  return geo.m <= kMaxRowsForFfma && geo.k >= kMinKForFfma && only_elementwise_after(ctx, geo.node);
 }
 
 // Why a conv2d cannot take the wgmma path (templates/conv_wgmma.cuh: x
@@ -169,7 +172,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   const AnchorGeometry geo = analyze_anchor(ctx.g, kp.root);
   if (ctx.heur.mainloop == "auto" && !ctx.heur.wgmma && !ctx.heur.mma && !ctx.heur.split_k && sm80_up &&
       mma_kind(ctx.g, a, why) == "f32x3" && skinny_fp32_for_ffma(ctx, geo)) {
-    kp.notes.push_back("mainloop: SIMT FFMA with split-K (fp32 with " + std::to_string(geo.m) + " rows and K=" +
+    kp.notes.push_back("mainloop: SIMT FFMA (fp32 with " + std::to_string(geo.m) + " rows and K=" +
                        std::to_string(geo.k) + ": W read once; 3xTF32 would first write its TF32 residual)");
     return Status::success();
   }
@@ -208,6 +211,7 @@ Status choose_mainloop(PlanContext& ctx, Plan& plan) {
            a.op != OpKind::Conv2d && wgmma_kind == "f32x3" && ctx.heur.mainloop == "auto" && !ctx.heur.wgmma &&
            split.split_k > 1 &&
            ((flatten_batch_rows(geo).m < kMinRowsFor3xTf32Wgmma && geo.k < kMinKFor3xTf32WgmmaSplit) ||
+            flatten_batch_rows(geo).m <= kMaxRowsFor3xTf32Mma ||
             (flatten_batch_rows(geo).m * geo.n <= kMaxOutputForDeep3xTf32Mma && geo.k >= kMinKForDeep3xTf32Mma)))
     // H100, fusejit run, split-K vs wgmma from the staging kernel (bench/results/probe_small_fp32_h100.log):
     // 100x1000x500 0.024 vs 0.026 ms, 256x4096x512 0.055 vs 0.065, 32x8192x1024 0.074 vs 0.126, but
