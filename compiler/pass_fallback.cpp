@@ -304,13 +304,13 @@ void join_row_pass(PlanContext& ctx, Plan& plan, int index) {
   }
 }
 
-// Pool passes (CUDA): a pool kernel takes the later pools of the same value
+// Pool passes (CUDA and the CPU backend): a pool kernel takes the later pools of the same value
 // to the same shape (1-D with 1-D, 2-D with 2-D: `max_pool1d(g, 4, 2, 1)` and
 // `avg_pool1d(g, 3, 2, 1)`), each window of each pool computed by the thread
 // of its output element: one read of the value from memory for all of them
 // (the windows overlap in L1) instead of one a pool.
 void join_pool_pass(PlanContext& ctx, KernelPlan& k, int index) {
-  if (!ctx.heur.pool_pass || ctx.arch.rfind("sm_", 0) != 0) return;
+  if (!ctx.heur.pool_pass) return;
   const Node& r = ctx.node(k.root);
   for (ValueId u = k.root + 1; u < static_cast<ValueId>(ctx.g.nodes.size()); ++u) {
     const Node& n = ctx.node(u);

@@ -328,29 +328,39 @@ Expected<CpuLaunch> lower_pool(LowerContext& lc, const KernelPlan& kp) {
   const Shape& xs = g.node(x).type.shape;
   const Shape& os = r.type.shape;
   const bool two_d = kp.kind == KernelKind::Pool2d;
-  const PoolWindow window(r, xs);
   const int64_t OH = two_d ? os[os.size() - 2] : 1, OW = os.back();
   const Shape outer_shape(os.begin(), os.end() - 1);
 
   KernelFunction kf(lc, kp.name);
   llvm::IRBuilder<>& b = kf.b();
-  const EpilogueTree post = build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true);
+  // The root pool and those of its pool pass (kp.tails: the same operand and output shape), each with its consumers.
+  std::vector<PoolWindow> windows = {PoolWindow(r, xs)};
+  std::vector<EpilogueTree> posts = {build_epilogue_tree(lc.pc, lc.plan, kp.region, kp.root, -1, true)};
+  int64_t taps = windows[0].KH * windows[0].KW;
+  for (const FusedTail& t : kp.tails) {
+    windows.emplace_back(g.node(t.op), xs);
+    posts.push_back(build_epilogue_tree(lc.pc, lc.plan, t.post, t.op, -1, true));
+    taps += windows.back().KH * windows.back().KW;
+  }
+  std::string what = std::string(op_name(r.op));
+  for (const FusedTail& t : kp.tails) what += " + " + std::string(op_name(g.node(t.op).op));
   kf.loop(kf.begin(), kf.end(), 1, [&](Value* row) {
     std::vector<Value*> idx = decompose(kf, row, outer_shape);
     Value* plane = two_d ? b.CreateUDiv(row, kf.i64(OH)) : row;
     Value* oh = two_d ? b.CreateURem(row, kf.i64(OH)) : kf.i64(0);
-    Value* base = b.CreateMul(plane, kf.i64(window.H * window.W));
+    Value* base = b.CreateMul(plane, kf.i64(windows[0].H * windows[0].W));
     kf.parallel_loop(kf.i64(0), kf.i64(OW), [&](Value* ow) {
-      Value* v = window.emit(kf, oh, ow, [&](Value* ih, Value* iw) {
-        return kf.load_operand(x, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(window.W)), iw)));
-      });
       std::vector<Value*> at = idx;
       at.push_back(ow);
-      emit_tree(kf, post, at, v);
+      for (size_t i = 0; i < windows.size(); ++i) {
+        Value* v = windows[i].emit(kf, oh, ow, [&](Value* ih, Value* iw) {
+          return kf.load_operand(x, b.CreateAdd(base, b.CreateAdd(b.CreateMul(ih, kf.i64(windows[0].W)), iw)));
+        });
+        emit_tree(kf, posts[i], at, v);
+      }
     }, "ow");
   }, "row");
-  return kf.finish(numel(outer_shape), grain_for(OW * window.KH * window.KW),
-                   std::string(op_name(r.op)) + " " + shape_str(xs) + " -> " + shape_str(os));
+  return kf.finish(numel(outer_shape), grain_for(OW * taps), what + " " + shape_str(xs) + " -> " + shape_str(os));
 }
 
 // Combines the per-tile partials the anchor stored for each partial row
