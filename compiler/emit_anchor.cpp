@@ -274,37 +274,27 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
     }
-    if (mma && mt.split_k > 1) {  // blockIdx.z: this block's K range; the last block of a tile runs the epilogue
-      const int64_t bk = 128 / elem_bytes;
-      const int64_t k_per_split = (geo.k + bk * mt.split_k - 1) / (bk * mt.split_k) * bk;
-      s.constants.push_back({"kSplitK", mt.split_k, "blocks per output tile, each over a K range"});
-      s.constants.push_back({"kKPerSplit", k_per_split, "K range of one split: whole k tiles"});
-      launch.grid[2] = static_cast<unsigned>(mt.split_k);
-      append(run, {"const int split = blockIdx.z;", "Frag frag;",
-                   "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, split * kKPerSplit, min(kK, (split + 1) * kKPerSplit), "
-                   "frag, smem_raw);",
+    const int block_splits = mma ? mt.split_k : wgmma ? 1 : t.split_k;
+    if (block_splits > 1) {  // blockIdx.z: this block's K range; the last block of a tile runs the epilogue
+      const int64_t bk = mma ? 128 / elem_bytes : t.bk;
+      s.constants.push_back({"kSplitK", block_splits, "blocks per output tile, each over a K range"});
+      s.constants.push_back({"kKPerSplit", (geo.k + bk * block_splits - 1) / (bk * block_splits) * bk,
+                             "K range of one split: whole k tiles"});
+      launch.grid[2] = static_cast<unsigned>(block_splits);
+      const std::string range = "(a, b, m0, n0, split * kKPerSplit, min(kK, (split + 1) * kKPerSplit), frag, ";
+      append(run, {"const int split = blockIdx.z;", mma ? "Frag frag;" : "Frag frag(threadIdx.x);",
+                   mma ? "fj::mma_mainloop<Tile, Kind>" + range + "smem_raw);" : "fj::simt_mainloop<Tile>" + range + "smem);",
                    "if (!fj::split_k_gather<kSplitK>(frag, " +
                        em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
                        em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) +
-                       "), blockIdx.x + gridDim.x * blockIdx.y, split, smem_raw))",
-                   "  return;  // another split finishes this tile",
-                   "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
+                       "), blockIdx.x + gridDim.x * blockIdx.y, split, " +
+                       (mma ? "smem_raw))" : "reinterpret_cast<char*>(smem)))"),
+                   "  return;  // another split finishes this tile"});
+      if (mma)
+        run.push_back("[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free");
     } else if (mma) {
       append(run, {"Frag frag;", "fj::mma_mainloop<Tile, Kind>(a, b, m0, n0, kK, frag, smem_raw);",
                    "[[maybe_unused]] float* smem = reinterpret_cast<float*>(smem_raw);  // the epilogue's: the ring is free"});
-    } else if (!wgmma && kp.tile.split_k > 1) {  // as mma.sync's split-K, on the SIMT mainloop
-      const int64_t k_per_split = (geo.k + int64_t{t.bk} * t.split_k - 1) / (int64_t{t.bk} * t.split_k) * t.bk;
-      s.constants.push_back({"kSplitK", t.split_k, "blocks per output tile, each over a K range"});
-      s.constants.push_back({"kKPerSplit", k_per_split, "K range of one split: whole k tiles"});
-      launch.grid[2] = static_cast<unsigned>(t.split_k);
-      append(run, {"const int split = blockIdx.z;", "Frag frag(threadIdx.x);",
-                   "fj::simt_mainloop<Tile>(a, b, m0, n0, split * kKPerSplit, min(kK, (split + 1) * kKPerSplit), "
-                   "frag, smem);",
-                   "if (!fj::split_k_gather<kSplitK>(frag, " +
-                       em.buffer_param({BufferKind::Scratch, kp.split_k_partials}, true) + ", reinterpret_cast<int*>(" +
-                       em.buffer_param({BufferKind::Scratch, kp.split_k_counters}, true) +
-                       "), blockIdx.x + gridDim.x * blockIdx.y, split, reinterpret_cast<char*>(smem)))",
-                   "  return;  // another split finishes this tile"});
     } else if (!wgmma) {
       append(run, {"Frag frag(threadIdx.x);", "fj::simt_mainloop<Tile>(a, b, m0, n0, kK, frag, smem);"});
     }
