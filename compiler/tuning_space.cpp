@@ -197,6 +197,16 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     }
     out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
   }
+  // A linear / matmul on the SIMT mainloop by default (fp32 with few rows: pass_mainloop.cpp): the tensor-core
+  // mainloops it was chosen over, and SIMT splits around the default's.
+  if ((geo.op == OpKind::Linear || geo.op == OpKind::Matmul) && !uses(g, arch, "_wgmma_") && !uses(g, arch, "_mma_")) {
+    for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
+      if (generate_program(g, {arch, c})) out.push_back(c);
+    auto p = generate_program(g, {arch, ""});
+    const int64_t split = p && !p->launches.empty() ? p->launches[0].grid[2] : 1;
+    for (int64_t s : {int64_t{1}, split / 2, split * 2})
+      if (s >= 1 && s != split && s <= 64) out.push_back("mainloop=ffma,split_k=" + std::to_string(s));
+  }
   for (int bm : {32, 64, 128, 256}) {
     if (bm > 2 * geo.m && bm > 32) continue;  // mostly idle rows
     for (int bn : {16, 32, 64, 128, 256}) {

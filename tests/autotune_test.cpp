@@ -213,6 +213,27 @@ TEST(TuningSpace, WgmmaWeightGradTilesComeWithSplits) {
   }
 }
 
+// An fp32 GEMM of few rows defaults to SIMT FFMA with split-K: the tuner also tries the tensor-core mainloops and
+// splits around the default's.
+TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
+  GraphBuilder g(Precision::FP32);
+  g.output("y", g.linear(g.input("x", {32, 8192}), g.input("w", {1024, 8192})).relu());
+  const Graph graph = g.build().take();
+  const auto cands = tuning_candidates(graph, "sm_90a");
+  auto has = [&](const std::string& c) { return std::find(cands.begin(), cands.end(), c) != cands.end(); };
+  EXPECT_TRUE(has("mainloop=mma"));
+  EXPECT_TRUE(has("mainloop=wgmma"));
+  EXPECT_TRUE(has("mainloop=ffma,split_k=1"));
+  EXPECT_TRUE(has("mainloop=ffma,split_k=8"));  // the default's 16, halved and doubled
+  EXPECT_TRUE(has("mainloop=ffma,split_k=32"));
+  for (const auto& c : cands) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
+  for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
+    EXPECT_TRUE(generate_program(graph, {"sm_90a", c}).ok()) << c;
+  auto split8 = generate_program(graph, {"sm_90a", "mainloop=ffma,split_k=8"});
+  ASSERT_TRUE(split8.ok()) << split8.error().str();
+  EXPECT_EQ(split8->launches.at(0).grid[2], 8u) << split8->plan_text;
+}
+
 TEST(TuningSpace, WgmmaTilesAndTheSimtMainloopWhereTheAnchorIsOnWgmma) {
   auto linear = [](Precision p, int64_t n) {
     GraphBuilder g(p);
