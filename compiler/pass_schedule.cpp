@@ -470,10 +470,11 @@ Status choose_wgmma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry&
   return Status::success();
 }
 
-// SIMT split-K (linear, matmul; no fused pool or row reduction): where the output tiles leave most SMs idle and K is deep (a skinny fp32 GEMM:
-// 32x8192x1024 makes 8 tiles of 32x128), tiles 32 columns wide and 32 deep in k, 4x4 elements a thread, and K
-// split for about four blocks an SM: at least 4 k tiles a split, at most 32 splits
-// (fj::split_k_gather sums them in order). `split_k=` in the config sets the split; `tile=` the tile.
+// SIMT split-K (linear, matmul; no fused pool or row reduction): where the output tiles leave most SMs idle
+// and K is deep (a skinny fp32 GEMM: 32x8192x1024 makes 8 tiles of 32x128), tiles 32 columns wide and 32 deep
+// in k, 4x4 elements a thread, and K split for about four blocks an SM: at least 4 k tiles a split, at most 32
+// splits (fj::split_k_gather sums them in order; a range past K adds zeros). `split_k=` in the config sets the
+// split, `tile=` the tile.
 TileConfig with_simt_split_k(const PlanContext& ctx, const AnchorGeometry& geo, TileConfig tile) {
   if (geo.op != OpKind::Linear && geo.op != OpKind::Matmul) return tile;
   auto tiles = [&](const TileConfig& t) { return geo.batch * ceil_div(geo.m, t.bm) * ceil_div(geo.n, t.bn); };
