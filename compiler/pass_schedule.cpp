@@ -518,6 +518,8 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   for (const FusedTail& t : kp.tails) pool_fused = pool_fused || op_category(ctx.node(t.op).op) == OpCategory::Pool;
   TileConfig tile = ctx.heur.tile ? *ctx.heur.tile : heuristic_tile(geo, pool_fused);
   tile.warp_along_m = geo.op == OpKind::Conv2d;
+  if (ctx.heur.split_k && *ctx.heur.split_k > 1 && geo.op != OpKind::Linear && geo.op != OpKind::Matmul)
+    return Error("codegen config: split_k applies to linear and matmul on the SIMT mainloop");
   if (kp.tails.empty() && kp.wide.nodes.empty()) tile = with_simt_split_k(ctx, geo, tile);  // (fused tails: whole tiles)
   if (Status s = validate_tile(tile); !s) return s;
   kp.tile = tile;

@@ -55,11 +55,20 @@ TEST(CodegenSimtSplitK, SkinnyGemmsSplitK) {
   }
 }
 
-TEST(CodegenSimtSplitK, FusedTailsAndFullGridsKeepWholeTiles) {
+TEST(CodegenSimtSplitK, FusedTailsFullGridsAndConvsKeepWholeTiles) {
   // a row sum fused into the epilogue (a tile spans N = 64): whole tiles, no split
   auto fused = generate_program(linear_chain(32, 8192, 64, true), {"sm_90a", "mainloop=ffma"});
   ASSERT_TRUE(fused.ok()) << fused.error().str();
   EXPECT_EQ(fused->plan_text.find("split-K"), std::string::npos) << fused->plan_text;
+  // a conv on the SIMT mainloop takes no split: a config error naming it
+  GraphBuilder cb(Precision::FP32, "simt_split_k_conv");
+  cb.output("y", cb.conv2d(cb.input("x", {1, 3, 8, 8}), cb.input("w", {4, 3, 3, 3})));
+  auto conv = cb.build();
+  ASSERT_TRUE(conv) << conv.error().str();
+  auto refused = generate_program(*conv, {"sm_90a", "mainloop=ffma,split_k=2"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().str().find("split_k applies to linear and matmul"), std::string::npos)
+      << refused.error().str();
   // enough tiles to fill the SMs: no split
   auto big = generate_program(linear_chain(2048, 4096, 2048), {"sm_90a", "mainloop=ffma"});
   ASSERT_TRUE(big.ok()) << big.error().str();
