@@ -274,7 +274,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
     }
-    const int block_splits = mma ? mt.split_k : wgmma ? 1 : t.split_k;
+    const int block_splits = kp.block_split_k();
     if (block_splits > 1) {  // blockIdx.z: this block's K range; the last block of a tile runs the epilogue
       const int64_t bk = mma ? 128 / elem_bytes : t.bk;
       s.constants.push_back({"kSplitK", block_splits, "blocks per output tile, each over a K range"});

@@ -72,9 +72,8 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     }
   }
   // Split-K (mma.sync, SIMT): every split's accumulators per tile, and a counter per tile.
-  const KernelPlan& k0 = plan.kernels[0];
-  const int block_split = k0.mainloop == Mainloop::Mma ? k0.mma.split_k : k0.mainloop == Mainloop::Simt ? k0.tile.split_k : 1;
-  if (KernelPlan& kp = plan.kernels[0]; block_split > 1 && kp.root >= 0) {
+  if (KernelPlan& kp = plan.kernels[0]; kp.root >= 0 && kp.block_split_k() > 1) {
+    const int block_split = kp.block_split_k();
     const AnchorGeometry geo = analyze_anchor(g, kp.root);
     const int bm = kp.tile_m(), bn = kp.tile_n();
     const int64_t tiles = geo.batch * ((geo.m + bm - 1) / bm) * anchor_column_tiles(g, kp, geo.n, bn);

@@ -447,6 +447,8 @@ struct KernelPlan {
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
   int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : mainloop == Mainloop::Mma ? mma.bn : tile.bn; }
+  // Blocks that share one output tile along blockIdx.z (mma.sync, SIMT split-K; wgmma splits into units instead).
+  int block_split_k() const { return mainloop == Mainloop::Mma ? mma.split_k : mainloop == Mainloop::Simt ? tile.split_k : 1; }
   std::vector<std::string> notes;
   std::string name;  // kernel name, set by the emitter
 };
