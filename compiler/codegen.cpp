@@ -89,6 +89,7 @@ Expected<Program> generate_program(const Graph& written, const CodegenOptions& o
   if (anchored)
     module.includes.push_back(mainloop == Mainloop::Wgmma ? "fusejit/gemm_wgmma.cuh"
                               : mainloop == Mainloop::Mma ? "fusejit/gemm_mma.cuh"
+                              : plan.kernels[0].tile.gemv ? "fusejit/gemm_gemv.cuh"
                                                           : "fusejit/gemm_simt.cuh");
   if (anchored && g.node(plan.kernels[0].root).op == OpKind::Conv2d) {
     module.includes.push_back("fusejit/conv_simt.cuh");  // pixel maps and taps

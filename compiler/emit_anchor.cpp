@@ -54,8 +54,8 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     add_mma_aliases(mt, kp.mma_kind, s.aliases);
     s.aliases.push_back("using Frag = fj::MmaFragment<Tile>;");
   } else {
-    s.aliases.push_back(tile_alias(t));
-    s.aliases.push_back("using Frag = fj::SimtFragment<Tile>;");
+    s.aliases.push_back(tile_alias(t, geo.op != OpKind::Matmul));
+    s.aliases.push_back(t.gemv ? "using Frag = fj::GemvFragment<Tile>;" : "using Frag = fj::SimtFragment<Tile>;");
   }
   std::vector<std::string> run;  // body of run(p, smem)
   AnchorShape shape;
@@ -245,6 +245,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (mma) {
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
         launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
+      } else if (t.gemv) {  // 16-byte cp.async of every row
+        launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), 16});
       }
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
@@ -269,6 +272,9 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (mma) {  // batch offsets keep the alignment: M*K (K*N) is a multiple of the row's
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
         launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.n, elem_bytes)});
+      } else if (t.gemv) {
+        launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
+        launch.aligned.push_back({plan.buffer.at(a.operands[1]), 16});
       }
       for (int d = 0; d < nb; ++d) shape.coords.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
@@ -327,7 +333,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
   // SimtTile::kSmemFloats (rows padded by 4), reused by the epilogue; the
   // wgmma epilogue has shared memory of its own after the ring; mma.sync's
   // reuses the ring.
-  int64_t smem_floats = wgmma || mma ? 0 : 2LL * t.bk * (t.bm + t.bn + 8);
+  int64_t smem_floats = wgmma || mma ? 0 : t.smem_floats(geo.op != OpKind::Matmul);
   const std::string coord_call = coord_args(rank);
   if (pool && geo.op != OpKind::Conv2d) {  // 1-D pools along N: whole windows in every staged chunk, or overlapping tiles
     // overlapping tiles: 8 more columns a row for the halo (each ping-pong consumer's)
@@ -566,6 +572,18 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.entry.prefix += " __cluster_dims__(" + std::to_string(kp.spatial_cluster) + ", 1, 1)";
       launch.cluster = kp.spatial_cluster;
     }
+  } else if (t.gemv) {  // the ring in dynamic shared memory (over 48 KiB), reused by the epilogue
+    if (smem_floats * 4 > kWgmmaDynamicSmemLimit)
+      return Error("codegen: GEMV tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
+                   " bytes of shared memory, over 226 KiB");
+    s.constants.push_back({"kSmemFloats", smem_floats, "the cp.async ring, reused by the epilogue"});
+    fn.params = "const Params& p, float* smem";
+    fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
+    s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
+    launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
+    launch.shared_bytes = static_cast<unsigned>(smem_floats * 4);
+    launch.args = em.finish(name, t.threads(), {"extern __shared__ __align__(16) float smem[];", s.ns + "::run(p, smem);"},
+                            2);
   } else {
     if (smem_floats * 4 > 48 * 1024)
       return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +

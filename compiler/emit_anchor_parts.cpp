@@ -9,7 +9,12 @@
 
 namespace fusejit::cg::anchor {
 
-std::string tile_alias(const TileConfig& t) {
+std::string tile_alias(const TileConfig& t, bool b_k_contiguous) {
+  if (t.gemv)
+    return "using Tile = fj::GemvTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
+           std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
+           std::to_string(t.stages) + ", " +
+           (b_k_contiguous ? "true>;  // every row of 16-byte k runs of W [N, K]" : "false>;  // B [K, N]");
   return "using Tile = fj::SimtTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
          std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
          (t.warp_along_m ? "true" : "false") + ">;";

@@ -12,7 +12,7 @@ namespace fusejit::cg::anchor {
 
 // `using Tile = ...;` for each mainloop policy (and `using Kind` for mma.sync).
 // overlapping_tiles (wgmma): a Tile derived from the policy whose kNStep is the constant kColumnStep (emit_pool1d.cpp).
-std::string tile_alias(const TileConfig& t);
+std::string tile_alias(const TileConfig& t, bool b_k_contiguous);  // (GEMV: B's layout)
 std::string wgmma_alias(const WgmmaConfig& t, const std::string& kind, bool b_n_major, bool overlapping_tiles = false);
 void add_mma_aliases(const MmaConfig& t, const std::string& kind, std::vector<std::string>& out);
 // The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").

@@ -160,9 +160,12 @@ const char* kind_text(const std::string& kind) {
 Status choose_mainloop(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
   const Node& a = ctx.node(kp.root);
-  if (ctx.heur.mainloop == "ffma" || (ctx.heur.mainloop == "auto" && ctx.heur.tile)) {
+  const bool gemv_asked = ctx.heur.gemv == true || ctx.heur.gemv_tile;
+  if (ctx.heur.mainloop == "ffma" || (ctx.heur.mainloop == "auto" && (ctx.heur.tile || gemv_asked))) {
     kp.notes.push_back(std::string("mainloop: SIMT FFMA (") +
-                       (ctx.heur.tile ? "the config sets its tile" : "mainloop=ffma in the config") + ")");
+                       (ctx.heur.tile ? "the config sets its tile"
+                        : ctx.heur.mainloop == "ffma" ? "mainloop=ffma in the config"
+                                                      : "the config asks for the GEMV loop") + ")");
     return Status::success();
   }
   if (ctx.heur.tile)

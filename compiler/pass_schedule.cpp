@@ -509,6 +509,11 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
     return Error("codegen config: wgrad_flat=1 takes a 192-column swap-AB dW (a tf32 conv2d_weight_grad on wgmma); "
                  "the anchor is " + ctx.g.describe(kp.root) + " on " + std::string(mainloop_name(kp.mainloop)) +
                  (kp.mma_kind.empty() ? std::string() : " " + kp.mma_kind));
+  if (ctx.heur.gemv == true || ctx.heur.gemv_tile) {
+    if (ctx.heur.gemv == false) return Error("codegen config: gemv_tile= sets the GEMV loop's tile, but gemv=0");
+    if (std::string why = gemv_blocker(ctx, kp, geo); !why.empty())
+      return Error(std::string("codegen config: ") + (ctx.heur.gemv_tile ? "gemv_tile=" : "gemv=1") + ", but " + why);
+  }
   if (kp.mainloop == Mainloop::Wgmma) return choose_wgmma_tile(ctx, kp, flatten_batch_rows(geo));
   if (ctx.heur.conv_halo == true)
     return Error(std::string("codegen config: conv_halo=1 applies to conv2d on wgmma; this anchor runs ") +
@@ -520,7 +525,12 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan) {
   tile.warp_along_m = geo.op == OpKind::Conv2d;
   if (ctx.heur.split_k && *ctx.heur.split_k > 1 && geo.op != OpKind::Linear && geo.op != OpKind::Matmul)
     return Error("codegen config: split_k applies to linear and matmul on the SIMT mainloop");
-  if (kp.tails.empty() && kp.wide.nodes.empty()) tile = with_simt_split_k(ctx, geo, tile);  // (fused tails: whole tiles)
+  if (ctx.heur.gemv != false && gemv_blocker(ctx, kp, geo).empty()) {  // few fp32 rows: W read once at memory speed
+    tile = gemv_tile(ctx, geo);
+    if (Status s = validate_tile(tile); !s) return Error("codegen: " + s.error().message + " for M=" + std::to_string(geo.m));
+  } else if (kp.tails.empty() && kp.wide.nodes.empty()) {
+    tile = with_simt_split_k(ctx, geo, tile);  // (fused tails: whole tiles)
+  }
   if (Status s = validate_tile(tile); !s) return s;
   kp.tile = tile;
   return Status::success();

@@ -213,7 +213,7 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const 
     // 64x16x3 split 27 (one block an SM) 6.36, wgmma + residual split 7.61).
     const bool deep = k_tiles >= 4096;
     const int narrowest = deep || (geo.op == OpKind::Matmul && elem_bytes == 4) ? 32 : 16;
-    const int64_t blocks_per_sm = deep ? 6 : 1;
+    const int64_t blocks_per_sm = deep ? 6 : k_tiles >= 128 ? 8 : 1;  // (long K: several 64-thread blocks an SM)
     if (!ctx.heur.mma && narrowest < tile.bn && narrowest >= min_bn) tile.bn = narrowest;
     if (!ctx.heur.mma && deep) tile.stages = 4;
     if (!ctx.heur.mma && (tile.bn == narrowest || deep))

@@ -102,6 +102,10 @@ Status choose_anchor_tile(PlanContext& ctx, Plan& plan);
 MmaConfig default_mma_tile(const AnchorGeometry& geo, int64_t min_bn);
 // pass_schedule_mma.cpp: the mma.sync anchor's tile (choose_anchor_tile's Mma case).
 Status choose_mma_tile(PlanContext& ctx, KernelPlan& kp, const AnchorGeometry& geo);
+// pass_schedule_gemv.cpp: why the GEMV loop cannot run the anchor ("" if it can), and its tile and split-K.
+inline constexpr int64_t kMaxGemvRows = 32;
+std::string gemv_blocker(const PlanContext& ctx, const KernelPlan& kp, const AnchorGeometry& geo);
+TileConfig gemv_tile(const PlanContext& ctx, const AnchorGeometry& geo);
 // Shared by the schedule passes: ceil(a / b); the first of `options` at least `extent` (else the last); the
 // most splits a K of `k_tiles` k-tiles may take.
 int64_t ceil_div(int64_t a, int64_t b);

@@ -9,8 +9,19 @@
 
 namespace fusejit::cg {
 
+int64_t TileConfig::smem_floats(bool b_k_contiguous) const {
+  if (gemv) return int64_t{stages} * (bm * bk + (b_k_contiguous ? bn * (bk + 4) : bk * bn));
+  return 2LL * bk * (bm + bn + 8);
+}
+
 std::string TileConfig::str() const {
   std::ostringstream s;
+  if (gemv) {
+    s << "GEMV " << bm << "x" << bn << "x" << bk << " (" << tm << "x" << tn << " per thread, " << bm / tm
+      << " k groups, " << threads() << " threads, " << stages << " stages)";
+    if (split_k > 1) s << ", split-K " << split_k;
+    return s.str();
+  }
   s << bm << "x" << bn << "x" << bk << " (" << tm << "x" << tn << " per thread, " << threads() << " threads)";
   if (split_k > 1) s << ", split-K " << split_k;
   return s.str();
@@ -223,13 +234,24 @@ std::string_view kernel_kind_name(KernelKind k) {
 Status validate_tile(const TileConfig& t) {
   auto bad = [&](const std::string& why) { return Error("invalid tile " + t.str() + ": " + why); };
   if (t.bm < 1 || t.bn < 1 || t.tm < 1 || t.tn < 1 || t.bk < 1) return bad("sizes must be positive");
+  if (t.split_k < 1 || t.split_k > 1024) return bad("split-K must be in [1, 1024]");
+  if (t.gemv) {  // GemvTile's static_asserts
+    const int groups = t.bm / t.tm;
+    if (t.bm > 32 || t.bm % t.tm) return bad("GEMV rows: at most 32, split evenly over the k groups (bm / tm)");
+    if (t.bn % t.tn || (t.bn / t.tn) % 32 || t.threads() > 1024) return bad("GEMV columns: whole warps of tn columns each");
+    if (t.bk % (8 * groups) || (t.bn * t.bk / 4) % t.threads())
+      return bad("GEMV k-tiles: whole 4-k steps a k group, split evenly in 16-byte chunks");
+    if (t.stages < 2 || t.smem_floats(true) * 4 > 226 * 1024) return bad("GEMV ring: at least 2 stages within 226 KiB");
+    if (groups > 1 && t.smem_floats(false) < int64_t{groups} * t.bm * t.bn)
+      return bad("GEMV ring: too small for the k groups' sums");
+    return Status::success();
+  }
   if (t.bm % t.tm || t.bn % t.tn) return bad("bm must be a multiple of tm and bn of tn");
   if ((t.tm > 4 && t.tm % 4) || (t.tn > 4 && t.tn % 4)) return bad("tm and tn must be at most 4 or multiples of 4");
   if (t.tm > 16 || t.tn > 16) return bad("tm and tn must be at most 16");
   if (t.bm % 4 || t.bn % 4) return bad("bm and bn must be multiples of 4");
   if (t.threads() % 32 || t.threads() > 1024) return bad("threads must be a multiple of 32, at most 1024");
   if (2 * t.bk * (t.bm + t.bn + 8) * 4 > 48 * 1024) return bad("shared memory over 48 KiB");
-  if (t.split_k < 1 || t.split_k > 1024) return bad("split-K must be in [1, 1024]");
   return Status::success();
 }
 

@@ -15,12 +15,19 @@ namespace fusejit::cg {
 
 // ---- heuristic parameters, one plain struct per scheduler ----------------------
 
-// The SIMT mainloop's tile (templates/gemm_simt.cuh SimtTile).
+// The SIMT mainloop's tile (templates/gemm_simt.cuh SimtTile), or the GEMV
+// loop's (gemv: templates/gemm_gemv.cuh GemvTile; fp32 linear / matmul with at
+// most 32 rows, sm_80+): every thread all bm rows (tm = bm) of tn columns, B
+// copied by cp.async through a ring of `stages` k-tiles.
 struct TileConfig {
   int bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
   bool warp_along_m = false;  // true for conv: NCHW stores are contiguous along m
   int split_k = 1;  // blocks that share one output tile, each over a K range of whole bk tiles (linear, matmul)
+  bool gemv = false;
+  int stages = 2;   // gemv: k-tiles in the ring
   int threads() const { return (bm / tm) * (bn / tn); }
+  // Shared memory of the mainloop (floats): GemvTile::kSmemFloats (b_k_contiguous: linear's W) or SimtTile's.
+  int64_t smem_floats(bool b_k_contiguous) const;
   std::string str() const;  // "128x128x8 (8x8 per thread)"
 };
 
@@ -93,6 +100,8 @@ struct RowConfig {
 struct Heuristics {
   std::string mainloop = "auto";   // auto | ffma | wgmma | mma (wgmma, mma: an error where it cannot run)
   std::optional<TileConfig> tile;  // override for the SIMT anchor's tile
+  std::optional<bool> gemv;        // the GEMV loop for fp32 GEMMs of few rows on FFMA (1: an error where it cannot run)
+  std::optional<TileConfig> gemv_tile;  // its tile: bn, bk, tn, stages, and tm = the k groups (bm follows M)
   std::optional<WgmmaConfig> wgmma;  // override for the wgmma anchor's tile
   std::string wgmma_schedule = "auto";  // auto | cooperative | pingpong
   int tma_store = -1;              // wgmma epilogue outputs by TMA bulk stores: 1 where eligible, 0 never, -1 auto

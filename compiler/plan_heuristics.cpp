@@ -91,6 +91,27 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       if (parts.size() == 4) t.warp_n = static_cast<int>(parts[3]);
       if (Status s = validate_mma(t); !s) return Error("codegen config: mma_tile: " + s.error().message);
       h.mma = t;
+    } else if (key == "gemv_tile") {
+      std::vector<int64_t> parts;
+      std::string part;
+      std::istringstream ps(val);
+      while (std::getline(ps, part, 'x')) {
+        if (!parse_int(part, num) || num < 1 || num > 4096)
+          return Error("codegen config: gemv_tile must be BNxBKxTNxGROUPS[xSTAGES], got '" + val + "'");
+        parts.push_back(num);
+      }
+      if (parts.size() != 4 && parts.size() != 5)
+        return Error("codegen config: gemv_tile must be BNxBKxTNxGROUPS[xSTAGES], got '" + val + "'");
+      TileConfig t;  // bm = tm = the groups until the rows are known (pass_schedule_gemv.cpp)
+      t.gemv = true;
+      t.bn = static_cast<int>(parts[0]);
+      t.bk = static_cast<int>(parts[1]);
+      t.tn = static_cast<int>(parts[2]);
+      t.bm = static_cast<int>(parts[3]);
+      t.tm = 1;
+      t.stages = parts.size() == 5 ? static_cast<int>(parts[4]) : 4;
+      if (Status s = validate_tile(t); !s) return Error("codegen config: gemv_tile: " + s.error().message);
+      h.gemv_tile = t;
     } else if (key == "split_k") {
       if (!parse_int(val, num) || num < 1 || num > 1024)
         return Error("codegen config: split_k must be an integer in [1, 1024], got '" + val + "'");
@@ -154,6 +175,9 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
     } else if (key == "halo_prefetch") {
       if (val != "0" && val != "1") return Error("codegen config: halo_prefetch must be 0 or 1, got '" + val + "'");
       h.halo_prefetch = val == "1";
+    } else if (key == "gemv") {
+      if (val != "0" && val != "1") return Error("codegen config: gemv must be 0 or 1, got '" + val + "'");
+      h.gemv = val == "1";
     } else if (key == "wgrad_flat") {
       if (val != "0" && val != "1") return Error("codegen config: wgrad_flat must be 0 or 1, got '" + val + "'");
       h.wgrad_flat = val == "1";
@@ -205,7 +229,7 @@ Expected<Heuristics> parse_heuristics(const std::string& config) {
       (key == "pointwise_threads" ? h.pointwise.threads : h.row.threads) = static_cast<int>(num);
     } else {
       return Error("codegen config: unknown key '" + key +
-                   "' (known: mainloop, tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, pool_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, norm_epilogue, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
+                   "' (known: mainloop, tile, gemv, gemv_tile, wgmma_tile, wgmma_schedule, wgmma_cluster, wgmma_swap_ab, tma_store, mma_tile, split_k, split_from, tma_slots, mma_min_blocks, conv_patch, conv_halo, wgrad_nhwc, wgrad_flat, halo_pipeline, halo_prefetch, conv_nchw, staging_prefetch, fuse_pool, pool1d_overlap, pool_first, pool_registers, fuse_reductions, atomic_partials, spatial_cluster, softmax_parts, conv_tap_table, simplify, row_pass, pool_pass, epilogue_transpose, row_stages, norm_tail, norm_cache, norm_epilogue, row_broadcast, row_cluster, epilogue_pairs, epilogue_direct, conv_runs, pointwise_threads, pointwise_lanes, row_threads, scratch_dtype)");
     }
   }
   return h;

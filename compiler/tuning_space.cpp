@@ -198,7 +198,7 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     out.push_back("mainloop=ffma");  // the SIMT mainloop's default tile
   }
   // A linear / matmul on the SIMT mainloop by default (fp32 with few rows: pass_mainloop.cpp): the tensor-core
-  // mainloops it was chosen over, and SIMT splits around the default's.
+  // mainloops it was chosen over, splits around the default's, and the SIMT tile where it is the GEMV loop.
   if ((geo.op == OpKind::Linear || geo.op == OpKind::Matmul) && !uses(g, arch, "_wgmma_") && !uses(g, arch, "_mma_")) {
     for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
       if (generate_program(g, {arch, c})) out.push_back(c);
@@ -206,6 +206,8 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     const int64_t split = p && !p->launches.empty() ? p->launches[0].grid[2] : 1;
     for (int64_t s : {int64_t{1}, split / 2, split * 2})
       if (s >= 1 && s != split && s <= 64) out.push_back("mainloop=ffma,split_k=" + std::to_string(s));
+    if (p && p->plan_text.find("tile GEMV") != std::string::npos)  // the SIMT tile's split-K instead
+      out.push_back("mainloop=ffma,gemv=0");
   }
   for (int bm : {32, 64, 128, 256}) {
     if (bm > 2 * geo.m && bm > 32) continue;  // mostly idle rows

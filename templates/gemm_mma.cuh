@@ -33,6 +33,7 @@
 // with the mma.sync m16n8 accumulator layout.
 #pragma once
 
+#include "fusejit/cp_async.cuh"
 #include "fusejit/fj_common.cuh"
 #include "fusejit/split_k.cuh"
 
@@ -74,20 +75,10 @@ struct SmemTile {
 };
 
 // ---- PTX wrappers --------------------------------------------------------------
-// Copies `bytes` (<= 16 / 4) from global src to shared dst, zero-filling the rest.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
-               "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, int bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
-               "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
+using fj::cp_async16;  // (templates/cp_async.cuh)
+using fj::cp_async4;
+using fj::cp_async_commit;
+using fj::cp_async_wait;
 __device__ __forceinline__ void st_shared_u16(unsigned dst, unsigned short v) {
   asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst), "h"(v) : "memory");
 }

@@ -232,6 +232,9 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
 // A[m][k] = p[m * LDA + k], rows m < M, k < K (linear's x, matmul's A).
 template <class T, int M, int K, long long LDA>
 struct RowMajorA {
+  using Elem = T;
+  static constexpr int kM = M, kK = K;
+  static constexpr long long kLd = LDA;
   static constexpr bool kKContiguous = true;
   const T* __restrict__ p;
   struct Row {
@@ -249,6 +252,9 @@ struct RowMajorA {
 // B[k][n] = p[n * LDB + k] (linear's weight, stored [N][K]).
 template <class T, int N, int K, long long LDB>
 struct NKMajorB {
+  using Elem = T;
+  static constexpr int kN = N, kK = K;
+  static constexpr long long kLd = LDB;
   static constexpr bool kKContiguous = true;
   const T* __restrict__ p;
   struct Row {
@@ -266,6 +272,9 @@ struct NKMajorB {
 // B[k][n] = p[k * LDB + n] (matmul's B, stored [K][N]).
 template <class T, int N, int K, long long LDB>
 struct KNMajorB {
+  using Elem = T;
+  static constexpr int kN = N, kK = K;
+  static constexpr long long kLd = LDB;
   static constexpr bool kKContiguous = false;
   const T* __restrict__ p;
   struct Row {

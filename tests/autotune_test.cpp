@@ -213,8 +213,8 @@ TEST(TuningSpace, WgmmaWeightGradTilesComeWithSplits) {
   }
 }
 
-// An fp32 GEMM of few rows defaults to SIMT FFMA with split-K: the tuner also tries the tensor-core mainloops and
-// splits around the default's.
+// An fp32 GEMM of few rows defaults to FFMA (the GEMV loop) with split-K: the tuner also tries the tensor-core
+// mainloops, splits around the default's and the SIMT tile (gemv=0).
 TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
   GraphBuilder g(Precision::FP32);
   g.output("y", g.linear(g.input("x", {32, 8192}), g.input("w", {1024, 8192})).relu());
@@ -226,6 +226,7 @@ TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
   EXPECT_TRUE(has("mainloop=ffma,split_k=1"));
   EXPECT_TRUE(has("mainloop=ffma,split_k=8"));  // the default's 16, halved and doubled
   EXPECT_TRUE(has("mainloop=ffma,split_k=32"));
+  EXPECT_TRUE(has("mainloop=ffma,gemv=0"));
   for (const auto& c : cands) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
   for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
     EXPECT_TRUE(generate_program(graph, {"sm_90a", c}).ok()) << c;

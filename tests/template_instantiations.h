@@ -60,6 +60,36 @@ extern "C" __global__ void __launch_bounds__(Tile::kThreads) k(const float* a, c
   for (int i = 0; i < f.kRows; ++i)
     for (int j = 0; j < f.kCols; ++j) c[f.row(i) * 32 + f.col(j)] = f.acc[i][j];
 })"},
+      {"cp_async.cuh", R"(
+extern "C" __global__ void k(const float* x, float* y) {
+  __shared__ __align__(16) float s[8];
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  if (threadIdx.x == 0) fj::cp_async16(dst, x, 16), fj::cp_async4(dst + 16, x + 4, 4);
+  fj::cp_async_commit();
+  fj::cp_async_wait<0>();
+  __syncthreads();
+  y[threadIdx.x] = s[threadIdx.x % 5];
+})"},
+      {"gemm_gemv.cuh", R"(
+#include "fusejit/split_k.cuh"
+using Rows = fj::GemvTile<3, 128, 16, 3, 1, 3, true>;    // 3 rows, one k group, W [N, K]
+using Groups = fj::GemvTile<20, 64, 64, 5, 2, 4, false>; // 4 k groups, B [K, N]
+extern "C" __global__ void __launch_bounds__(128) k(const float* a, const float* w, const float* b, float* partials,
+                                                    int* counters, float* c) {
+  extern __shared__ __align__(16) float smem[];
+  fj::GemvFragment<Rows> f1(threadIdx.x);
+  fj::GemvFragment<Groups> f2(threadIdx.x);
+  fj::simt_mainloop<Rows>(fj::RowMajorA<float, 3, 1000, 1000>{a}, fj::NKMajorB<float, 70, 1000, 1000>{w}, 0, 0,
+                          blockIdx.z * 512, min(1000, (int)(blockIdx.z + 1) * 512), f1, smem);
+  fj::simt_mainloop<Groups>(fj::RowMajorA<float, 17, 300, 300>{a}, fj::KNMajorB<float, 52, 300, 52>{b}, 0, 0, 300,
+                            f2, smem);
+  if (!fj::split_k_gather<2>(f1, partials, counters, 0, blockIdx.z, reinterpret_cast<char*>(smem))) return;
+  f2.set(0, 1, 0, f2.pick(0, 1, 0) + 1.f);
+  for (int i = 0; i < f1.kRows; ++i)
+    for (int j = 0; j < f1.kCols; ++j) c[f1.row(i) * 128 + f1.col(j)] = f1.acc[i][j];
+  for (int i = 0; i < f2.kRows; ++i)
+    for (int j = 0; j < f2.kCols; ++j) c[f2.row(i) * 64 + f2.col(j)] += f2.acc[i][j] * f2.row_sharer();
+})"},
       {"gemm_mma.cuh", R"(
 #include "fusejit/fj_half.cuh"
 using Tile = fj::MmaTile<64, 64, 32, 32, 32, 3>;
