@@ -245,9 +245,6 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (mma) {
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
         launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.k, elem_bytes)});
-      } else if (t.gemv) {  // 16-byte cp.async of every row
-        launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
-        launch.aligned.push_back({plan.buffer.at(a.operands[1]), 16});
       }
       append(shape.coords, decompose_index("m", Shape(geo.out.begin(), geo.out.end() - 1), "i", "int"));
       launch.grid = {static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles), 1};
@@ -272,14 +269,13 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       if (mma) {  // batch offsets keep the alignment: M*K (K*N) is a multiple of the row's
         launch.aligned.push_back({plan.buffer.at(a.operands[0]), mma_copy_bytes(geo.k, elem_bytes)});
         launch.aligned.push_back({plan.buffer.at(a.operands[1]), mma_copy_bytes(geo.n, elem_bytes)});
-      } else if (t.gemv) {
-        launch.aligned.push_back({plan.buffer.at(a.operands[0]), 16});
-        launch.aligned.push_back({plan.buffer.at(a.operands[1]), 16});
       }
       for (int d = 0; d < nb; ++d) shape.coords.push_back("const int i" + std::to_string(d) + " = j" + std::to_string(d) + ";");
       shape.coords.push_back("const int i" + std::to_string(nb) + " = m;");
       launch.grid = {static_cast<unsigned>(m_tiles * geo.batch), static_cast<unsigned>(n_tiles), 1};
     }
+    if (t.gemv && !wgmma && !mma)  // the GEMV loop's 16-byte cp.async of every row
+      for (int o : {0, 1}) launch.aligned.push_back({plan.buffer.at(a.operands[o]), 16});
     const int block_splits = kp.block_split_k();
     if (block_splits > 1) {  // blockIdx.z: this block's K range; the last block of a tile runs the epilogue
       const int64_t bk = mma ? 128 / elem_bytes : t.bk;
@@ -572,31 +568,23 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
       s.entry.prefix += " __cluster_dims__(" + std::to_string(kp.spatial_cluster) + ", 1, 1)";
       launch.cluster = kp.spatial_cluster;
     }
-  } else if (t.gemv) {  // the ring in dynamic shared memory (over 48 KiB), reused by the epilogue
-    if (smem_floats * 4 > kWgmmaDynamicSmemLimit)
-      return Error("codegen: GEMV tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
-                   " bytes of shared memory, over 226 KiB");
-    s.constants.push_back({"kSmemFloats", smem_floats, "the cp.async ring, reused by the epilogue"});
-    fn.params = "const Params& p, float* smem";
-    fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
-    s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
-    launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
-    launch.shared_bytes = static_cast<unsigned>(smem_floats * 4);
-    launch.args = em.finish(name, t.threads(), {"extern __shared__ __align__(16) float smem[];", s.ns + "::run(p, smem);"},
-                            2);
-  } else {
-    if (smem_floats * 4 > 48 * 1024)
+  } else {  // SIMT: static shared memory; the GEMV loop's ring is dynamic (over 48 KiB)
+    const int64_t limit = t.gemv ? kWgmmaDynamicSmemLimit : 48 * 1024;
+    if (smem_floats * 4 > limit)
       return Error("codegen: tile " + t.str() + " needs " + std::to_string(smem_floats * 4) +
-                   " bytes of shared memory for its epilogue (at most 48 KiB)");
+                   " bytes of shared memory with its epilogue (at most " + std::to_string(limit / 1024) + " KiB)");
     s.constants.push_back({"kSmemFloats", smem_floats, "mainloop tiles, reused by the epilogue"});
     fn.params = "const Params& p, float* smem";
     fn.body = {"static_assert(kSmemFloats >= Tile::kSmemFloats, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (" + t.str() + ")";
     launch.block = {static_cast<unsigned>(t.threads()), 1, 1};
+    if (t.gemv) launch.shared_bytes = static_cast<unsigned>(smem_floats * 4);
     // Two blocks per SM (at most 128 registers a thread for 256 threads): one
     // register over that halves the occupancy of the 8x8-per-thread tiles.
     launch.args = em.finish(name, t.threads(),
-                            {"__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];", s.ns + "::run(p, smem);"},
+                            {t.gemv ? std::string("extern __shared__ __align__(16) float smem[];")
+                                    : "__shared__ __align__(16) float smem[" + s.ns + "::kSmemFloats];",
+                             s.ns + "::run(p, smem);"},
                             t.threads() <= 256 ? 2 : 0);
   }
   append(fn.body, run);
