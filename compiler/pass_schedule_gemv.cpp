@@ -3,8 +3,7 @@
 // 256 columns a block (2 a thread), k-tiles of 16; more rows: 64 columns a
 // block, k-tiles of 64 shared by 4 groups of 32 threads (more column tiles,
 // so fewer splits for the last block of each to gather). A ring of 4 k-tiles,
-// K split for one wave of the blocks the SMs hold (by shared memory and
-// registers), each split at least 4 k-tiles; split_k= in the config sets the split, gemv=0
+// K split for about two blocks an SM, each split at least 4 k-tiles; split_k= in the config sets the split, gemv=0
 // keeps the SIMT tile.
 #include <cstdlib>
 
@@ -56,14 +55,9 @@ TileConfig gemv_tile(const PlanContext& ctx, const AnchorGeometry& geo) {
     t.split_k = static_cast<int>(std::min<int64_t>(*ctx.heur.split_k, k_tiles));
     return t;
   }
-  // One wave: the blocks an SM holds by shared memory (the ring and 1 KiB the driver keeps) and by registers
-  // (about 112 a thread besides the BM x TN accumulators: ptxas on sm_90a, 120 for 4x2, 168 for 32x2).
+  // About two blocks an SM (what the default rings' shared memory lets in; the H100 runs of session 58).
   const int64_t tiles = geo.batch * ceil_div(geo.n, t.bn);
-  const int64_t smem = t.smem_floats(geo.op != OpKind::Matmul) * 4 + 1024;
-  const int64_t regs = ceil_div(112 + int64_t{t.bm} * t.tn, 8) * 8 * t.threads();
-  const int64_t resident = std::max<int64_t>(1, std::min({sm_shared_bytes_guess(ctx.arch) / smem, int64_t{65536} / regs,
-                                                          kSmThreads / t.threads()}));
-  const int64_t want = std::min<int64_t>({resident * sm_count_guess(ctx.arch) / tiles, k_tiles / 4, 64});
+  const int64_t want = std::min<int64_t>({ceil_div(2 * sm_count_guess(ctx.arch), tiles), k_tiles / 4, 64});
   if (want >= 2) t.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));  // no empty range
   return t;
 }

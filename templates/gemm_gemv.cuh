@@ -140,7 +140,6 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
   };
 
   constexpr int G = Tile::kKGroups;
-  constexpr int kRowBlock = BM % 8 == 0 ? 8 : BM % 4 == 0 ? 4 : BM;
   float acc[BM][Tile::TN];  // every row of this thread's columns, over its group's k
 #pragma unroll
   for (int i = 0; i < BM; ++i)
@@ -173,30 +172,16 @@ __device__ __forceinline__ void simt_mainloop(const ALoader& a, const BLoader& b
           w[j] = make_float4(b_k[0], b_k[BN], b_k[2 * BN], b_k[3 * BN]);
         }
       }
-      // Rows kRowBlock at a time, each k of the 4 over all of them: kRowBlock x TN independent FFMAs between two
-      // that add to the same accumulator (k ascending in each).
 #pragma unroll
-      for (int i0 = 0; i0 < BM; i0 += kRowBlock) {
-        float4 x[kRowBlock];
+      for (int i = 0; i < BM; ++i) {
+        const float4 x = *reinterpret_cast<const float4*>(as + i * BK + kk);  // the same for the warp
 #pragma unroll
-        for (int r = 0; r < kRowBlock; ++r)
-          x[r] = *reinterpret_cast<const float4*>(as + (i0 + r) * BK + kk);  // the same for the warp
-#pragma unroll
-        for (int r = 0; r < kRowBlock; ++r)
-#pragma unroll
-          for (int j = 0; j < Tile::TN; ++j) acc[i0 + r][j] = fmaf(x[r].x, w[j].x, acc[i0 + r][j]);
-#pragma unroll
-        for (int r = 0; r < kRowBlock; ++r)
-#pragma unroll
-          for (int j = 0; j < Tile::TN; ++j) acc[i0 + r][j] = fmaf(x[r].y, w[j].y, acc[i0 + r][j]);
-#pragma unroll
-        for (int r = 0; r < kRowBlock; ++r)
-#pragma unroll
-          for (int j = 0; j < Tile::TN; ++j) acc[i0 + r][j] = fmaf(x[r].z, w[j].z, acc[i0 + r][j]);
-#pragma unroll
-        for (int r = 0; r < kRowBlock; ++r)
-#pragma unroll
-          for (int j = 0; j < Tile::TN; ++j) acc[i0 + r][j] = fmaf(x[r].w, w[j].w, acc[i0 + r][j]);
+        for (int j = 0; j < Tile::TN; ++j) {
+          acc[i][j] = fmaf(x.x, w[j].x, acc[i][j]);
+          acc[i][j] = fmaf(x.y, w[j].y, acc[i][j]);
+          acc[i][j] = fmaf(x.z, w[j].z, acc[i][j]);
+          acc[i][j] = fmaf(x.w, w[j].w, acc[i][j]);
+        }
       }
     }
   }
