@@ -1,7 +1,8 @@
 // CPU (no GPU): the GEMV loop (pass_schedule_gemv.cpp, templates/gemm_gemv.cuh)
 // for fp32 GEMMs of at most 32 rows on FFMA: which plans take it (the skinny
 // fp32 default, mainloop=ffma), which cannot and why (gemv=1 then an error
-// naming it), gemv=0 and tile= keep the SIMT tile, and the kernels compile for
+// naming it), gemv=0 and tile= keep the SIMT tile, gemv_tile= sets the tile (bad
+// ones are config errors), and the kernels compile for
 // sm_80 and sm_90a without spills. GPU: gpu_gemv_test.cpp.
 #include <gtest/gtest.h>
 
@@ -107,6 +108,37 @@ TEST(CodegenGemv, GemvZeroTileAndFusedTailsKeepTheSimtTile) {
   auto bad = generate_program(linear(8, 4096, 64), {"sm_90a", "gemv=2"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().str().find("gemv must be 0 or 1"), std::string::npos) << bad.error().str();
+}
+
+// gemv_tile= sets BN, BK, TN, the k groups and the stages; the rows follow M (rounded up to whole groups).
+TEST(CodegenGemv, GemvTileSetsTheTileAndRefusesWhatCannotRun) {
+  auto prog = generate_program(linear(1, 4096, 4096), {"sm_90a", "gemv_tile=32x256x1x4x3"});
+  ASSERT_TRUE(prog.ok()) << prog.error().str();
+  EXPECT_NE(prog->plan_text.find("tile GEMV 4x32x256 (1x1 per thread, 4 k groups, 128 threads, 3 stages)"),
+            std::string::npos) << prog->plan_text;
+  auto cubin = compile_to_cubin(prog->source, prog->name, {"sm_90a", false, {"--ptxas-options=-v"}});
+  ASSERT_TRUE(cubin.ok()) << cubin.error().str();
+  EXPECT_NE(cubin->log.find(" 0 bytes spill stores"), std::string::npos) << cubin->log;
+  // a 64-row GEMM would take mma.sync: gemv_tile asks for FFMA, and the GEMV loop then says why it cannot run
+  auto rows = generate_program(linear(64, 4096, 256), {"sm_90a", "gemv_tile=64x64x2x4"});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.error().str().find("gemv_tile=, but M=64 is over 32 rows"), std::string::npos) << rows.error().str();
+  struct Bad {
+    std::string config, why;
+  };
+  const Bad bad[] = {
+      {"gemv_tile=64x64", "must be BNxBKxTNxGROUPS[xSTAGES]"},
+      {"gemv_tile=64x64x2x0", "must be BNxBKxTNxGROUPS[xSTAGES]"},
+      {"gemv_tile=64x64x2x3", "whole 4-k steps a k group"},
+      {"gemv_tile=48x64x2x4", "whole warps of tn columns"},
+      {"gemv_tile=64x64x2x4x1", "at least 2 stages"},
+      {"gemv_tile=64x64x2x4,gemv=0", "gemv=0"},
+  };
+  for (const Bad& b : bad) {
+    auto p = generate_program(linear(8, 4096, 256), {"sm_90a", b.config});
+    ASSERT_FALSE(p.ok()) << b.config;
+    EXPECT_NE(p.error().str().find(b.why), std::string::npos) << b.config << ": " << p.error().str();
+  }
 }
 
 }  // namespace
