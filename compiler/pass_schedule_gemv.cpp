@@ -3,8 +3,8 @@
 // 256 columns a block (2 a thread), k-tiles of 16; more rows: 64 columns a
 // block, k-tiles of 64 shared by 4 groups of 32 threads (more column tiles,
 // so fewer splits for the last block of each to gather). A ring of 4 k-tiles,
-// K split for about two blocks an SM, each split at least 4 k-tiles; split_k= in the config sets the split, gemv=0
-// keeps the SIMT tile.
+// K split for about two blocks an SM, each split at least 4 k-tiles. Config:
+// split_k= the split, gemv_tile= the tile, gemv=0 the SIMT tile instead.
 #include <cstdlib>
 
 #include "compiler/passes.h"
@@ -38,18 +38,21 @@ TileConfig gemv_tile(const PlanContext& ctx, const AnchorGeometry& geo) {
     const int groups = t.bm;
     t.bm = static_cast<int>(ceil_div(geo.m, groups) * groups);
     t.tm = t.bm / groups;
-  } else if (t.bm = static_cast<int>(geo.m < 4 ? geo.m : ceil_div(geo.m, 4) * 4); t.bm < 4) {  // a GEMV proper: 256 (128) columns a block, 2 (1) a thread, every k
-    t.tm = t.bm;
-    t.bn = geo.n <= 128 ? 128 : 256;
-    t.tn = t.bn / 128;
-    t.bk = 16;
-  } else {  // 64 columns a block in 4 k groups: more column tiles, fewer splits to gather
-    t.tm = t.bm / 4;
-    t.bn = 64;
-    t.tn = 2;
-    t.bk = 64;
+  } else {
+    t.bm = static_cast<int>(geo.m < 4 ? geo.m : ceil_div(geo.m, 4) * 4);
+    if (t.bm < 4) {  // a GEMV proper: 256 (128) columns a block, 2 (1) a thread, every k
+      t.tm = t.bm;
+      t.bn = geo.n <= 128 ? 128 : 256;
+      t.tn = t.bn / 128;
+      t.bk = 16;
+    } else {  // 64 columns a block in 4 k groups: more column tiles, fewer splits to gather
+      t.tm = t.bm / 4;
+      t.bn = 64;
+      t.tn = 2;
+      t.bk = 64;
+    }
+    t.stages = 4;
   }
-  if (!ctx.heur.gemv_tile) t.stages = 4;
   const int64_t k_tiles = ceil_div(geo.k, t.bk);
   if (ctx.heur.split_k) {
     t.split_k = static_cast<int>(std::min<int64_t>(*ctx.heur.split_k, k_tiles));

@@ -17,8 +17,9 @@ namespace fusejit::cg {
 
 // The SIMT mainloop's tile (templates/gemm_simt.cuh SimtTile), or the GEMV
 // loop's (gemv: templates/gemm_gemv.cuh GemvTile; fp32 linear / matmul with at
-// most 32 rows, sm_80+): every thread all bm rows (tm = bm) of tn columns, B
-// copied by cp.async through a ring of `stages` k-tiles.
+// most 32 rows, sm_80+): bm x bn, tn columns a thread, bm / tm groups of
+// threads splitting each k-tile (a thread ends with tm rows), operands copied
+// by cp.async through a ring of `stages` k-tiles.
 struct TileConfig {
   int bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
   bool warp_along_m = false;  // true for conv: NCHW stores are contiguous along m

@@ -206,8 +206,12 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
     const int64_t split = p && !p->launches.empty() ? p->launches[0].grid[2] : 1;
     for (int64_t s : {int64_t{1}, split / 2, split * 2})
       if (s >= 1 && s != split && s <= 64) out.push_back("mainloop=ffma,split_k=" + std::to_string(s));
-    if (p && p->plan_text.find("tile GEMV") != std::string::npos)  // the SIMT tile's split-K instead
+    if (p && p->plan_text.find("tile GEMV") != std::string::npos) {  // the SIMT tile's split-K, and other GEMV tiles
       out.push_back("mainloop=ffma,gemv=0");
+      // longer runs of each W row a k-tile (1 KiB, 512 bytes), fewer stages for more blocks an SM, wider columns
+      for (const char* t : {"32x256x1x4x3", "32x128x1x4", "64x64x2x4", "64x64x2x4x2", "64x32x2x4x3", "128x32x4x4"})
+        if (generate_program(g, {arch, std::string("gemv_tile=") + t})) out.push_back(std::string("gemv_tile=") + t);
+    }
   }
   for (int bm : {32, 64, 128, 256}) {
     if (bm > 2 * geo.m && bm > 32) continue;  // mostly idle rows

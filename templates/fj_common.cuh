@@ -156,6 +156,22 @@ __device__ __forceinline__ void red_add_keep_in_l2(float* p, float v) {
 // Ceiling division for tile counts.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// acc[g * kRowUnroll + q][j] for a run-time row group g (the fragments' pick / set): epilogues roll their
+// loop over row groups (less code) while the fragment stays in registers (selects between kRows / kRowUnroll
+// candidates, no local memory).
+template <int kRowUnroll, int kRows, int kCols>
+__device__ __forceinline__ float pick_row_group(const float (&acc)[kRows][kCols], int g, int q, int j) {
+  float v = acc[q][j];
+#pragma unroll
+  for (int h = 1; h < kRows / kRowUnroll; ++h) v = g == h ? acc[h * kRowUnroll + q][j] : v;
+  return v;
+}
+template <int kRowUnroll, int kRows, int kCols>
+__device__ __forceinline__ void set_row_group(float (&acc)[kRows][kCols], int g, int q, int j, float v) {
+#pragma unroll
+  for (int h = 0; h < kRows / kRowUnroll; ++h) acc[h * kRowUnroll + q][j] = g == h ? v : acc[h * kRowUnroll + q][j];
+}
+
 // Accumulators of columns [kC0, kC0 + kChunk) to smem[row * ld + col - kC0],
 // element by element: Frag::stage_cols for fragments whose acc[i][j] sits
 // at (row(i), col(j)) (SIMT, mma.sync).

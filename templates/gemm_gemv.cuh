@@ -71,17 +71,8 @@ struct GemvFragment {
   __device__ __forceinline__ void stage_cols(float* smem, int ld) const {
     stage_acc_cols<kC0, kChunk>(*this, smem, ld);
   }
-  __device__ __forceinline__ float pick(int h, int q, int j) const {
-    float v = acc[q][j];
-#pragma unroll
-    for (int r = 1; r < kRows / kRowUnroll; ++r) v = h == r ? acc[r * kRowUnroll + q][j] : v;
-    return v;
-  }
-  __device__ __forceinline__ void set(int h, int q, int j, float v) {
-#pragma unroll
-    for (int r = 0; r < kRows / kRowUnroll; ++r)
-      acc[r * kRowUnroll + q][j] = h == r ? v : acc[r * kRowUnroll + q][j];
-  }
+  __device__ __forceinline__ float pick(int g, int q, int j) const { return pick_row_group<kRowUnroll>(acc, g, q, j); }
+  __device__ __forceinline__ void set(int g, int q, int j, float v) { set_row_group<kRowUnroll>(acc, g, q, j, v); }
 };
 
 namespace detail {

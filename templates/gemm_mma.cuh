@@ -305,17 +305,8 @@ struct MmaFragment {
   }
   __device__ __forceinline__ int thread() const { return threadIdx.x; }
   static __device__ __forceinline__ void sync() { __syncthreads(); }
-  __device__ __forceinline__ float pick(int g, int q, int j) const {
-    float v = acc[q][j];
-#pragma unroll
-    for (int h = 1; h < kRows / kRowUnroll; ++h) v = g == h ? acc[h * kRowUnroll + q][j] : v;
-    return v;
-  }
-  __device__ __forceinline__ void set(int g, int q, int j, float v) {
-#pragma unroll
-    for (int h = 0; h < kRows / kRowUnroll; ++h)
-      acc[h * kRowUnroll + q][j] = g == h ? v : acc[h * kRowUnroll + q][j];
-  }
+  __device__ __forceinline__ float pick(int g, int q, int j) const { return pick_row_group<kRowUnroll>(acc, g, q, j); }
+  __device__ __forceinline__ void set(int g, int q, int j, float v) { set_row_group<kRowUnroll>(acc, g, q, j, v); }
 };
 
 // ---- the mainloop ------------------------------------------------------------------

@@ -214,7 +214,7 @@ TEST(TuningSpace, WgmmaWeightGradTilesComeWithSplits) {
 }
 
 // An fp32 GEMM of few rows defaults to FFMA (the GEMV loop) with split-K: the tuner also tries the tensor-core
-// mainloops, splits around the default's and the SIMT tile (gemv=0).
+// mainloops, splits around the default's, other GEMV tiles and the SIMT tile (gemv=0).
 TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
   GraphBuilder g(Precision::FP32);
   g.output("y", g.linear(g.input("x", {32, 8192}), g.input("w", {1024, 8192})).relu());
@@ -227,6 +227,8 @@ TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
   EXPECT_TRUE(has("mainloop=ffma,split_k=8"));  // the default's 16, halved and doubled
   EXPECT_TRUE(has("mainloop=ffma,split_k=32"));
   EXPECT_TRUE(has("mainloop=ffma,gemv=0"));
+  EXPECT_TRUE(has("gemv_tile=32x256x1x4x3"));  // other GEMV tiles
+  EXPECT_TRUE(has("gemv_tile=128x32x4x4"));
   for (const auto& c : cands) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
   for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
     EXPECT_TRUE(generate_program(graph, {"sm_90a", c}).ok()) << c;

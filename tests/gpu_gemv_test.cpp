@@ -13,6 +13,7 @@
 #include "fusejit/reference.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_check.h"
+#include "tests/gpu_repeat_util.h"
 
 namespace fusejit {
 namespace {
@@ -85,27 +86,7 @@ TEST(GpuGemv, SplitKIsDeterministic) {
   Engine engine;
   auto kernel = engine.compile(*g);
   ASSERT_TRUE(kernel) << kernel.error().str();
-  std::vector<DeviceBuffer> buffers;
-  std::vector<DevicePtr> in;
-  for (const HostTensor& t : make_random_inputs(*g, 5)) {
-    std::vector<uint8_t> bytes = to_device_bytes(t);
-    auto buf = DeviceBuffer::allocate(bytes.size());
-    ASSERT_TRUE(buf.ok() && buf->upload(bytes.data(), bytes.size()).ok());
-    in.push_back(buf->ptr());
-    buffers.push_back(buf.take());
-  }
-  auto y = DeviceBuffer::allocate(static_cast<size_t>(c.m * c.n) * 4);
-  ASSERT_TRUE(y.ok());
-  std::vector<uint8_t> first;
-  for (int run = 0; run < 4; ++run) {
-    ASSERT_TRUE(y->fill_bytes(0xFF).ok());
-    ASSERT_TRUE((*kernel)->launch(in, {y->ptr()}).ok());
-    ASSERT_TRUE(device_synchronize().ok());
-    std::vector<uint8_t> bytes(y->size());
-    ASSERT_TRUE(y->download(bytes.data(), bytes.size()).ok());
-    if (run == 0) first = bytes;
-    else EXPECT_EQ(bytes, first) << "launch " << run << " differs (kernel " << (*kernel)->name() << ")";
-  }
+  testing::expect_bitwise_repeatable(**kernel, *g);
 }
 
 // W 4 bytes past a 16-byte boundary: the launch is refused before anything is enqueued.
