@@ -10,14 +10,12 @@
 namespace fusejit::cg::anchor {
 
 std::string tile_alias(const TileConfig& t, bool b_k_contiguous) {
+  std::string sizes;  // "BM, BN, BK, TM, TN, "
+  for (int v : {t.bm, t.bn, t.bk, t.tm, t.tn}) sizes += std::to_string(v) + ", ";
   if (t.gemv)
-    return "using Tile = fj::GemvTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-           std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
-           std::to_string(t.stages) + ", " +
-           (b_k_contiguous ? "true>;  // every row of 16-byte k runs of W [N, K]" : "false>;  // B [K, N]");
-  return "using Tile = fj::SimtTile<" + std::to_string(t.bm) + ", " + std::to_string(t.bn) + ", " +
-         std::to_string(t.bk) + ", " + std::to_string(t.tm) + ", " + std::to_string(t.tn) + ", " +
-         (t.warp_along_m ? "true" : "false") + ">;";
+    return "using Tile = fj::GemvTile<" + sizes + std::to_string(t.stages) +
+           (b_k_contiguous ? ", true>;  // every row of 16-byte k runs of W [N, K]" : ", false>;  // B [K, N]");
+  return "using Tile = fj::SimtTile<" + sizes + (t.warp_along_m ? "true" : "false") + ">;";
 }
 
 // The template's name for an MMA kind ("bf16" -> "BF16", "f32x3" -> "F32x3").
