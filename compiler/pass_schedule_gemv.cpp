@@ -1,9 +1,9 @@
 // Pass (with pass_schedule.cpp): the GEMV loop (templates/gemm_gemv.cuh) for
-// an fp32 linear / matmul of at most 32 rows on the FFMA mainloop. 1 to 3 rows:
-// 256 columns a block (2 a thread), k-tiles of 16; more rows: 64 columns a
-// block, k-tiles of 64 shared by 4 groups of 32 threads (more column tiles,
-// so fewer splits for the last block of each to gather). A ring of 4 k-tiles,
-// K split for about two blocks an SM, each split at least 4 k-tiles. Config:
+// an fp32 linear / matmul of at most 32 rows on the FFMA mainloop. Each k-tile
+// is shared by 4 groups of 32 threads. 1 to 3 rows: 32 columns a block, k-tiles
+// of 128, a ring of 4; more rows: 64 columns a block (2 a thread), k-tiles of
+// 64, a ring of 2 (the H100 runs of session 59). K split for about two blocks
+// an SM, each split at least 4 k-tiles. Config:
 // split_k= the split, gemv_tile= the tile, gemv=0 the SIMT tile instead.
 #include <cstdlib>
 
@@ -38,20 +38,20 @@ TileConfig gemv_tile(const PlanContext& ctx, const AnchorGeometry& geo) {
     const int groups = t.bm;
     t.bm = static_cast<int>(ceil_div(geo.m, groups) * groups);
     t.tm = t.bm / groups;
-  } else {
-    t.bm = static_cast<int>(geo.m < 4 ? geo.m : ceil_div(geo.m, 4) * 4);
-    if (t.bm < 4) {  // a GEMV proper: 256 (128) columns a block, 2 (1) a thread, every k
-      t.tm = t.bm;
-      t.bn = geo.n <= 128 ? 128 : 256;
-      t.tn = t.bn / 128;
-      t.bk = 16;
-    } else {  // 64 columns a block in 4 k groups: more column tiles, fewer splits to gather
-      t.tm = t.bm / 4;
+  } else {  // 4 groups of 32 threads share each k-tile; bm: the rows rounded up to whole groups
+    t.bm = static_cast<int>(ceil_div(geo.m, 4) * 4);
+    t.tm = t.bm / 4;
+    if (geo.m < 4) {  // a GEMV proper: narrow column tiles (more of them), long k-tiles, a ring of 4
+      t.bn = 32;
+      t.tn = 1;
+      t.bk = 128;
+      t.stages = 4;
+    } else {  // 2 columns a thread; a ring of 2 lets more blocks share an SM
       t.bn = 64;
       t.tn = 2;
       t.bk = 64;
+      t.stages = 2;
     }
-    t.stages = 4;
   }
   const int64_t k_tiles = ceil_div(geo.k, t.bk);
   if (ctx.heur.split_k) {

@@ -194,6 +194,17 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const 
       tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));
       return tile;
     }
+    const bool deep = k_tiles >= 4096;
+    if (!ctx.heur.mma && k_tiles >= 128 && !deep) {
+      // Long K: the default tile (wide, 256 threads) split for one wave of the blocks the SMs hold. H200,
+      // 3xTF32 64x8192x2048 (16 tiles of 64x128): split 8 0.0664 ms, 9 (a second, partial wave) 0.102,
+      // 64x16 tiles split 9 0.0944, 64x64 split 8 0.0775; 48x4096x4096: split 8 0.0695, 64x16 split 5 0.0987.
+      const int64_t slots = sms * mma_resident_blocks(tile, mma_kind, ctx.arch, ctx.heur.mma_min_blocks);
+      const int64_t want = std::max<int64_t>(2, std::min<int64_t>({slots / tiles(tile), k_tiles / 4,
+                                                                   max_split_k(k_tiles)}));
+      tile.split_k = static_cast<int>(ceil_div(k_tiles, ceil_div(k_tiles, want)));
+      return tile;
+    }
     MmaConfig small = tile;
     if (!ctx.heur.mma) {  // smaller tiles first: more of them
       small.bm = 64;
@@ -211,9 +222,8 @@ MmaConfig with_split_k(const PlanContext& ctx, const AnchorGeometry& geo, const 
     // 128-thread blocks an SM (H100, 3xTF32 [64, 8258048] x [72, 8258048]:
     // 64x32x4 split 256 3.43 ms, split 512 3.52, 64x64x4 split 256 4.23,
     // 64x16x3 split 27 (one block an SM) 6.36, wgmma + residual split 7.61).
-    const bool deep = k_tiles >= 4096;
     const int narrowest = deep || (geo.op == OpKind::Matmul && elem_bytes == 4) ? 32 : 16;
-    const int64_t blocks_per_sm = deep ? 6 : k_tiles >= 128 ? 8 : 1;  // (long K: several 64-thread blocks an SM)
+    const int64_t blocks_per_sm = deep ? 6 : 1;
     if (!ctx.heur.mma && narrowest < tile.bn && narrowest >= min_bn) tile.bn = narrowest;
     if (!ctx.heur.mma && deep) tile.stages = 4;
     if (!ctx.heur.mma && (tile.bn == narrowest || deep))

@@ -208,9 +208,18 @@ std::vector<std::string> tuning_candidates(const Graph& g, const std::string& ar
       if (s >= 1 && s != split && s <= 64) out.push_back("mainloop=ffma,split_k=" + std::to_string(s));
     if (p && p->plan_text.find("tile GEMV") != std::string::npos) {  // the SIMT tile's split-K, and other GEMV tiles
       out.push_back("mainloop=ffma,gemv=0");
-      // longer runs of each W row a k-tile (1 KiB, 512 bytes), fewer stages for more blocks an SM, wider columns
-      for (const char* t : {"32x256x1x4x3", "32x128x1x4", "64x64x2x4", "64x64x2x4x2", "64x32x2x4x3", "128x32x4x4"})
-        if (generate_program(g, {arch, std::string("gemv_tile=") + t})) out.push_back(std::string("gemv_tile=") + t);
+      // longer runs of each W row a k-tile (1 KiB, 512 bytes), more stages or fewer, wider columns, one k group;
+      // one that plans the default's tile and split (32x128x1x4 or 64x64x2x4x2) is left out
+      auto tile_line = [](const std::string& plan) {
+        const size_t at = plan.find("tile GEMV");
+        return at == std::string::npos ? std::string() : plan.substr(at, plan.find('\n', at) - at);
+      };
+      for (const char* t :
+           {"32x256x1x4x3", "32x128x1x4", "64x64x2x4", "64x64x2x4x2", "64x32x2x4x3", "128x32x4x4", "256x16x2x1"}) {
+        const std::string c = std::string("gemv_tile=") + t;
+        auto q = generate_program(g, {arch, c});
+        if (q && tile_line(q->plan_text) != tile_line(p->plan_text)) out.push_back(c);
+      }
     }
   }
   for (int bm : {32, 64, 128, 256}) {

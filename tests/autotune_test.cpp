@@ -229,6 +229,8 @@ TEST(TuningSpace, SkinnyFp32TriesTheTensorCoreMainloopsAndSplits) {
   EXPECT_TRUE(has("mainloop=ffma,gemv=0"));
   EXPECT_TRUE(has("gemv_tile=32x256x1x4x3"));  // other GEMV tiles
   EXPECT_TRUE(has("gemv_tile=128x32x4x4"));
+  EXPECT_TRUE(has("gemv_tile=256x16x2x1"));
+  EXPECT_FALSE(has("gemv_tile=64x64x2x4x2")) << "the default's own tile";
   for (const auto& c : cands) EXPECT_TRUE(cg::parse_heuristics(c)) << c;
   for (const char* c : {"mainloop=mma", "mainloop=wgmma"})
     EXPECT_TRUE(generate_program(graph, {"sm_90a", c}).ok()) << c;
