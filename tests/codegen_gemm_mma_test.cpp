@@ -171,6 +171,27 @@ TEST(CodegenGemmMma, SplitKForSmallGrids) {
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// Long K (128 to 4095 k tiles) keeps the wide default tile and splits it for
+// one wave of resident blocks (3xTF32: one block an SM): a second, partial
+// wave costs as much as the first (H200, session 59, docs/perf-notes.md).
+TEST(CodegenGemmMma, LongKSplitsTheWideTileForOneWave) {
+  struct Case {
+    int64_t m, k, n;
+    const char* plan;
+    unsigned tiles, splits;
+  };
+  for (const Case& c : {Case{64, 8192, 2048, "mma f32x3 tile 64x128, 3 stages, 256 threads, split-K 8", 16, 8},
+                        Case{48, 4096, 4096, "mma f32x3 tile 64x128, 3 stages, 256 threads, split-K 4", 32, 4}}) {
+    auto prog = generate_program(linear_chain(Precision::FP32, c.m, c.k, c.n), {"sm_90a", ""});
+    ASSERT_TRUE(prog.ok()) << prog.error().str();
+    EXPECT_NE(prog->plan_text.find(c.plan), std::string::npos) << prog->plan_text;
+    ASSERT_FALSE(prog->launches.empty());
+    EXPECT_EQ(prog->launches[0].grid[1], c.tiles) << prog->plan_text;
+    EXPECT_EQ(prog->launches[0].grid[2], c.splits) << prog->plan_text;
+    EXPECT_LE(c.tiles * c.splits, 132u) << "one wave on an H100's 132 SMs";
+  }
+}
+
 // The default configs of the mma.sync GEMMs (the bench shapes, a split-K
 // one, batched matmul with its row sum) compile without spills in any of
 // their kernels, and (where cuobjdump exists) the anchor's SASS holds HMMA.
