@@ -4,8 +4,6 @@
 #include "compiler/emit_anchor_parts.h"
 
 #include <algorithm>
-#include <limits>
-#include <utility>
 
 #include "compiler/emitters.h"
 
