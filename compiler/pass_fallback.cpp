@@ -195,10 +195,6 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
   }
 }
 
-// A row-finish kernel reduces its finished rows to one value as well when
-// they are few enough for one block to finish them all.
-constexpr int64_t kAcrossRowsMaxRows = 1024;
-
 // A sum / mean / max / min of a row-finish kernel's results over all their
 // elements (`max(sum(h, 1), 0)`): done by the kernel itself, in one block, as
 // its tail, with the reduction's elementwise consumers.

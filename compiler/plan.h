@@ -328,6 +328,10 @@ ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction);
 // than fj::reduce_rows.
 bool reduce_by_columns(const Graph& g, ValueId reduction);
 
+// A row-finish kernel reduces its finished rows to one value as well (in one
+// block, pass_fallback.cpp) when there are at most this many.
+inline constexpr int64_t kAcrossRowsMaxRows = 1024;
+
 // A pool or row reduction done inside the anchor's epilogue, with the
 // elementwise consumers of its result fused into its store. A `partial` row
 // reduction (N wider than a tile) stores one partial per (row, column tile)

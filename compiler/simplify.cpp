@@ -88,6 +88,7 @@ constexpr Pass kPasses[] = {
     {"algebra", simplify::fold_algebra},
     {"pool backward sums", simplify::fold_pool_backward_sums},
     {"softmax beside logsumexp", simplify::fold_normalize_into_logsumexp},
+    {"reductions split at the rows", simplify::split_reductions_along_rows},
     {"reshapes after elementwise ops", simplify::sink_reshapes},
     {"cse", simplify::eliminate_common_subexpressions},
 };

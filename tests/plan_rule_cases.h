@@ -168,6 +168,49 @@ outputs: [z, c]
            "  - {name: a, op: mean, args: [t], dims: [0, 1]}\n"
            "  - {name: y, op: sigmoid, args: [a]}\n"
            "outputs: [t, y]\n"},
+      {"linear_mse_loss",  // a regression loss over every element: rows reduced in the epilogue, then their values
+       R"(name: linear_mse_loss
+precision: fp32
+inputs:
+  - {name: x, shape: [128, 512]}
+  - {name: w, shape: [512, 512]}
+  - {name: target, shape: [128, 512]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: d, op: sub, args: [h, target]}
+  - {name: sq, op: mul, args: [d, d]}
+  - {name: loss, op: mean, args: [sq], dims: [0, 1]}
+outputs: [loss]
+)"},
+      {"matmul_batch_totals",  // per-batch totals of a batched matmul: along the rows, then over each batch's rows
+       R"(name: matmul_batch_totals
+precision: fp32
+inputs:
+  - {name: a, shape: [4, 96, 64]}
+  - {name: b, shape: [4, 64, 320]}
+ops:
+  - {name: h, op: matmul, args: [a, b]}
+  - {name: t, op: tanh, args: [h]}
+  - {name: m, op: max, args: [t], dims: [1, 2], keepdim: true}
+  - {name: s, op: sigmoid, args: [m]}
+outputs: [s]
+)"},
+      {"linear_amax_scale",  // scaled by the largest magnitude over every element (a quantization scale)
+       "name: linear_amax_scale\n" + head +
+           "  - {name: a, op: abs, args: [h]}\n"
+           "  - {name: m, op: max, args: [a], dims: [0, 1], keepdim: true}\n"
+           "  - {name: y, op: div, args: [h, m]}\n"
+           "outputs: [y]\n"},
+      {"linear_column_sum",  // a reduction over the rows (dim 0): per feature
+       "name: linear_column_sum\n" + head +
+           "  - {name: s, op: sum, args: [h], dims: [0]}\n"
+           "  - {name: t, op: tanh, args: [s]}\n"
+           "outputs: [t]\n"},
+      {"linear_batch_center",  // each feature centered over the batch (batch norm's training mean)
+       "name: linear_batch_center\n" + head +
+           "  - {name: mu, op: mean, args: [h], dims: [0], keepdim: true}\n"
+           "  - {name: y, op: sub, args: [h, mu]}\n"
+           "outputs: [y]\n"},
       {"conv_squeeze_excite_input",  // x * sigmoid(mean over H, W of the conv): broadcast over x's planes
        R"(name: conv_squeeze_excite_input
 precision: fp32

@@ -92,6 +92,18 @@ const std::map<std::string, Exception>& exceptions() {
        {2, true, "softmax over N = 1000, wider than a tile: a row kernel over the stored output (one kernel across "
                  "clusters with row_cluster=1, opt-in until timed)"}},
       {"log_softmax_wide_ragged_f16", {2, true, "as softmax_wide_bf16, log_softmax over N = 700"}},
+      {"linear_amax_scale",
+       {3, true, "a value over every element (the rows' maxima, then theirs: simplify_split_reduction.cpp) scales "
+                 "every element: the output waits in memory for the finish kernel, then a pointwise kernel (one "
+                 "kernel would need a grid-wide wait)"}},
+      {"matmul_batch_totals",
+       {2, true, "a total per batch: the row-finish kernel reduces its rows to one value only, so the total is not "
+                 "split at the rows (simplify_split_reduction.cpp); a reduce kernel over the stored tanh(h)"}},
+      {"linear_column_sum",
+       {2, true, "a reduction over the rows (dim 0) is not in the GEMM epilogue (a conv's pixel partials, "
+                 "pass_fuse_spatial.cpp, are conv-only): a reduce kernel over the stored output"}},
+      {"linear_batch_center",
+       {3, true, "as linear_column_sum, then h - mean(h) over dim 0 in a pointwise kernel"}},
       {"log_softmax_beside_logsumexp",
        {2, true, "log_softmax beside its logsumexp over N = 512: one row reduction (simplify_logsumexp.cpp); the "
                  "finish kernel's broadcast back over the row reads the stored h"}},

@@ -5,6 +5,8 @@
 // ±inf included, and by its plan's kernel count.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/simplify_util.h"
 
 namespace fusejit {
@@ -100,6 +102,92 @@ TEST(Simplify, ElementwiseOpsOfReshapesBecomeReshapesOfTheOps) {
   Graph ks = simplified(kept);
   EXPECT_EQ(count(ks, OpKind::Reshape), 2) << print_graph(ks);
   expect_same_meaning(kept, ks);
+}
+
+// ---- reductions over the rows and more, split at the rows -----------------------
+
+// linear to [rows, 300] plus e, then `op` of t over `dims` (or of a value beside the linear's, which scales t).
+std::string total_spec(const std::string& op, const std::string& dims, bool keepdim, const std::string& of = "t",
+                       int rows = 64) {
+  const std::string m = std::to_string(rows);
+  return "name: total\nprecision: fp32\ninputs:\n  - {name: x, shape: [" + m + ", 32]}\n"
+         "  - {name: w, shape: [300, 32]}\n  - {name: e, shape: [" + m + ", 300]}\nops:\n"
+         "  - {name: h, op: linear, args: [x, w]}\n  - {name: t, op: add, args: [h, e]}\n"
+         "  - {name: r, op: " + op + ", args: [" + of + "], dims: " + dims + ", keepdim: " +
+         (keepdim ? "true" : "false") + "}\n" +
+         (of == "t" ? "outputs: [r]\n" : "  - {name: y, op: mul, args: [t, r]}\noutputs: [y]\n");
+}
+
+// A batched matmul [3, 40, 200], squared, summed over `dims`.
+std::string batch_total_spec(const std::string& dims) {
+  return "name: bt\nprecision: fp32\ninputs:\n  - {name: a, shape: [3, 40, 24]}\n"
+         "  - {name: b, shape: [3, 24, 200]}\nops:\n  - {name: h, op: matmul, args: [a, b]}\n"
+         "  - {name: q, op: mul, args: [h, h]}\n"
+         "  - {name: r, op: sum, args: [q], dims: " + dims + ", keepdim: true}\noutputs: [r]\n";
+}
+
+TEST(Simplify, ReductionsOverTheRowsAndMoreSplitAtTheRows) {
+  for (const char* op : {"sum", "mean", "max", "min"})
+    for (bool keepdim : {false, true}) {
+      SCOPED_TRACE(std::string(op) + (keepdim ? " keepdim" : ""));
+      Graph g = spec(total_spec(op, "[0, 1]", keepdim));
+      std::vector<std::string> notes;
+      Graph s = simplified(g, &notes);
+      ASSERT_FALSE(notes.empty());
+      EXPECT_NE(notes[0].find(std::string(op) + " 'r' over dims [0,1] -> " + op +
+                              " along the rows (dim 1), then over dims [0]"),
+                std::string::npos) << notes[0];
+      const Node& out = s.node(s.outputs[0].value);
+      ASSERT_EQ(out.op, g.node(g.outputs[0].value).op) << print_graph(s);
+      EXPECT_EQ(out.attr_ints("dims"), std::vector<int64_t>{0}) << print_graph(s);
+      const Node& rows = s.node(out.operands[0]);
+      EXPECT_EQ(rows.attr_ints("dims"), std::vector<int64_t>{1}) << print_graph(s);
+      EXPECT_EQ(rows.type.shape, keepdim ? Shape({64, 1}) : Shape({64})) << print_graph(s);
+      // Finite inputs: equal but for the order of the sums. NaN and ±inf (special_inputs): NaN where it was.
+      const auto in = make_random_inputs(g, 3);
+      for (const std::string& m : mismatches(eval(g, in), eval(s, in), 1e-12)) ADD_FAILURE() << m;
+      expect_same_meaning(g, s, 1e-12);
+      std::vector<HostTensor> inf = make_random_inputs(g, 4);
+      const double big = std::numeric_limits<float>::infinity();
+      inf[2].data[5 * 300 + 7] = static_cast<float>(big);  // +inf alone: +inf for sum / mean / max
+      const auto w1 = eval(g, inf), s1 = eval(s, inf);
+      for (const std::string& m : mismatches(w1, s1, 1e-12)) ADD_FAILURE() << m;
+      inf[2].data[9 * 300 + 3] = static_cast<float>(-big);  // and -inf: NaN for sum / mean
+      for (const std::string& m : mismatches(eval(g, inf), eval(s, inf), 1e-12)) ADD_FAILURE() << m;
+      // The value goes to the epilogue's row partials and the finish: no [64, 300] scratch, two kernels.
+      const Program before = program(g, "simplify=0"), after = program(g);
+      EXPECT_GE(scratch_bytes(before), 64 * 300 * 4) << before.plan_text;
+      EXPECT_LT(scratch_bytes(after), 64 * 300 * 4) << after.plan_text;
+      EXPECT_EQ(testing::chain_launches(after), 2u) << after.plan_text;
+    }
+  // A batched matmul's total: along the rows, then over dims [0, 1].
+  Graph bm = spec(batch_total_spec("[0, 1, 2]"));
+  Graph bs = simplified(bm);
+  EXPECT_EQ(count(bs, OpKind::Sum), 2) << print_graph(bs);
+  expect_same_meaning(bm, bs, 1e-12);
+  EXPECT_EQ(testing::chain_launches(program(bm)), 2u);
+}
+
+TEST(Simplify, ReductionsThatKeepTheRowsOrAreNotTheAnchorsStay) {
+  for (const auto& [op, dims, of] : {std::tuple<const char*, const char*, const char*>{"sum", "[0]", "t"},  // columns
+                                     {"max", "[1]", "t"},                                                  // rows only
+                                     {"sum", "[0, 1]", "e"},       // an input's total
+                                     {"logsumexp", "[0, 1]", "t"}}) {
+    SCOPED_TRACE(std::string(op) + " " + dims + " of " + of);
+    Graph g = spec(total_spec(op, dims, false, of));
+    Graph s = simplified(g);
+    EXPECT_EQ(s.nodes.size(), g.nodes.size()) << print_graph(s);
+  }
+  // More rows than one block of the row-finish kernel reduces (kAcrossRowsMaxRows), and totals per batch: the
+  // rows' values would take a third kernel.
+  EXPECT_EQ(count(simplified(spec(total_spec("sum", "[0, 1]", false, "t", 1100))), OpKind::Sum), 1);
+  EXPECT_EQ(count(simplified(spec(total_spec("sum", "[0, 1]", false, "t", 1024))), OpKind::Sum), 2);
+  EXPECT_EQ(count(simplified(spec(batch_total_spec("[1, 2]"))), OpKind::Sum), 1);
+  // A conv's total: the conv epilogue reduces pixels its own way (pass_fuse_spatial.cpp).
+  Graph conv = spec("name: ct\nprecision: fp32\ninputs:\n  - {name: x, shape: [2, 4, 10, 10]}\n"
+                    "  - {name: w, shape: [8, 4, 3, 3]}\nops:\n  - {name: c, op: conv2d, args: [x, w]}\n"
+                    "  - {name: r, op: sum, args: [c], dims: [1, 2, 3]}\noutputs: [r]\n");
+  EXPECT_EQ(count(simplified(conv), OpKind::Sum), 1);
 }
 
 }  // namespace

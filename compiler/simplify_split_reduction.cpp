@@ -1,0 +1,91 @@
+// A sum / mean / max / min to one value (a loss over every element) of a
+// value of the linear / matmul output's shape, computed from it, becomes a
+// reduction along the rows first, then over the rows' values:
+//   op(x, D) -> op(op(x, [last]), D - {last})   (keepdim as written, both)
+// where the rows are few enough for the row-finish kernel to reduce them in
+// one block (kAcrossRowsMaxRows, pass_fallback.cpp). The epilogue then
+// reduces each tile's rows (whole, or as per-tile partials that the
+// row-finish kernel combines) and the row-finish kernel reduces the rows'
+// values: two kernels and no [.., M, N] scratch, where the value went to
+// memory for a reduce kernel before. Where more rows, or values per batch,
+// remain, the rows' values would take a reduce kernel of their own (a third
+// kernel): not split. In real arithmetic both are the same: a mean's rows hold
+// equally many elements. NaN and ±inf: a NaN anywhere is NaN in the row's
+// value, then in the total; sums of +inf and -inf are NaN either way; max /
+// min propagate NaN (fj max_nan) and are exact.
+#include <algorithm>
+
+#include "compiler/plan.h"
+#include "compiler/simplify_passes.h"
+
+namespace fusejit::simplify {
+namespace {
+
+bool depends_on(const Graph& g, ValueId v, ValueId target) {
+  std::vector<ValueId> stack = {v};
+  std::vector<bool> seen(g.nodes.size(), false);
+  while (!stack.empty()) {
+    const ValueId u = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    if (u == target) return true;
+    stack.insert(stack.end(), g.node(u).operands.begin(), g.node(u).operands.end());
+  }
+  return false;
+}
+
+bool splits(OpKind op) { return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min; }
+
+// Whether reduction `r` takes the rewrite: to one value, of an operand of the shape of the linear / matmul output
+// it is computed from, with a last dim longer than 1 and 2 to kAcrossRowsMaxRows rows.
+bool reduces_rows_and_more(const Graph& g, ValueId r) {
+  const Node& n = g.node(r);
+  const std::optional<ValueId> anchor = g.anchor();
+  if (!splits(n.op) || !anchor) return false;
+  const Node& a = g.node(*anchor);
+  if (a.op != OpKind::Linear && a.op != OpKind::Matmul) return false;
+  const Shape& shape = g.node(n.operands[0]).type.shape;
+  if (shape != a.type.shape || shape.size() < 2 || shape.back() < 2) return false;
+  const int64_t rows = numel(shape) / shape.back();
+  if (n.type.numel() != 1 || rows < 2 || rows > cg::kAcrossRowsMaxRows) return false;
+  return depends_on(g, n.operands[0], *anchor);
+}
+
+}  // namespace
+
+bool split_reductions_along_rows(const Graph& g, Graph& out, std::vector<std::string>* notes) {
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size() && !any; ++i) any = reduces_rows_and_more(g, static_cast<ValueId>(i));
+  if (!any) return false;
+
+  Rewriter rw(g, notes);
+  out = rw.run([&](ValueId v, Node n) -> ValueId {
+    if (!reduces_rows_and_more(g, v)) return rw.keep(std::move(n));
+    const ValueId x = n.operands[0];
+    const bool keepdim = n.attr_bool("keepdim");
+    const int64_t last = static_cast<int64_t>(rw.node(x).type.shape.size()) - 1;
+    TensorType rows = rw.node(x).type;
+    if (keepdim)
+      rows.shape.back() = 1;
+    else
+      rows.shape.pop_back();  // the other dims keep their indices
+    const ValueId row_values =
+        rw.emit_op(n.op, {x}, rows, n.loc, {{"dims", std::vector<int64_t>{last}}, {"keepdim", keepdim}});
+    std::vector<int64_t> rest;
+    for (int64_t d : n.attr_ints("dims"))
+      if (d != last) rest.push_back(d);
+    auto list = [](const std::vector<int64_t>& ds) {
+      std::string t;
+      for (int64_t d : ds) t += (t.empty() ? "" : ",") + std::to_string(d);
+      return "[" + t + "]";
+    };
+    rw.note(rw.describe(v) + " over dims " + list(n.attr_ints("dims")) + " -> " + std::string(op_name(n.op)) +
+            " along the rows (dim " + std::to_string(last) + "), then over dims " + list(rest) +
+            " of the rows' values: the epilogue reduces the rows");
+    return rw.emit_op(n.op, {row_values}, n.type, n.loc, {{"dims", rest}, {"keepdim", keepdim}}, n.name);
+  });
+  return rw.changed();
+}
+
+}  // namespace fusejit::simplify
