@@ -25,6 +25,20 @@ void render_function(std::ostringstream& out, const CudaFunction& f, int indent)
   out << pad << "}\n";
 }
 
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Whether `text` names `word` as a whole identifier.
+bool mentions(const std::string& text, const std::string& word) {
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool before = at > 0 && identifier_char(text[at - 1]);
+    const bool after = at + word.size() < text.size() && identifier_char(text[at + word.size()]);
+    if (!before && !after) return true;
+  }
+  return false;
+}
+
 bool same_definition(const CudaFunction& a, const CudaFunction& b) {
   return a.prefix == b.prefix && a.params == b.params && a.body == b.body && a.comment == b.comment;
 }
@@ -55,30 +69,38 @@ std::string CudaModule::render() const {
     out << "\n";
     if (!k.comment.empty()) out << "// " << k.comment << "\n";
     out << "namespace " << k.ns << " {\n\n";
+    std::ostringstream rest;  // what follows the constants; a constant nothing there names is left out
+    for (const std::string& d : k.declarations) rest << d << "\n";
+    if (!k.declarations.empty()) rest << "\n";
+    for (const CudaStruct& s : k.structs) {
+      if (!s.comment.empty()) rest << "// " << s.comment << "\n";
+      rest << "struct " << s.name << " {\n";
+      for (const std::string& m : s.members) rest << "  " << m << "\n";
+      for (const CudaFunction& f : s.methods) render_function(rest, f, 1);
+      rest << "};\n\n";
+    }
+    for (const std::string& a : k.aliases) rest << a << "\n";
+    if (!k.aliases.empty()) rest << "\n";
+    for (const CudaFunction& f : k.functions) {
+      render_function(rest, f, 0);
+      rest << "\n";
+    }
+    const std::string body = rest.str();
+    std::ostringstream entry;
+    render_function(entry, k.entry, 0);
+    bool any = false;
     for (const NamedConstant& c : k.constants) {
+      if (!mentions(body, c.name) && !mentions(entry.str(), c.name)) continue;
       const bool wide = c.value > std::numeric_limits<int>::max() || c.value < std::numeric_limits<int>::min();
       out << "constexpr " << (wide ? "long long " : "int ") << c.name << " = " << int_literal(c.value) << ";";
       if (!c.comment.empty()) out << "  // " << c.comment;
       out << "\n";
+      any = true;
     }
-    if (!k.constants.empty()) out << "\n";
-    for (const std::string& d : k.declarations) out << d << "\n";
-    if (!k.declarations.empty()) out << "\n";
-    for (const CudaStruct& s : k.structs) {
-      if (!s.comment.empty()) out << "// " << s.comment << "\n";
-      out << "struct " << s.name << " {\n";
-      for (const std::string& m : s.members) out << "  " << m << "\n";
-      for (const CudaFunction& f : s.methods) render_function(out, f, 1);
-      out << "};\n\n";
-    }
-    for (const std::string& a : k.aliases) out << a << "\n";
-    if (!k.aliases.empty()) out << "\n";
-    for (const CudaFunction& f : k.functions) {
-      render_function(out, f, 0);
-      out << "\n";
-    }
+    if (any) out << "\n";
+    out << body;
     out << "}  // namespace " << k.ns << "\n\n";
-    render_function(out, k.entry, 0);
+    out << entry.str();
   }
   return out.str();
 }

@@ -514,7 +514,7 @@ Expected<EmittedKernel> emit_anchor_kernel(const PlanContext& ctx, const Plan& p
     const std::string &operand_maps = maps.operands, &out_maps = maps.out_maps, &out_map_args = maps.out_args;
     fn.params = "const Params& p, const fj::GemmMaps& maps" + out_maps + ", char* ring";
     fn.body = {std::string("static_assert(kRingBytes == ") + (wt.conv_halo ? "Halo" : "Tile") +
-               "::kRingBytes, \"shared memory for the mainloop\");"};
+               "::kRingBytes && kRingBytes + 1024 <= kSmemBytes, \"shared memory for the mainloop\");"};
     s.comment = name + ": " + g.describe(kp.root) + " with its epilogue (wgmma " + kp.mma_kind + ", " + wt.str() + ")";
     const int threads = wt.threads();  // Tile::kThreads: a producer warpgroup and the consumers
     launch.block = {static_cast<unsigned>(threads), 1, 1};

@@ -72,6 +72,20 @@ void Rewriter::note(const std::string& text) {
   if (notes_) notes_->push_back("simplify: " + text);
 }
 
+bool from_anchor(const Graph& g, ValueId v) {
+  std::vector<ValueId> stack = {v};
+  std::vector<bool> seen(g.nodes.size(), false);
+  while (!stack.empty()) {
+    const ValueId u = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    if (is_anchor(g.node(u).op)) return true;
+    stack.insert(stack.end(), g.node(u).operands.begin(), g.node(u).operands.end());
+  }
+  return false;
+}
+
 }  // namespace simplify
 
 namespace {

@@ -23,21 +23,6 @@
 namespace fusejit::simplify {
 namespace {
 
-// Whether v depends on the graph's anchor (an output computed from it may take a new value; simplify.cpp).
-bool from_anchor(const Graph& g, ValueId v) {
-  std::vector<ValueId> stack = {v};
-  std::vector<bool> seen(g.nodes.size(), false);
-  while (!stack.empty()) {
-    const ValueId u = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(u)]) continue;
-    seen[static_cast<size_t>(u)] = true;
-    if (is_anchor(g.node(u).op)) return true;
-    stack.insert(stack.end(), g.node(u).operands.begin(), g.node(u).operands.end());
-  }
-  return false;
-}
-
 using RowKey = std::pair<ValueId, int64_t>;  // (x, d) in the old graph
 
 // wgmma's widest column tile: a row up to this long may be whole in one tile (pass_fuse_reduction.cpp's

@@ -77,6 +77,9 @@ class Rewriter {
   bool kept_ = false;  // the visited node was copied as is
 };
 
+// Whether v is computed from the graph's anchor (simplify.cpp).
+bool from_anchor(const Graph& g, ValueId v);
+
 // simplify_size1.cpp: reductions / softmax / log_softmax / pools over dims of
 // size 1 (identity, x - x, (x - x) + 1, or fewer reduced dims).
 bool fold_size1_dims(const Graph& g, Graph& out, std::vector<std::string>* notes);

@@ -13,27 +13,11 @@
 // equally many elements. NaN and ±inf: a NaN anywhere is NaN in the row's
 // value, then in the total; sums of +inf and -inf are NaN either way; max /
 // min propagate NaN (fj max_nan) and are exact.
-#include <algorithm>
-
 #include "compiler/plan.h"
 #include "compiler/simplify_passes.h"
 
 namespace fusejit::simplify {
 namespace {
-
-bool depends_on(const Graph& g, ValueId v, ValueId target) {
-  std::vector<ValueId> stack = {v};
-  std::vector<bool> seen(g.nodes.size(), false);
-  while (!stack.empty()) {
-    const ValueId u = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(u)]) continue;
-    seen[static_cast<size_t>(u)] = true;
-    if (u == target) return true;
-    stack.insert(stack.end(), g.node(u).operands.begin(), g.node(u).operands.end());
-  }
-  return false;
-}
 
 bool splits(OpKind op) { return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min; }
 
@@ -49,7 +33,7 @@ bool reduces_rows_and_more(const Graph& g, ValueId r) {
   if (shape != a.type.shape || shape.size() < 2 || shape.back() < 2) return false;
   const int64_t rows = numel(shape) / shape.back();
   if (n.type.numel() != 1 || rows < 2 || rows > cg::kAcrossRowsMaxRows) return false;
-  return depends_on(g, n.operands[0], *anchor);
+  return from_anchor(g, n.operands[0]);
 }
 
 }  // namespace
