@@ -363,9 +363,11 @@ Expected<EmittedKernel> finish_kernel_wide(KernelEmitter& em, const KernelPlan& 
 }
 
 // A row-finish kernel that also reduces its finished rows to one value (its
-// tail): one block finishes every row (`inner`), each thread folds its rows'
-// values in order, the block combines the threads' in a fixed order, and
-// thread 0 runs the reduction's consumers.
+// tail): its blocks (KernelPlan::across_blocks) finish the rows (`inner`),
+// each thread folding its rows' values in order and each block its threads'
+// in a fixed order; with one block thread 0 then runs the reduction's
+// consumers, with more each block stores its fold and the last to finish
+// (fj::last_block_of_grid) combines the folds in block order and runs them.
 Expected<EmittedKernel> finish_kernel_across(KernelEmitter& em, const KernelPlan& kp,
                                              const std::vector<ValueId>& finishes, std::vector<std::string> inner,
                                              const PointwiseConfig& cfg) {
@@ -386,23 +388,43 @@ Expected<EmittedKernel> finish_kernel_across(KernelEmitter& em, const KernelPlan
   }
   const std::string post = em.emit_tree(build_epilogue_tree(ctx, em.plan(), tail.post, tail.op, -1, true),
                                         "fj_across_post", "the reduction over every row and its consumers");
-  em.src().constants.push_back({"kThreads", cfg.threads, "one block finishes every row"});
+  const int blocks = kp.across_blocks;
+  const std::string I = numel(domain) + int64_t{blocks} * cfg.threads > kIntMax ? "long long" : "int";
   const std::string op = reduce_op(r.op);
+  const std::string block_combine = "across = fj::group_combine<kThreads, kThreads>(across, [](float a, float b) { "
+                                    "return " + op + "::combine(a, b); }, across_smem);";
   std::vector<std::string> out = {"__shared__ float across_smem[kThreads / 32];",
-                                  "float across = " + op + "::identity();",
-                                  "for (int e = threadIdx.x; e < kNumel; e += kThreads) {"};
-  append(out, decompose_index("e", domain, "i", "int"));
+                                  "float across = " + op + "::identity();"};
+  if (blocks == 1) {
+    em.src().constants.push_back({"kThreads", cfg.threads, "one block finishes every row"});
+    out.push_back("for (int e = threadIdx.x; e < kNumel; e += kThreads) {");
+  } else {
+    em.src().constants.push_back({"kThreads", cfg.threads, "threads of a block"});
+    em.src().constants.push_back({"kBlocks", blocks, "blocks, each folding every kBlocks-th run of kThreads rows"});
+    out.push_back("for (" + I + " e = (" + I + ")blockIdx.x * kThreads + threadIdx.x; e < kNumel; e += (" + I +
+                  ")kBlocks * kThreads) {");
+  }
+  append(out, decompose_index("e", domain, "i", I));
   append(out, inner);
   out.push_back("across = " + op + "::combine(across, " + value + ");");
   out.push_back("}");
-  out.push_back("across = fj::group_combine<kThreads, kThreads>(across, [](float a, float b) { return " + op +
-                "::combine(a, b); }, across_smem);");
+  out.push_back(block_combine);
+  if (blocks > 1) {
+    const std::string folds = em.buffer_param({BufferKind::Scratch, kp.across_folds}, true);
+    append(out, {"if (threadIdx.x == 0) " + folds + "[blockIdx.x] = across;",
+                 "if (!fj::last_block_of_grid(reinterpret_cast<int*>(" +
+                     em.buffer_param({BufferKind::Scratch, kp.across_counter}, true) + "))) return;",
+                 "across = " + op + "::identity();  // the blocks' folds, in block order",
+                 "for (int b = threadIdx.x; b < kBlocks; b += kThreads) across = " + op + "::combine(across, __ldcg(" +
+                     folds + " + b));",
+                 block_combine});
+  }
   out.push_back("if (threadIdx.x == 0) {");
   const int rank = static_cast<int>(r.type.shape.size());
   for (int d = 0; d < rank; ++d) out.push_back("const int i" + std::to_string(d) + " = 0;");
   out.push_back(post_call(post, r.op == OpKind::Mean ? "across / (float)kNumel" : "across", rank));
   out.push_back("}");
-  return finish_kernel(em, kp, out, {1, 1, 1}, cfg.threads);
+  return finish_kernel(em, kp, out, {static_cast<unsigned>(blocks), 1, 1}, cfg.threads);
 }
 
 Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan, int index) {

@@ -85,6 +85,16 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     kp.split_k_counters = static_cast<int>(plan.scratch.size());
     plan.scratch.push_back({tiles * 4, "split-K arrival counters (i32[" + std::to_string(tiles) + "])", true});
   }
+  // Row-finish kernels reducing their rows to one value in several blocks: a fold per block, an arrival counter.
+  for (KernelPlan& kp : plan.kernels) {
+    if (kp.kind != KernelKind::RowFinish || kp.across_blocks <= 1) continue;
+    const std::string what = g.describe(kp.tails.at(0).op);
+    kp.across_folds = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({kp.across_blocks * 4, "per-block folds of " + what + " (f32[" +
+                                                      std::to_string(kp.across_blocks) + "])"});
+    kp.across_counter = static_cast<int>(plan.scratch.size());
+    plan.scratch.push_back({4, "arrival counter of the blocks folding " + what + " (i32)", true});
+  }
   // Split-K on wgmma: every range's accumulators per split tile, and a counter per split tile.
   if (KernelPlan& kp = plan.kernels[0]; kp.mainloop == Mainloop::Wgmma && kp.wgmma.split_k > 1) {
     const AnchorGeometry geo = flatten_batch_rows(analyze_anchor(g, kp.root));

@@ -196,8 +196,14 @@ void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
 }
 
 // A sum / mean / max / min of a row-finish kernel's results over all their
-// elements (`max(sum(h, 1), 0)`): done by the kernel itself, in one block, as
-// its tail, with the reduction's elementwise consumers.
+// elements (`max(sum(h, 1), 0)`): done by the kernel itself, as its tail, with
+// the reduction's elementwise consumers. Up to kAcrossRowsMaxRows rows in one
+// block; more (CUDA) in a block per kAcrossRowsMaxRows rows (at most
+// kAcrossMaxBlocks), each folding a fixed share, the last to finish combining
+// the folds in block order (deterministic). The CPU backend folds every row in
+// one work item, so a reduce kernel runs it there beyond kAcrossRowsMaxRows.
+constexpr int64_t kAcrossMaxBlocks = 512;
+
 void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
   if (!k.wide.nodes.empty()) return;
   std::set<ValueId> ours(k.finishes.begin(), k.finishes.end());
@@ -207,14 +213,19 @@ void fuse_reduction_across_rows(PlanContext& ctx, KernelPlan& k, int index) {
     const Node& n = ctx.node(v);
     const bool kind = n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max || n.op == OpKind::Min;
     if (!kind || ctx.placed(v) || !ours.count(n.operands[0]) || n.type.numel() != 1) continue;
-    if (rows > kAcrossRowsMaxRows) {
-      k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) + " not in the row-finish kernel: " +
-                        std::to_string(rows) + " rows are too many for one block; a reduce kernel runs it");
+    const std::string label = std::string(op_name(n.op)) + " %" + std::to_string(v);
+    if (rows > kAcrossRowsMaxRows && ctx.arch == "cpu") {
+      k.notes.push_back(label + " not in the row-finish kernel: " + std::to_string(rows) +
+                        " rows are too many for one work item; a reduce kernel runs it");
       return;
     }
     add_tail(ctx, k, v, index);
-    k.notes.push_back(std::string(op_name(n.op)) + " %" + std::to_string(v) + " of the " + std::to_string(rows) +
-                      " finished rows in this kernel (one block)");
+    k.across_blocks = static_cast<int>(std::min(ceil_div(rows, kAcrossRowsMaxRows), kAcrossMaxBlocks));
+    k.notes.push_back(label + " of the " + std::to_string(rows) + " finished rows in this kernel (" +
+                      (k.across_blocks == 1 ? std::string("one block")
+                                            : std::to_string(k.across_blocks) +
+                                                  " blocks; the last to finish combines their folds") +
+                      ")");
     return;
   }
 }

@@ -328,8 +328,9 @@ ReduceGeometry reduce_geometry(const Graph& g, ValueId reduction);
 // than fj::reduce_rows.
 bool reduce_by_columns(const Graph& g, ValueId reduction);
 
-// A row-finish kernel reduces its finished rows to one value as well (in one
-// block, pass_fallback.cpp) when there are at most this many.
+// A row-finish kernel reduces its finished rows to one value as well
+// (pass_fallback.cpp): in one block when there are at most this many, else in
+// a block per this many (CUDA; the CPU backend: a reduce kernel).
 inline constexpr int64_t kAcrossRowsMaxRows = 1024;
 
 // A pool or row reduction done inside the anchor's epilogue, with the
@@ -459,6 +460,11 @@ struct KernelPlan {
   bool mma_b_kn_major(OpKind anchor_op) const { return anchor_op == OpKind::Matmul || wgrad_nhwc; }
   int split_k_partials = -1;     // split_k > 1 (mma.sync, wgmma): scratch of the splits' accumulators
   int split_k_counters = -1;     //   and of the per-tile arrival counters (zeroed)
+  // RowFinish reducing its rows to one value (tails): blocks that each fold a fixed share of the rows; with more
+  // than one, each stores its fold (scratch across_folds) and the last to finish (scratch across_counter, zeroed;
+  // fj::last_block_of_grid) combines the folds in block order and runs the reduction's consumers.
+  int across_blocks = 1;
+  int across_folds = -1, across_counter = -1;
   int tile_m() const { return mainloop == Mainloop::Wgmma ? wgmma.bm : mainloop == Mainloop::Mma ? mma.bm : tile.bm; }
   int tile_n() const { return mainloop == Mainloop::Wgmma ? wgmma.bn : mainloop == Mainloop::Mma ? mma.bn : tile.bn; }
   // Blocks that share one output tile along blockIdx.z (mma.sync, SIMT split-K; wgmma splits into units instead).

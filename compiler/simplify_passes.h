@@ -107,10 +107,9 @@ bool fold_pool_backward_sums(const Graph& g, Graph& out, std::vector<std::string
 bool fold_normalize_into_logsumexp(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
 // simplify_split_reduction.cpp: a sum / mean / max / min to one value of a
-// value of the linear / matmul output's shape, over at most
-// kAcrossRowsMaxRows rows -> the same along the rows (the last dim), then
-// over the rows' values: the epilogue reduces the rows and the row-finish
-// kernel the rows' values, instead of the value going to memory.
+// value of the linear / matmul output's shape -> the same along the rows (the
+// last dim), then over the rows' values: the epilogue reduces the rows and the
+// row-finish kernel the rows' values, instead of the value going to memory.
 bool split_reductions_along_rows(const Graph& g, Graph& out, std::vector<std::string>* notes);
 
 // simplify_sink_reshapes.cpp: an elementwise op of reshapes of values of

@@ -2,18 +2,16 @@
 // value of the linear / matmul output's shape, computed from it, becomes a
 // reduction along the rows first, then over the rows' values:
 //   op(x, D) -> op(op(x, [last]), D - {last})   (keepdim as written, both)
-// where the rows are few enough for the row-finish kernel to reduce them in
-// one block (kAcrossRowsMaxRows, pass_fallback.cpp). The epilogue then
-// reduces each tile's rows (whole, or as per-tile partials that the
-// row-finish kernel combines) and the row-finish kernel reduces the rows'
-// values: two kernels and no [.., M, N] scratch, where the value went to
-// memory for a reduce kernel before. Where more rows, or values per batch,
-// remain, the rows' values would take a reduce kernel of their own (a third
-// kernel): not split. In real arithmetic both are the same: a mean's rows hold
-// equally many elements. NaN and ±inf: a NaN anywhere is NaN in the row's
-// value, then in the total; sums of +inf and -inf are NaN either way; max /
-// min propagate NaN (fj max_nan) and are exact.
-#include "compiler/plan.h"
+// The epilogue then reduces each tile's rows (whole, or as per-tile partials
+// that the row-finish kernel combines) and the row-finish kernel reduces the
+// rows' values (pass_fallback.cpp, fuse_reduction_across_rows): two kernels
+// and no [.., M, N] scratch, where the value went to memory for a reduce
+// kernel before. (The CPU backend's row-finish reduces at most
+// kAcrossRowsMaxRows rows; more take a reduce kernel there, a third, small
+// one.) In real arithmetic both are the same: a mean's rows hold equally many
+// elements. NaN and ±inf: a NaN anywhere is NaN in the row's value, then in
+// the total; sums of +inf and -inf are NaN either way; max / min propagate NaN
+// (fj max_nan) and are exact.
 #include "compiler/simplify_passes.h"
 
 namespace fusejit::simplify {
@@ -22,7 +20,7 @@ namespace {
 bool splits(OpKind op) { return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min; }
 
 // Whether reduction `r` takes the rewrite: to one value, of an operand of the shape of the linear / matmul output
-// it is computed from, with a last dim longer than 1 and 2 to kAcrossRowsMaxRows rows.
+// it is computed from, with a last dim longer than 1 and at least 2 rows.
 bool reduces_rows_and_more(const Graph& g, ValueId r) {
   const Node& n = g.node(r);
   const std::optional<ValueId> anchor = g.anchor();
@@ -32,7 +30,7 @@ bool reduces_rows_and_more(const Graph& g, ValueId r) {
   const Shape& shape = g.node(n.operands[0]).type.shape;
   if (shape != a.type.shape || shape.size() < 2 || shape.back() < 2) return false;
   const int64_t rows = numel(shape) / shape.back();
-  if (n.type.numel() != 1 || rows < 2 || rows > cg::kAcrossRowsMaxRows) return false;
+  if (n.type.numel() != 1 || rows < 2) return false;
   return from_anchor(g, n.operands[0]);
 }
 

@@ -320,4 +320,20 @@ __device__ __forceinline__ void norm_rows_reduce(long long rows, int len, int ou
                                      });
 }
 
+// Whether this block is the last of the grid to get here: every thread of
+// every block calls it once, after the block's results are stored. The
+// others' stores are then visible to the last block (read them with __ldcg);
+// it sets *counter (zero before the launch) back to 0 for the next launch.
+__device__ __forceinline__ bool last_block_of_grid(int* counter) {
+  __shared__ int arrived;
+  __threadfence();  // this block's stores are visible before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) arrived = atomicAdd(counter, 1);
+  __syncthreads();
+  if (arrived != (int)gridDim.x - 1) return false;
+  if (threadIdx.x == 0) *counter = 0;
+  __threadfence();  // the other blocks' stores, counted before ours, are visible
+  return true;
+}
+
 }  // namespace fj

@@ -182,6 +182,20 @@ ops:
   - {name: loss, op: mean, args: [sq], dims: [0, 1]}
 outputs: [loss]
 )"},
+      {"linear_mse_loss_tall",  // as linear_mse_loss over 2500 rows: the finish kernel's blocks fold their rows
+       R"(name: linear_mse_loss_tall
+precision: bf16
+inputs:
+  - {name: x, shape: [2500, 64], dtype: bf16}
+  - {name: w, shape: [320, 64], dtype: bf16}
+  - {name: target, shape: [2500, 320]}
+ops:
+  - {name: h, op: linear, args: [x, w]}
+  - {name: d, op: sub, args: [h, target]}
+  - {name: sq, op: mul, args: [d, d]}
+  - {name: loss, op: sum, args: [sq], dims: [0, 1], keepdim: true}
+outputs: [loss]
+)"},
       {"matmul_batch_totals",  // per-batch totals of a batched matmul: along the rows, then over each batch's rows
        R"(name: matmul_batch_totals
 precision: fp32
