@@ -1,7 +1,8 @@
 // A sum / mean / max / min to one value (a loss over every element) of a
 // value of the linear / matmul output's shape, computed from it, becomes a
 // reduction along the rows first, then over the rows' values:
-//   op(x, D) -> op(op(x, [last]), D - {last})   (keepdim as written, both)
+//   op(x, D) -> op(op(x, [last], keepdim), D - {last}, keepdim)   (keepdim)
+//   op(x, D) -> op(op(x, [last], keepdim), D)                     (without)
 // The epilogue then reduces each tile's rows (whole, or as per-tile partials
 // that the row-finish kernel combines) and the row-finish kernel reduces the
 // rows' values (pass_fallback.cpp, fuse_reduction_across_rows): two kernels
@@ -47,16 +48,15 @@ bool split_reductions_along_rows(const Graph& g, Graph& out, std::vector<std::st
     const ValueId x = n.operands[0];
     const bool keepdim = n.attr_bool("keepdim");
     const int64_t last = static_cast<int64_t>(rw.node(x).type.shape.size()) - 1;
+    // The rows' values keep their dim (a row stage of the row-finish kernel only takes those: `sum((h - mu)^2)`);
+    // without keepdim the total drops it with the others.
     TensorType rows = rw.node(x).type;
-    if (keepdim)
-      rows.shape.back() = 1;
-    else
-      rows.shape.pop_back();  // the other dims keep their indices
+    rows.shape.back() = 1;
     const ValueId row_values =
-        rw.emit_op(n.op, {x}, rows, n.loc, {{"dims", std::vector<int64_t>{last}}, {"keepdim", keepdim}});
+        rw.emit_op(n.op, {x}, rows, n.loc, {{"dims", std::vector<int64_t>{last}}, {"keepdim", true}});
     std::vector<int64_t> rest;
     for (int64_t d : n.attr_ints("dims"))
-      if (d != last) rest.push_back(d);
+      if (d != last || !keepdim) rest.push_back(d);
     auto list = [](const std::vector<int64_t>& ds) {
       std::string t;
       for (int64_t d : ds) t += (t.empty() ? "" : ",") + std::to_string(d);
