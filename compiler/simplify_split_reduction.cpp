@@ -1,6 +1,7 @@
 // A sum / mean / max / min to one value (a loss over every element) of a
-// value of the linear / matmul output's shape, computed from it, becomes a
-// reduction along the rows first, then over the rows' values:
+// value the linear / matmul epilogue computes (elementwise ops of its output
+// and of leaf values) becomes a reduction along the rows first, then over the
+// rows' values:
 //   op(x, D) -> op(op(x, [last], keepdim), D - {last}, keepdim)   (keepdim)
 //   op(x, D) -> op(op(x, [last], keepdim), D)                     (without)
 // The epilogue then reduces each tile's rows (whole, or as per-tile partials
@@ -20,8 +21,26 @@ namespace {
 
 bool splits(OpKind op) { return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Max || op == OpKind::Min; }
 
-// Whether reduction `r` takes the rewrite: to one value, of an operand of the shape of the linear / matmul output
-// it is computed from, with a last dim longer than 1 and at least 2 rows.
+// Whether v is what the anchor's epilogue computes: the anchor, or elementwise ops of its shape on such values and
+// on values not computed from the anchor (leaf expressions). A value a later kernel computes (a softmax's, a row
+// broadcast's) is not: its rows' values would take a reduce kernel of their own.
+bool in_epilogue(const Graph& g, ValueId v, ValueId anchor) {
+  std::vector<ValueId> stack = {v};
+  std::vector<bool> seen(g.nodes.size(), false);
+  while (!stack.empty()) {
+    const ValueId u = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(u)] || u == anchor || !from_anchor(g, u)) continue;
+    seen[static_cast<size_t>(u)] = true;
+    const Node& n = g.node(u);
+    if (!is_elementwise(n.op) || n.type.shape != g.node(anchor).type.shape) return false;
+    stack.insert(stack.end(), n.operands.begin(), n.operands.end());
+  }
+  return true;
+}
+
+// Whether reduction `r` takes the rewrite: to one value, of a value the linear / matmul epilogue computes, with a
+// last dim longer than 1 and at least 2 rows.
 bool reduces_rows_and_more(const Graph& g, ValueId r) {
   const Node& n = g.node(r);
   const std::optional<ValueId> anchor = g.anchor();
@@ -32,7 +51,7 @@ bool reduces_rows_and_more(const Graph& g, ValueId r) {
   if (shape != a.type.shape || shape.size() < 2 || shape.back() < 2) return false;
   const int64_t rows = numel(shape) / shape.back();
   if (n.type.numel() != 1 || rows < 2) return false;
-  return from_anchor(g, n.operands[0]);
+  return from_anchor(g, n.operands[0]) && in_epilogue(g, n.operands[0], *anchor);
 }
 
 }  // namespace
