@@ -1,5 +1,5 @@
-// A reduction over a conv's output pixels in the conv kernel
-// (pass_fuse_spatial.cpp): each tile's per-channel values
+// A reduction over a conv's output pixels (or a GEMM's rows) in the anchor
+// kernel (pass_fuse_spatial.cpp): each tile's per-channel values
 // (fj::tile_col_partials) stored as per-tile partials, added atomically
 // (pass_spatial_atomics.cpp) or folded into the block's column of an image
 // cluster (KernelPlan::spatial_cluster, pass_spatial_cluster.cpp); for the
@@ -36,9 +36,11 @@ std::vector<std::string> spatial_tail_epilogue(KernelEmitter& em, const FusedTai
   int chunk = static_cast<int>(tile_n);
   while (chunk > 16 && (chunk > 64 || (tile_m * (chunk + 8) + threads) * 4 > staged_room)) chunk /= 2;
   smem_floats = std::max<int64_t>(smem_floats, tile_m * (chunk + 8) + threads);
+  const bool conv = ctx.g.node(kp.root).op == OpKind::Conv2d;
   std::vector<std::string> out = {"fj::tile_col_partials<" + reduce_op_type(ctx.g.node(tail.op).op) + ", " +
-                                  std::to_string(chunk) +
-                                  ">(frag, m0, n0, kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },"};
+                                  std::to_string(chunk) + ">(frag, m0, n0, " +
+                                  (conv ? "kCoutPerGroup, smem, [&](int m) { return Pixels{}.pixel(m).ok; },"
+                                        : "kN, smem, [&](int m) { return m < kM; },")};
   value.back() = "},";
   append(out, value);
   out.push_back("[&](float part, int n) {");
@@ -50,6 +52,10 @@ std::vector<std::string> spatial_tail_epilogue(KernelEmitter& em, const FusedTai
   const std::string rows = "kPartialRows" + suffix;
   em.src().constants.push_back({rows, pb.rows, "rows of " + ctx.g.describe(tail.op) + ": images x channels"});
   const std::string sums = em.buffer_param({BufferKind::Scratch, pb.sums}, true);
+  if (!conv) {  // a GEMM's row tile: one partial a column
+    append(out, {sums + "[(long long)" + tile + " * " + rows + " + n] = part;", "});"});
+    return out;
+  }
   const std::string row = "(long long)image * ConvShape::kCout + g * kCoutPerGroup + n";
   out.push_back("const int image = " + tile + " / Pixels::kTilesPerImage;");
   out.push_back(pb.atomic ? "fj::red_add_keep_in_l2(&" + sums + "[" + row + "], part);"

@@ -42,19 +42,25 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
     for (auto& [v, pb] : plan.partials) {
       bool spatial = false;
       for (const FusedTail& t : anchor.tails) spatial = spatial || (t.op == v && t.spatial);
-      // Column tiles (over N, conv groups included), or a conv's pixel tiles per image.
+      // Column tiles (over N, conv groups included), a conv's pixel tiles per image, or a GEMM's row tiles.
       // (wgmma and mma.sync from halo patches: patches of output pixels, conv_patch)
       const bool patches = (anchor.mainloop == Mainloop::Wgmma || anchor.conv_patch) && geo.op == OpKind::Conv2d;
       const int halo_bytes = anchor.conv_patch && anchor.mainloop == Mainloop::Mma
                                  ? (anchor.mma_kind == "bf16" || anchor.mma_kind == "f16" ? 2 : 4)
                                  : 0;
+      // A linear's / matmul's row tiles: all of them (a matmul's per batch entry, or of x's flattened rows on wgmma).
+      const AnchorGeometry rows = flatten_batch_rows(geo);
+      const int64_t row_tiles = anchor.mainloop == Mainloop::Wgmma
+                                    ? (rows.m + anchor.tile_m() - 1) / anchor.tile_m()
+                                    : geo.batch * ((geo.m + anchor.tile_m() - 1) / anchor.tile_m());
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
+                 : geo.op != OpKind::Conv2d ? row_tiles
                  : patches ? conv_patch(geo, anchor.tile_m(), 1, 1, halo_bytes,
                                         anchor.mainloop == Mainloop::Wgmma && anchor.wgmma.conv_halo)
                                  .tiles_per_image
                            : (geo.oh * geo.ow + anchor.tile_m() - 1) / anchor.tile_m();
       const bool softmax = op_category(g.node(v).op) == OpCategory::Normalize;  // rows of [.., N], not a reduction
-      pb.reduced = spatial ? geo.oh * geo.ow : geo.n * geo.groups;
+      pb.reduced = !spatial ? geo.n * geo.groups : geo.op == OpKind::Conv2d ? geo.oh * geo.ow : geo.m * geo.batch;
       pb.rows = g.node(v).type.numel() / (softmax ? geo.n : 1);
       if (pb.atomic) pb.tiles = 1;  // pass_spatial_atomics.cpp: every tile adds into one sum a row
       const int64_t bytes = pb.tiles * pb.rows * 4;

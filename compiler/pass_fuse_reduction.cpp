@@ -86,7 +86,7 @@ void fuse_row_reductions(PlanContext& ctx, Plan& plan) {
         kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(v) +
                            " goes to memory and a row kernel reduces it");
       };
-      if (geo.op == OpKind::Conv2d && r.attr_ints("dims") == std::vector<int64_t>{2, 3}) continue;  // pass_fuse_spatial
+      if (r.op != OpKind::LogSumExp && r.attr_ints("dims") == gemm_row_dims(ctx, kp.root)) continue;  // pass_fuse_spatial
       if (r.attr_ints("dims") != std::vector<int64_t>{col_dim}) {
         refuse("it reduces dims " + attr_str(r.attrs.at("dims")) + ", the epilogue only reduces along N (dim " +
                std::to_string(col_dim) + ")");

@@ -8,6 +8,10 @@
 // epilogue (they run first: the partials overwrite the accumulators).
 // logsumexp and other consumers of the epilogue keep the stored output and a
 // reduce kernel.
+// A linear's or matmul's reduction over all but the last dim (every GEMM row,
+// a matmul's batch entries included) is the same with one "image": each row
+// tile stores a partial per column, the finish kernel combines them per column.
+#include <numeric>
 #include <set>
 
 #include "compiler/passes.h"
@@ -28,9 +32,20 @@ bool only_exit(const PlanContext& ctx, const std::vector<ValueId>& inside, const
 
 }  // namespace
 
+std::vector<int64_t> gemm_row_dims(const PlanContext& ctx, ValueId anchor) {
+  const Node& a = ctx.node(anchor);
+  if (a.op == OpKind::Conv2d) return {2, 3};
+  if ((a.op != OpKind::Linear && a.op != OpKind::Matmul) || a.type.shape.size() < 2) return {};
+  std::vector<int64_t> dims(a.type.shape.size() - 1);
+  std::iota(dims.begin(), dims.end(), 0);
+  return dims;
+}
+
 void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   KernelPlan& kp = plan.kernels[0];
-  if (ctx.node(kp.root).op != OpKind::Conv2d) return;
+  const std::vector<int64_t> dims = gemm_row_dims(ctx, kp.root);
+  if (dims.empty()) return;
+  const bool conv = ctx.node(kp.root).op == OpKind::Conv2d;
   // Channel reductions fused whole (a tile spans the channels) may share the
   // epilogue: each runs on the tile in turn. Pools and partial tails may not
   // (they tile the pixels their own way, or finish in a kernel of their own).
@@ -47,20 +62,21 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
     for (ValueId u : ctx.users[static_cast<size_t>(v)]) {
       if (in.count(u) || tails.count(u) || !outside.insert(u).second) continue;
       const Node& n = ctx.node(u);
-      const bool spatial = n.op == OpKind::GlobalAvgPool ||
+      const bool spatial = (conv && n.op == OpKind::GlobalAvgPool) ||
                            (op_category(n.op) == OpCategory::Reduction && n.op != OpKind::LogSumExp &&
-                            n.attr_ints("dims") == std::vector<int64_t>{2, 3});
+                            n.attr_ints("dims") == dims);
       if (spatial && red < 0) red = u;
     }
   if (red < 0) return;
   const Node& r = ctx.node(red);
   const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(red);
   const ValueId reduced = r.operands[0];
+  const std::string what = conv ? "conv-shaped" : "[M, N]";
   std::string why;
   if (!ctx.heur.fuse_reductions)
     why = "disabled by the codegen config (fuse_reductions=0)";
   else if (outside.size() != 1 || !only_exit(ctx, inside, tails, reduced) || ctx.is_output(reduced))
-    why = "other consumers need the full conv-shaped result";
+    why = "other consumers need the full " + what + " result";
   if (!why.empty()) {
     kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(reduced) +
                        " goes to memory and a reduce kernel reads it");
@@ -72,8 +88,9 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   tail.spatial = true;
   plan.partials[red] = PartialBuffers{};
   kp.tails.push_back(std::move(tail));
-  kp.notes.push_back(label + " partly fused: each tile (pixels of one image) stores a partial per channel and a "
-                     "row-finish kernel combines them; the " + ctx.node(reduced).type.str() + " is never stored");
+  kp.notes.push_back(label + " partly fused: each tile (" + (conv ? "pixels of one image" : "rows") +
+                     ") stores a partial per " + (conv ? "channel" : "column") +
+                     " and a row-finish kernel combines them; the " + ctx.node(reduced).type.str() + " is never stored");
 }
 
 }  // namespace fusejit::cg

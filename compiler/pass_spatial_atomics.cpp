@@ -5,7 +5,9 @@
 // (image, channel) once, zeroes it again. The order of the additions varies from run to run (about one
 // fp32 rounding a tile in the sum): atomic_partials=0 keeps the per-tile partials summed in a fixed order.
 // max / min keep the partials (no float atomic of theirs propagates NaN like PyTorch), and so does a finish
-// kernel that reads a sum more than once (fused row tails, row stages, a wide broadcast).
+// kernel that reads a sum more than once (fused row tails, row stages, a wide broadcast), and so does a
+// linear's or matmul's sum over its rows (a partial per row tile and column: a tile's rows' worth of the
+// [M, N] it does not store).
 #include <algorithm>
 
 #include "compiler/passes.h"
@@ -20,6 +22,8 @@ void sum_spatial_partials_atomically(PlanContext& ctx, Plan& plan) {
     const OpKind op = ctx.node(t.op).op;
     const std::string label = std::string(op_name(op)) + " %" + std::to_string(t.op);
     std::string why;
+    if (ctx.node(anchor.root).op != OpKind::Conv2d)
+      continue;  // the partials stay small: no note
     if (!ctx.heur.atomic_partials)
       why = "the codegen config asks for a fixed order (atomic_partials=0)";
     else if (op != OpKind::Sum && op != OpKind::Mean && op != OpKind::GlobalAvgPool)

@@ -82,10 +82,14 @@ void fuse_softmax_cluster(PlanContext& ctx, Plan& plan);
 void fuse_norm_epilogue(PlanContext& ctx, Plan& plan);
 
 // pass_fuse_spatial.cpp: a reduction over a conv's output pixels
-// (global_avg_pool; sum, mean, max, min over dims [2, 3]) as per-tile,
-// per-channel partials from the conv epilogue (tiles of one image's pixels)
-// and a RowFinish kernel, when it is the epilogue's only consumer.
+// (global_avg_pool; sum, mean, max, min over dims [2, 3]) or over every row of
+// a linear / matmul ([M, N] -> [N]) as per-tile, per-column partials from the
+// epilogue (tiles of one image's pixels, or of the rows) and a RowFinish
+// kernel, when it is the epilogue's only consumer.
 void fuse_spatial_reduction(PlanContext& ctx, Plan& plan);
+// The dims such a reduction takes: [2, 3] (conv2d), all but the last (linear,
+// matmul), none for other anchors.
+std::vector<int64_t> gemm_row_dims(const PlanContext& ctx, ValueId anchor);
 // pass_spatial_atomics.cpp (after plan_fallback_kernels): those partials of a sum / mean / global_avg_pool added
 // atomically into one f32 per (image, channel) where the finish kernel reads each once (atomic_partials=1).
 void sum_spatial_partials_atomically(PlanContext& ctx, Plan& plan);

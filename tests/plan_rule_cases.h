@@ -220,6 +220,32 @@ outputs: [s]
            "  - {name: s, op: sum, args: [h], dims: [0]}\n"
            "  - {name: t, op: tanh, args: [s]}\n"
            "outputs: [t]\n"},
+      {"linear_rows_norm_bf16",  // a reduction over every row of a 3-D linear: per-tile column partials
+       R"(name: linear_rows_norm_bf16
+precision: bf16
+inputs:
+  - {name: x, shape: [3, 70, 64]}
+  - {name: w, shape: [160, 64]}
+  - {name: b, shape: [160]}
+ops:
+  - {name: h, op: linear, args: [x, w, b]}
+  - {name: q, op: mul, args: [h, h]}
+  - {name: s, op: mean, args: [q], dims: [0, 1], keepdim: true}
+  - {name: r, op: sqrt, args: [s]}
+outputs: [r]
+)"},
+      {"matmul_batched_column_max",  // the column maxima over every batch entry's rows, a B per entry
+       R"(name: matmul_batched_column_max
+precision: fp32
+inputs:
+  - {name: a, shape: [2, 150, 48]}
+  - {name: b, shape: [2, 48, 80]}
+ops:
+  - {name: h, op: matmul, args: [a, b]}
+  - {name: t, op: tanh, args: [h]}
+  - {name: m, op: max, args: [t], dims: [0, 1]}
+outputs: [m]
+)"},
       {"linear_batch_center",  // each feature centered over the batch (batch norm's training mean)
        "name: linear_batch_center\n" + head +
            "  - {name: mu, op: mean, args: [h], dims: [0], keepdim: true}\n"

@@ -99,11 +99,9 @@ const std::map<std::string, Exception>& exceptions() {
       {"matmul_batch_totals",
        {2, true, "a total per batch: the row-finish kernel reduces its rows to one value only, so the total is not "
                  "split at the rows (simplify_split_reduction.cpp); a reduce kernel over the stored tanh(h)"}},
-      {"linear_column_sum",
-       {2, true, "a reduction over the rows (dim 0) is not in the GEMM epilogue (a conv's pixel partials, "
-                 "pass_fuse_spatial.cpp, are conv-only): a reduce kernel over the stored output"}},
       {"linear_batch_center",
-       {3, true, "as linear_column_sum, then h - mean(h) over dim 0 in a pointwise kernel"}},
+       {3, true, "h - mean(h) over dim 0: the mean's other consumer needs the stored h, so a reduce kernel, then a "
+                 "pointwise one (the finish kernel broadcasts along trailing dims only)"}},
       {"log_softmax_beside_logsumexp",
        {2, true, "log_softmax beside its logsumexp over N = 512: one row reduction (simplify_logsumexp.cpp); the "
                  "finish kernel's broadcast back over the row reads the stored h"}},
