@@ -29,7 +29,8 @@ TEST(CodegenGemmColumns, PartialsFromTheGemmEpilogue) {
           ASSERT_TRUE(g) << label << ": " << g.error().str();
           auto prog = generate_program(*g, {arch, config});
           ASSERT_TRUE(prog.ok()) << label << ": " << prog.error().str();
-          ASSERT_EQ(prog->launches.size(), 2u) << label << "\n" << prog->plan_text;
+          // (3xTF32 on wgmma adds a launch that splits the operands: not a kernel of the plan)
+          ASSERT_NE(prog->plan_text.find("): 2 kernel(s)"), std::string::npos) << label << "\n" << prog->plan_text;
           EXPECT_NE(prog->plan_text.find("partly fused: each tile (rows) stores a partial per column"),
                     std::string::npos)
               << label << "\n" << prog->plan_text;
