@@ -62,7 +62,7 @@ Output: --out (default bench/results) gets bench_gemm_<device>_<UTC date-time>[_
 ceilings, every side's row) and .md (the compact table and the full per-side table), rewritten after
 every shape/mode group; the compact markdown table is printed last on stdout.
 
-  python3 bench/bench_gemm.py [--shapes 1,3,odd|all|MxKxN] [--chains a,b,c,d,e] [--modes fp32,tf32,bf16,f16]
+  python3 bench/bench_gemm.py [--shapes 1,3,odd|all|MxKxN] [--chains a,b,c,d,e,f] [--modes fp32,tf32,bf16,f16]
         [--all] [--sides cublas,eager,compile,fusejit] [--compile-mode default|max-autotune|both]
         [--tuned [--tune-budget 60] [--tune-via auto|cli|force]] [--small] [--trials 100]
         [--max-side-s 2] [--time-budget 480] [--out DIR] [--tag T] [--commit C]
@@ -103,7 +103,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="See the module docstring (head -80 bench/bench_gemm.py) for details.")
     ap.add_argument("--shapes", default=None, help="1-based indices, names, 'all' or MxKxN (comma-separated)")
-    ap.add_argument("--chains", default=None, help="a,b,c,d,e (default with other axes given: a)")
+    ap.add_argument("--chains", default=None, help="a,b,c,d,e,f (default with other axes given: a)")
     ap.add_argument("--modes", default=None, help="fp32,tf32,bf16,f16 (default with other axes given: fp32,tf32,bf16)")
     ap.add_argument("--all", action="store_true", help="every shape x chain x mode (140 rows: split it)")
     ap.add_argument("--sides", default="cublas,eager,compile,fusejit", help=",".join(SIDES))
@@ -177,6 +177,7 @@ class Runner:
             "c": lambda y, b: y * t.sigmoid(y) * 2,
             "d": lambda y, b: t.logsumexp(y, dim=-1),
             "e": lambda y, b: t.softmax(y, dim=-1),
+            "f": lambda y, b: t.relu(y + b).sum(dim=0),
         }
 
     def over_budget(self):
@@ -319,7 +320,7 @@ class Runner:
             if self.dead:
                 return
             cname, bias, _ = CHAINS[chain]
-            out_numel = m if chain == "d" else m * n
+            out_numel = m if chain == "d" else n if chain == "f" else m * n
             nbytes = elem * (m * k + n * k + (n if bias else 0) + out_numel)
             flops = 2.0 * m * n * k
             floor = max(flops / (rate * 1e12), nbytes / (ceil["copy_TBps"] * 1e12)) * 1e3

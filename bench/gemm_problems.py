@@ -20,6 +20,7 @@ CHAINS = {  # key: (name, reads the bias b, formula)
     "c": ("swish2", False, "y * sigmoid(y) * 2"),
     "d": ("row_lse", False, "logsumexp(y, dim=-1)"),
     "e": ("softmax", False, "softmax(y, dim=-1)"),
+    "f": ("bias_relu_colsum", True, "relu(y + b).sum(dim=0)"),
 }
 
 # The ops after the anchor value y, as (name, op, args, attributes); the last one is the output.
@@ -30,6 +31,7 @@ CHAIN_OPS = {
           ("out", "mul", ["ysig", "2.0"], {})],
     "d": [("out", "logsumexp", ["y"], {"dims": "[-1]"})],
     "e": [("out", "softmax", ["y"], {"dim": "-1"})],
+    "f": [("yb", "add", ["y", "b"], {}), ("r", "relu", ["yb"], {}), ("out", "sum", ["r"], {"dims": "[0]"})],
 }
 
 MODES = {"fp32": ("fp32", "f32"), "tf32": ("tf32", "f32"), "bf16": ("bf16", "bf16"), "f16": ("f16", "f16")}
