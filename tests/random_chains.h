@@ -283,6 +283,9 @@ class RandomChainBuilder {
       std::vector<int64_t> dims;
       if (rng_.chance(0.6)) {
         dims = {col_dim};
+      } else if (rng_.chance(0.3)) {  // every GEMM row: a conv's pixels, a linear's / matmul's leading dims
+        if (anchor_op_ == OpKind::Conv2d) dims = {2, 3};
+        for (int d = 0; d < r - 1 && anchor_op_ != OpKind::Conv2d; ++d) dims.push_back(d);
       } else {
         for (int d = 0; d < r; ++d)
           if (rng_.chance(0.5)) dims.push_back(d);
