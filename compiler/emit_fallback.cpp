@@ -494,7 +494,9 @@ Expected<EmittedKernel> emit_row_finish(const PlanContext& ctx, const Plan& plan
   lines.rest = zero_sums;
   lines.rest.push_back(post_call(post, args, static_cast<int>(domain.size())));
   if (!kp.row_stages.empty()) return finish_kernel_row_stages(em, kp, finishes, lines, cfg);
-  if (!kp.wide.nodes.empty()) return finish_kernel_wide(em, kp, finishes, lines, cfg);
+  if (!kp.wide.nodes.empty())
+    return kp.wide_columns ? finish_kernel_columns(em, kp, finishes, lines, cfg)
+                           : finish_kernel_wide(em, kp, finishes, lines, cfg);
   std::vector<std::string> inner = lines.by_thread;
   append(inner, lines.rest);
   if (!kp.tails.empty()) return finish_kernel_across(em, kp, finishes, std::move(inner), cfg);

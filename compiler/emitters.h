@@ -100,6 +100,11 @@ struct RowFinishLines {
 std::vector<std::string> finish_block_rows(KernelEmitter& em, const RowFinishLines& lines, const Shape& domain,
                                            int64_t per_block, int threads, const std::string& I,
                                            const std::vector<ValueId>& finishes);
+// A row-finish kernel whose wide stage takes its finished values as columns
+// (KernelPlan::wide_columns; emit_finish_columns.cpp).
+Expected<EmittedKernel> finish_kernel_columns(KernelEmitter& em, const KernelPlan& kp,
+                                              const std::vector<ValueId>& finishes, const RowFinishLines& lines,
+                                              const PointwiseConfig& cfg);
 // A row-finish kernel with row stages (emit_row_stages.cpp).
 Expected<EmittedKernel> finish_kernel_row_stages(KernelEmitter& em, const KernelPlan& kp,
                                                  const std::vector<ValueId>& finishes, const RowFinishLines& lines,

@@ -101,8 +101,9 @@ constexpr int64_t kWideFuseMaxElements = int64_t{1} << 20;
 constexpr int64_t kWideMinBlocks = 128;
 
 // The elementwise consumers of a row-finish kernel's results over a shape the
-// rows broadcast into (`x + sum(h, keepdim)`): into the kernel's wide region,
-// so they do not need a pointwise kernel of their own.
+// rows broadcast into (`x + sum(h, keepdim)`, or along leading dims: `h -
+// mean(h, 0)`): into the kernel's wide region, so they do not need a
+// pointwise kernel of their own.
 void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
   std::vector<ValueId> sources = k.finishes;
   sources.insert(sources.end(), k.region.nodes.begin(), k.region.nodes.end());
@@ -112,8 +113,19 @@ void grow_row_broadcast(PlanContext& ctx, KernelPlan& k, int index) {
     if ((!is_elementwise(n.op) && n.op != OpKind::Expand) || ctx.leaf_expr[static_cast<size_t>(v)] || ctx.placed(v))
       continue;
     const int64_t len = row_broadcast_len(k.region.domain, n.type.shape);
-    if (len == 0 || std::none_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return ours.count(o) > 0; }))
+    // Along leading dims (CUDA): blocks over columns and rows of the wide domain (finish_kernel_columns).
+    const int64_t column_rows = ctx.arch == "cpu" ? 0 : column_broadcast_rows(k.region.domain, n.type.shape);
+    if ((len == 0 && column_rows == 0) ||
+        std::none_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return ours.count(o) > 0; }))
       continue;
+    if (len == 0) {
+      k.wide.domain = n.type.shape;
+      k.wide_columns = true;
+      grow_region(ctx, k.wide, sources, k.root, index, /*allow_placed=*/true);
+      k.notes.push_back("the finished values broadcast over " + shape_str(n.type.shape) + " in this kernel (a column " +
+                        "each, " + std::to_string(column_rows) + " rows)");
+      return;
+    }
     const int64_t rows = numel(k.region.domain);
     const int64_t per_block = std::max<int64_t>(1, kRowFinishWideElementsPerBlock / len);
     if (rows * len > kWideFuseMaxElements && (rows + per_block - 1) / per_block < kWideMinBlocks) {
@@ -144,7 +156,7 @@ bool row_pass_op(OpKind op) {
 // reduction and its row-shaped consumers are needed only here (no output:
 // nothing is stored at row coordinates).
 void grow_row_stages(PlanContext& ctx, KernelPlan& k, int index) {
-  if (!ctx.heur.row_stages || k.wide.nodes.empty()) return;
+  if (!ctx.heur.row_stages || k.wide.nodes.empty() || k.wide_columns) return;
   const Shape& rows = k.region.domain;
   const Shape& wide = k.wide.domain;
   std::set<ValueId> inside(k.finishes.begin(), k.finishes.end());

@@ -11,6 +11,8 @@
 // A linear's or matmul's reduction over all but the last dim (every GEMM row,
 // a matmul's batch entries included) is the same with one "image": each row
 // tile stores a partial per column, the finish kernel combines them per column.
+// There the epilogue may also store values elementwise ops read later (the
+// finish kernel's broadcast of the result over the rows: `h - mean(h, 0)`).
 #include <numeric>
 #include <set>
 
@@ -71,11 +73,17 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   const Node& r = ctx.node(red);
   const std::string label = std::string(op_name(r.op)) + " %" + std::to_string(red);
   const ValueId reduced = r.operands[0];
+  // A GEMM's epilogue may also store values that elementwise ops of later kernels read (`h - mean(h, 0)`:
+  // the finish kernel's broadcast over the rows), or outputs; a second reduction of them keeps its reduce kernel
+  // (both in one, reading the stored value once).
+  bool others_elementwise = true;
+  for (ValueId u : outside) others_elementwise = others_elementwise && (u == red || is_elementwise(ctx.node(u).op));
+  const bool exits_only = outside.size() == 1 && only_exit(ctx, inside, tails, reduced) && !ctx.is_output(reduced);
   const std::string what = conv ? "conv-shaped" : "[M, N]";
   std::string why;
   if (!ctx.heur.fuse_reductions)
     why = "disabled by the codegen config (fuse_reductions=0)";
-  else if (outside.size() != 1 || !only_exit(ctx, inside, tails, reduced) || ctx.is_output(reduced))
+  else if (conv ? !exits_only : !others_elementwise)
     why = "other consumers need the full " + what + " result";
   if (!why.empty()) {
     kp.notes.push_back(label + " not fused into the epilogue: " + why + "; %" + std::to_string(reduced) +
@@ -89,8 +97,8 @@ void fuse_spatial_reduction(PlanContext& ctx, Plan& plan) {
   plan.partials[red] = PartialBuffers{};
   kp.tails.push_back(std::move(tail));
   kp.notes.push_back(label + " partly fused: each tile (" + (conv ? "pixels of one image" : "rows") +
-                     ") stores a partial per " + (conv ? "channel" : "column") +
-                     " and a row-finish kernel combines them; the " + ctx.node(reduced).type.str() + " is never stored");
+                     ") stores a partial per " + (conv ? "channel" : "column") + " and a row-finish kernel combines them" +
+                     (exits_only ? "; the " + ctx.node(reduced).type.str() + " is never stored" : ""));
 }
 
 }  // namespace fusejit::cg

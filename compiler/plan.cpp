@@ -496,6 +496,13 @@ int64_t row_broadcast_len(const Shape& rows, const Shape& wide) {
   return len;
 }
 
+int64_t column_broadcast_rows(const Shape& cols, const Shape& wide) {
+  if (cols.empty() || wide.empty() || cols.size() > wide.size() || cols.back() != wide.back() || wide.back() < 2 ||
+      numel(cols) != wide.back() || numel(wide) == numel(cols))
+    return 0;
+  return numel(wide) / wide.back();
+}
+
 void add_tail(PlanContext& ctx, KernelPlan& kp, ValueId v, int kernel) {
   FusedTail tail;
   tail.op = v;

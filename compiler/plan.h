@@ -383,6 +383,10 @@ struct KernelPlan {
   // whole-row tail (`h - max(h)`), run on the accumulators once the tile's rows
   // are reduced (pass_fuse_row_broadcast.cpp).
   Region wide;
+  // RowFinish (CUDA): `wide` repeats the finished values along its leading
+  // dims instead: each is a column of it (`h - mean(h, 0)`); blocks take a
+  // column range and a row range (emit_fallback.cpp finish_kernel_columns).
+  bool wide_columns = false;
   // Anchor: the fused pool or row reductions. RowFinish: at most one
   // reduction of the finished rows to a single value (one block). Reduce:
   // further reductions of the same rows done in the same pass (a row pass),
@@ -576,6 +580,10 @@ std::string plan_text(const Graph& g, const Plan& plan);
 // 1 in `rows`): each row's elements are one contiguous run of `wide`. 0 when
 // it does not, or the shapes are equal.
 int64_t row_broadcast_len(const Shape& rows, const Shape& wide);
+// Rows of `wide` when `cols` broadcasts into it along leading dims only (its
+// elements are `wide`'s last dim: [N] or [1, .., 1, N] into [.., N], N > 1):
+// each element of `cols` is a column of `wide`. 0 when it does not.
+int64_t column_broadcast_rows(const Shape& cols, const Shape& wide);
 // A row-finish kernel's wide stage: each block takes about this many of its
 // elements at a time (whole rows: at least one).
 constexpr int64_t kRowFinishWideElementsPerBlock = 4096;

@@ -98,7 +98,8 @@ std::string plan_text(const Graph& g, const Plan& plan) {
     s << "\n";
     region_lines(s, g, plan, kp.region, kp.kind == KernelKind::Anchor ? "epilogue" : "elementwise");
     const bool anchor_wide = kp.kind == KernelKind::Anchor && !kp.wide.nodes.empty();  // after its tail (below)
-    if (!kp.wide.nodes.empty() && !anchor_wide) region_lines(s, g, plan, kp.wide, "then, broadcast over the rows,");
+    if (!kp.wide.nodes.empty() && !anchor_wide)
+      region_lines(s, g, plan, kp.wide, kp.wide_columns ? "then, as columns," : "then, broadcast over the rows,");
     for (const FusedTail& t : kp.row_stages) {  // the row-shaped consumers named apart from the wide ones
       Region wide = t.post;
       std::vector<ValueId> per_row;

@@ -17,9 +17,11 @@ struct GemmColumnCase {
   std::string ops;     // spec lines after the anchor `h`; the output is `out`
   std::string inputs;  // spec input lines (x or a, w or b, ...)
   std::string anchor;  // the anchor's op line
+  std::string outputs = "[out]";
 };
 
-// Ragged shapes (no dim a multiple of a tile), 3-D rows, batched matmuls.
+// Ragged shapes (no dim a multiple of a tile), 3-D rows, batched matmuls; two
+// broadcast the result back over the rows (the anchor's output stored too).
 inline std::vector<GemmColumnCase> gemm_column_cases() {
   const std::string linear = "  - {name: x, shape: [300, 96]}\n  - {name: w, shape: [136, 96]}\n"
                              "  - {name: bias, shape: [136]}\n";
@@ -40,6 +42,14 @@ inline std::vector<GemmColumnCase> gemm_column_cases() {
        "  - {name: r, op: relu, args: [h]}\n  - {name: out, op: sum, args: [r], dims: [0, 1]}\n",
        "  - {name: x, shape: [3, 90, 64]}\n  - {name: w, shape: [64, 72]}\n",
        "  - {name: h, op: matmul, args: [x, w]}\n"},
+      {"linear_center_and_mean",  // h - mean(h, 0): the finish kernel broadcasts the means over the rows
+       "  - {name: mu, op: mean, args: [h], dims: [0], keepdim: true}\n  - {name: out, op: sub, args: [h, mu]}\n",
+       linear, linear_op, "[out, mu]"},
+      {"linear3d_scale_by_column_max",  // h / max(|h|) per feature over a 3-D linear's rows
+       "  - {name: a, op: abs, args: [h]}\n  - {name: m, op: max, args: [a], dims: [0, 1]}\n"
+       "  - {name: out, op: div, args: [h, m]}\n",
+       "  - {name: x, shape: [3, 70, 64]}\n  - {name: w, shape: [80, 64]}\n  - {name: bias, shape: [80]}\n",
+       linear_op},
       {"matmul_batched_b_mean",
        "  - {name: out, op: mean, args: [h], dims: [0, 1], keepdim: true}\n",
        "  - {name: x, shape: [2, 150, 48]}\n  - {name: w, shape: [2, 48, 80]}\n",
@@ -49,7 +59,7 @@ inline std::vector<GemmColumnCase> gemm_column_cases() {
 
 inline Expected<Graph> gemm_column_chain(Precision p, const GemmColumnCase& c) {
   const std::string spec = "name: " + c.label + "\nprecision: " + std::string(precision_name(p)) +
-                           "\ninputs:\n" + c.inputs + "ops:\n" + c.anchor + c.ops + "outputs: [out]\n";
+                           "\ninputs:\n" + c.inputs + "ops:\n" + c.anchor + c.ops + "outputs: " + c.outputs + "\n";
   return parse_spec(spec, c.label);
 }
 
