@@ -62,7 +62,7 @@ Output: --out (default bench/results) gets bench_gemm_<device>_<UTC date-time>[_
 ceilings, every side's row) and .md (the compact table and the full per-side table), rewritten after
 every shape/mode group; the compact markdown table is printed last on stdout.
 
-  python3 bench/bench_gemm.py [--shapes 1,3,odd|all|MxKxN] [--chains a,b,c,d,e,f] [--modes fp32,tf32,bf16,f16]
+  python3 bench/bench_gemm.py [--shapes 1,3,odd|all|MxKxN] [--chains a,b,c,d,e,f,g] [--modes fp32,tf32,bf16,f16]
         [--all] [--sides cublas,eager,compile,fusejit] [--compile-mode default|max-autotune|both]
         [--tuned [--tune-budget 60] [--tune-via auto|cli|force]] [--small] [--trials 100]
         [--max-side-s 2] [--time-budget 480] [--out DIR] [--tag T] [--commit C]
@@ -103,7 +103,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="See the module docstring (head -80 bench/bench_gemm.py) for details.")
     ap.add_argument("--shapes", default=None, help="1-based indices, names, 'all' or MxKxN (comma-separated)")
-    ap.add_argument("--chains", default=None, help="a,b,c,d,e,f (default with other axes given: a)")
+    ap.add_argument("--chains", default=None, help="a,b,c,d,e,f,g (default with other axes given: a)")
     ap.add_argument("--modes", default=None, help="fp32,tf32,bf16,f16 (default with other axes given: fp32,tf32,bf16)")
     ap.add_argument("--all", action="store_true", help="every shape x chain x mode (140 rows: split it)")
     ap.add_argument("--sides", default="cublas,eager,compile,fusejit", help=",".join(SIDES))
@@ -178,6 +178,7 @@ class Runner:
             "d": lambda y, b: t.logsumexp(y, dim=-1),
             "e": lambda y, b: t.softmax(y, dim=-1),
             "f": lambda y, b: t.relu(y + b).sum(dim=0),
+            "g": lambda y, b: y - y.mean(dim=0, keepdim=True),
         }
 
     def over_budget(self):

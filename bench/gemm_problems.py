@@ -21,6 +21,7 @@ CHAINS = {  # key: (name, reads the bias b, formula)
     "d": ("row_lse", False, "logsumexp(y, dim=-1)"),
     "e": ("softmax", False, "softmax(y, dim=-1)"),
     "f": ("bias_relu_colsum", True, "relu(y + b).sum(dim=0)"),
+    "g": ("center_rows", False, "y - y.mean(dim=0, keepdim=True)"),
 }
 
 # The ops after the anchor value y, as (name, op, args, attributes); the last one is the output.
@@ -32,6 +33,7 @@ CHAIN_OPS = {
     "d": [("out", "logsumexp", ["y"], {"dims": "[-1]"})],
     "e": [("out", "softmax", ["y"], {"dim": "-1"})],
     "f": [("yb", "add", ["y", "b"], {}), ("r", "relu", ["yb"], {}), ("out", "sum", ["r"], {"dims": "[0]"})],
+    "g": [("mu", "mean", ["y"], {"dims": "[0]", "keepdim": "true"}), ("out", "sub", ["y", "mu"], {})],
 }
 
 MODES = {"fp32": ("fp32", "f32"), "tf32": ("tf32", "f32"), "bf16": ("bf16", "bf16"), "f16": ("f16", "f16")}
