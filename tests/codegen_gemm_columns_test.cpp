@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "compiler/codegen.h"
+#include "compiler/plan.h"
 #include "tests/compile_jobs.h"
 #include "tests/gemm_column_cases.h"
 
@@ -55,6 +56,18 @@ TEST(CodegenGemmColumns, PartialsFromTheGemmEpilogue) {
           jobs.push_back({label, arch, prog->name, prog->source});
         }
   for (const std::string& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(CodegenGemmColumns, ColumnBroadcastShapes) {
+  using cg::column_broadcast_rows;
+  EXPECT_EQ(column_broadcast_rows({512}, {128, 512}), 128);
+  EXPECT_EQ(column_broadcast_rows({1, 512}, {128, 512}), 128);
+  EXPECT_EQ(column_broadcast_rows({1, 1, 80}, {3, 70, 80}), 210);
+  EXPECT_EQ(column_broadcast_rows({128, 1}, {128, 512}), 0);  // a row broadcast (row_broadcast_len)
+  EXPECT_EQ(column_broadcast_rows({512}, {512}), 0);          // the same shape
+  EXPECT_EQ(column_broadcast_rows({2, 80}, {3, 2, 80}), 0);   // more than a column's worth
+  EXPECT_EQ(column_broadcast_rows({1}, {7, 1}), 0);           // one column: a row broadcast
+  EXPECT_EQ(column_broadcast_rows({}, {7, 3}), 0);
 }
 
 TEST(CodegenGemmColumns, OtherConsumers) {
