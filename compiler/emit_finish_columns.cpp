@@ -1,8 +1,8 @@
 // A row-finish kernel whose wide stage repeats its finished values along the
 // leading dims (KernelPlan::wide_columns: `h - mean(h, 0)`, each finished
 // value a column of the wide domain). Blocks form a grid of column ranges
-// (x: kColsPerBlock finished values) and row ranges (y: kRowsPerBlock rows of
-// the wide domain). Each block finishes its columns into shared memory (from
+// (x: kRowsPerBlock finished values, finish_block_rows' name for them) and
+// row ranges (y: kWideRowsPerBlock rows of the wide domain). Each block finishes its columns into shared memory (from
 // the per-tile partials, as finish_block_rows does for rows; only the blocks
 // of the first row range store the finished values' narrow outputs), then
 // runs the wide region over its rows, consecutive threads on consecutive
