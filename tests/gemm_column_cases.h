@@ -50,6 +50,14 @@ inline std::vector<GemmColumnCase> gemm_column_cases() {
        "  - {name: out, op: div, args: [h, m]}\n",
        "  - {name: x, shape: [3, 70, 64]}\n  - {name: w, shape: [80, 64]}\n  - {name: bias, shape: [80]}\n",
        linear_op},
+      {"narrow_center",  // 6 columns: a block's column range is mostly idle; its rows carry the work
+       "  - {name: mu, op: mean, args: [h], dims: [0], keepdim: true}\n  - {name: out, op: sub, args: [h, mu]}\n",
+       "  - {name: x, shape: [1000, 40]}\n  - {name: w, shape: [6, 40]}\n  - {name: bias, shape: [6]}\n",
+       linear_op},
+      {"tall_center",  // 70000 rows: over a thousand row tiles a column, so rows per block follow the tiles
+       "  - {name: mu, op: max, args: [h], dims: [0], keepdim: true}\n  - {name: out, op: sub, args: [h, mu]}\n",
+       "  - {name: x, shape: [70000, 16]}\n  - {name: w, shape: [40, 16]}\n  - {name: bias, shape: [40]}\n",
+       linear_op},
       {"matmul_batched_b_mean",
        "  - {name: out, op: mean, args: [h], dims: [0, 1], keepdim: true}\n",
        "  - {name: x, shape: [2, 150, 48]}\n  - {name: w, shape: [2, 48, 80]}\n",
