@@ -342,8 +342,9 @@ struct FusedTail {
   ValueId op = -1;
   Region post;  // domain: the tail op's output shape (empty for partial tails)
   bool partial = false;
-  // A partial reduction over a conv's output pixels (pass_fuse_spatial.cpp):
-  // each tile holds pixels of one image and stores a partial per channel.
+  // A partial reduction over the GEMM rows (pass_fuse_spatial.cpp): a conv's
+  // output pixels (each tile holds pixels of one image) or every row of a
+  // linear / matmul; each tile stores a partial per channel (column).
   bool spatial = false;
   // A max pool fused into the conv epilogue: the non-decreasing ops right
   // before it (their other operand constant over each window), in order, which
