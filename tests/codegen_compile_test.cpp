@@ -127,7 +127,7 @@ TEST(CodegenCompile, TwoHundredRandomChainsCompileForSm80AndSm90a) {
                            "[softmax]", "[pool2d]", "[pool1d]", "[row-finish]", "fused max_pool2d", "fused avg_pool2d",
                            "fused sum", "fused logsumexp", "partials of", "scratch 0:", "precision bf16",
                            "precision f16", "precision tf32", "wgmma bf16", "wgmma f16", "wgmma tf32",
-                           "wgmma f32x3"})
+                           "wgmma f32x3", "stores a partial per column", "stores a partial per channel"})
     EXPECT_GE(count(what), 2) << "no random chain covers '" << what << "'";
 }
 
