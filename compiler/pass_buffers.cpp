@@ -49,9 +49,9 @@ void assign_buffers(PlanContext& ctx, Plan& plan) {
                                  ? (anchor.mma_kind == "bf16" || anchor.mma_kind == "f16" ? 2 : 4)
                                  : 0;
       // A linear's / matmul's row tiles: all of them (a matmul's per batch entry, or of x's flattened rows on wgmma).
-      const AnchorGeometry rows = flatten_batch_rows(geo);
+      const AnchorGeometry flat = flatten_batch_rows(geo);
       const int64_t row_tiles = anchor.mainloop == Mainloop::Wgmma
-                                    ? (rows.m + anchor.tile_m() - 1) / anchor.tile_m()
+                                    ? (flat.m + anchor.tile_m() - 1) / anchor.tile_m()
                                     : geo.batch * ((geo.m + anchor.tile_m() - 1) / anchor.tile_m());
       pb.tiles = !spatial ? geo.groups * ((geo.n + anchor.tile_n() - 1) / anchor.tile_n())
                  : geo.op != OpKind::Conv2d ? row_tiles
